@@ -1,0 +1,31 @@
+# Thin wrappers: each target bootstraps, configures, builds and runs.
+PRESET ?= release
+WERROR := $(if $(CI),ON,OFF)
+BUILD := build/$(PRESET)
+BIN := $(BUILD)/graph-autofusion
+
+.PHONY: setup configure build demo test test-asan bench clean
+
+setup:
+	@bash scripts/bootstrap.sh
+
+configure: setup
+	@cmake --preset $(PRESET) -DGAF_WERROR=$(WERROR) >/dev/null
+
+build: configure
+	@cmake --build --preset $(PRESET) -j$$(nproc)
+
+demo: build
+	@$(BIN) demo
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j1
+
+test-asan:
+	@$(MAKE) --no-print-directory test PRESET=asan
+
+bench: build
+	@$(BUILD)/bench/gaf_bench
+
+clean:
+	rm -rf build

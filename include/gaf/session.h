@@ -1,0 +1,63 @@
+// runtime::Session: compiles a Graph once (kernels created, schedule and value lifetimes computed) and runs it
+// many times. Buffers come from a pool and go back to it after a value's last use (liveness), so peak memory
+// stays close to the largest live set; the peak is reported in RunStats.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gaf/graph.h"
+#include "gaf/kernel.h"
+
+namespace gaf::runtime {
+
+struct SessionOptions {
+  bool profile = false;  // record per-node times
+};
+
+struct NodeProfile {
+  std::string name, op_type;
+  double total_s = 0;
+  int64_t calls = 0;
+};
+
+struct RunStats {
+  size_t peak_bytes = 0;   // peak of live intermediate buffers during the last run
+  double last_run_s = 0;
+  std::vector<NodeProfile> nodes;  // with SessionOptions::profile
+};
+
+class PoolAllocator;
+
+class Session {
+ public:
+  // Creates a kernel for every node; throws gaf::UnsupportedError naming the first node whose op, opset or
+  // dtype has no kernel.
+  explicit Session(const Graph& graph, SessionOptions options = {});
+  ~Session();
+
+  // Inputs by graph-input name; a graph input with an initializer may be omitted. Returns graph outputs in order.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // Inputs in graph-input order (non-initializer inputs only).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  const RunStats& stats() const { return stats_; }
+  const Graph& graph() const { return graph_; }
+  // Graph inputs that must be fed (those without an initializer).
+  std::vector<const Value*> required_inputs() const;
+
+ private:
+  struct Step;
+  const Graph& graph_;
+  SessionOptions options_;
+  std::vector<Step> steps_;
+  std::map<const Value*, int> slot_of_;
+  int num_slots_ = 0;
+  std::vector<int> graph_output_slots_;
+  std::unique_ptr<PoolAllocator> pool_;
+  RunStats stats_;
+};
+
+}  // namespace gaf::runtime

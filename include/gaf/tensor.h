@@ -1,0 +1,86 @@
+// A dense tensor: element type, dims (row-major, contiguous) and shared storage. Copies share storage; views
+// (reshape) share it too. Storage comes from an Allocator, so the runtime can recycle buffers by liveness.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gaf/dtype.h"
+
+namespace gaf {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // Returns at least `bytes` bytes aligned to 64; released when the last reference goes.
+  virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
+  static Allocator& heap();  // plain aligned heap allocation
+};
+
+int64_t numel_of(std::span<const int64_t> dims);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Uninitialised storage (zeroed for String and when `zero` is set).
+  Tensor(DType dtype, std::vector<int64_t> dims, Allocator& alloc = Allocator::heap(), bool zero = false);
+
+  template <class T>
+  static Tensor from(std::vector<int64_t> dims, std::span<const T> values) {
+    Tensor t(DTypeOf<T>::value, std::move(dims));
+    GAF_ASSERT(size_t(t.numel()) == values.size(), "Tensor::from: value count does not match dims");
+    std::memcpy(t.raw(), values.data(), values.size() * sizeof(T));
+    return t;
+  }
+  template <class T>
+  static Tensor scalar(T v) {
+    return from<T>({}, std::span<const T>(&v, 1));
+  }
+
+  bool defined() const { return dtype_ != DType::Undefined; }
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  int rank() const { return static_cast<int>(dims_.size()); }
+  int64_t dim(int i) const { return dims_[i < 0 ? i + rank() : i]; }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return size_t(numel_) * dtype_size(dtype_); }
+
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  template <class T>
+  T* data() {
+    GAF_ASSERT(DTypeOf<T>::value == dtype_, "Tensor::data: wrong element type");
+    return static_cast<T*>(data_);
+  }
+  template <class T>
+  const T* data() const {
+    GAF_ASSERT(DTypeOf<T>::value == dtype_, "Tensor::data: wrong element type");
+    return static_cast<const T*>(data_);
+  }
+  std::string* strings() { return static_cast<std::string*>(data_); }
+  const std::string* strings() const { return static_cast<const std::string*>(data_); }
+
+  // Same storage, new dims (element count must match).
+  Tensor reshaped(std::vector<int64_t> dims) const;
+  // Deep copy into fresh storage.
+  Tensor clone(Allocator& alloc = Allocator::heap()) const;
+  // Element i converted to double / int64 (any numeric dtype); for attributes and shape inputs.
+  double get_double(int64_t i) const;
+  int64_t get_int(int64_t i) const;
+  std::vector<int64_t> to_int_vector() const;
+
+  std::string to_string(size_t max_elems = 16) const;  // "float[2,3] {1, 2, ...}"
+
+ private:
+  DType dtype_ = DType::Undefined;
+  std::vector<int64_t> dims_;
+  int64_t numel_ = 0;
+  std::shared_ptr<void> storage_;
+  void* data_ = nullptr;
+};
+
+std::string dims_to_string(std::span<const int64_t> dims);
+
+}  // namespace gaf

@@ -1,0 +1,40 @@
+// Library side of the CLI tools: everything the commands do lives here so tests and the CLI share one path.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gaf/graph.h"
+#include "gaf/session.h"
+
+namespace gaf::tools {
+
+// Op histogram, parameter count, inputs and outputs with shapes.
+std::string model_info(const Model& model);
+
+// Seeded random tensors for every required input of the graph. Symbolic or unknown dims take `dynamic_dim`.
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed = 0, int64_t dynamic_dim = 1);
+// input_<i>.pb files of a folder, in order.
+std::vector<Tensor> load_input_dir(const std::string& dir);
+
+struct Timing {
+  double min_s = 0, median_s = 0;
+  int iterations = 0;
+};
+// Runs `iterations` times after one warm-up run; returns the outputs of the last run.
+std::vector<Tensor> time_runs(runtime::Session& s, const std::vector<Tensor>& inputs, int iterations,
+                              Timing& timing);
+
+// Largest |a-b| / (atol + rtol*|b|) over all elements: <= 1 means within tolerance. Shapes and dtypes must match.
+struct Comparison {
+  bool ok = true;
+  double max_abs_err = 0, max_rel_err = 0;
+  std::string message;  // first mismatch, for humans
+};
+Comparison compare(const Tensor& actual, const Tensor& expected, double rtol, double atol);
+
+// The built-in demo: a small pre-LayerNorm transformer block built with the IR builder (decomposed LayerNorm,
+// attention and GELU as exporters write them).
+Model demo_transformer_block(int64_t seq = 128, int64_t d_model = 256, int64_t heads = 4, int64_t d_ff = 1024);
+
+}  // namespace gaf::tools

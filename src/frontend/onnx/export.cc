@@ -1,0 +1,130 @@
+// gaf::Model -> ModelProto. Every value with a known type gets a value_info so shapes survive the trip.
+#include <onnx/onnx_pb.h>
+
+#include "gaf/onnx_io.h"
+
+namespace gaf::onnx_io {
+
+namespace {
+
+void type_to_proto(const TensorType& t, onnx::TypeProto& tp) {
+  auto* tt = tp.mutable_tensor_type();
+  tt->set_elem_type(static_cast<int32_t>(t.dtype));
+  if (!t.shape) return;
+  auto* sp = tt->mutable_shape();
+  for (const Dim& d : *t.shape) {
+    auto* dp = sp->add_dim();
+    if (d.is_static()) dp->set_dim_value(d.value());
+    else if (d.is_symbol()) dp->set_dim_param(d.symbol());
+  }
+}
+
+void value_info(const Value* v, onnx::ValueInfoProto& vi) {
+  vi.set_name(v->name());
+  if (!v->doc_string.empty()) vi.set_doc_string(v->doc_string);
+  if (v->type.dtype != DType::Undefined) type_to_proto(v->type, *vi.mutable_type());
+}
+
+void attr_to_proto(const std::string& name, const Attribute& a, onnx::AttributeProto& ap) {
+  if (const auto* o = std::get_if<OpaqueAttr>(&a)) {
+    GAF_ASSERT(ap.ParseFromString(o->proto), "opaque attribute does not parse");
+    return;
+  }
+  ap.set_name(name);
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          ap.set_type(onnx::AttributeProto::INT);
+          ap.set_i(v);
+        } else if constexpr (std::is_same_v<T, float>) {
+          ap.set_type(onnx::AttributeProto::FLOAT);
+          ap.set_f(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          ap.set_type(onnx::AttributeProto::STRING);
+          ap.set_s(v);
+        } else if constexpr (std::is_same_v<T, Tensor>) {
+          ap.set_type(onnx::AttributeProto::TENSOR);
+          tensor_to_proto(v, *ap.mutable_t());
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          ap.set_type(onnx::AttributeProto::INTS);
+          for (auto x : v) ap.add_ints(x);
+        } else if constexpr (std::is_same_v<T, std::vector<float>>) {
+          ap.set_type(onnx::AttributeProto::FLOATS);
+          for (auto x : v) ap.add_floats(x);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          ap.set_type(onnx::AttributeProto::STRINGS);
+          for (const auto& x : v) ap.add_strings(x);
+        }
+      },
+      a);
+}
+
+}  // namespace
+
+void node_to_proto(const Node& n, onnx::NodeProto& np) {
+  np.set_op_type(n.op_type);
+  if (!n.name.empty()) np.set_name(n.name);
+  if (!n.domain.empty()) np.set_domain(n.domain);
+  if (!n.doc_string.empty()) np.set_doc_string(n.doc_string);
+  for (const Value* v : n.inputs()) np.add_input(v ? v->name() : "");
+  for (const Value* v : n.outputs()) np.add_output(v->absent_output ? "" : v->name());
+  for (const auto& [k, a] : n.attrs) attr_to_proto(k, a, *np.add_attribute());
+}
+
+void graph_to_proto(const Graph& g, onnx::GraphProto& gp) {
+  gp.set_name(g.name.empty() ? "main" : g.name);
+  if (!g.doc_string.empty()) gp.set_doc_string(g.doc_string);
+  std::set<const Value*> listed;
+  for (const Value* v : g.inputs()) {
+    value_info(v, *gp.add_input());
+    listed.insert(v);
+  }
+  for (const Value* v : g.initializers()) {
+    auto* tp = gp.add_initializer();
+    tensor_to_proto(v->constant(), *tp);
+    tp->set_name(v->name());
+    listed.insert(v);
+  }
+  for (const Node* n : g.nodes()) node_to_proto(*n, *gp.add_node());
+  for (const Value* v : g.outputs()) {
+    value_info(v, *gp.add_output());
+    listed.insert(v);
+  }
+  for (const Node* n : g.nodes())
+    for (const Value* v : n->outputs())
+      if (!listed.count(v) && !v->absent_output && v->type.dtype != DType::Undefined)
+        value_info(v, *gp.add_value_info());
+}
+
+onnx::ModelProto export_model(const Model& m) {
+  onnx::ModelProto p;
+  p.set_ir_version(m.ir_version);
+  for (const auto& [domain, version] : m.opsets) {
+    auto* o = p.add_opset_import();
+    o->set_domain(domain);
+    o->set_version(version);
+  }
+  p.set_producer_name(m.producer_name.empty() ? "graph-autofusion" : m.producer_name);
+  if (!m.producer_version.empty()) p.set_producer_version(m.producer_version);
+  if (!m.domain.empty()) p.set_domain(m.domain);
+  if (m.model_version) p.set_model_version(m.model_version);
+  if (!m.doc_string.empty()) p.set_doc_string(m.doc_string);
+  for (const auto& [k, v] : m.metadata) {
+    auto* e = p.add_metadata_props();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  for (const auto& f : m.functions) GAF_ASSERT(p.add_functions()->ParseFromString(f), "function does not parse");
+  graph_to_proto(*m.graph, *p.mutable_graph());
+  return p;
+}
+
+void save_model(const Model& m, const std::string& path) {
+  onnx::ModelProto p = export_model(m);
+  std::string bytes;
+  GAF_CHECK(p.SerializeToString(&bytes), "cannot serialise the model (over 2 GB?)");
+  write_file_atomic(path, bytes);
+}
+
+}  // namespace gaf::onnx_io

@@ -1,0 +1,203 @@
+// ModelProto -> gaf::Model. The ONNX checker and ONNX shape inference run first; then the graph is converted
+// value by value. Attribute kinds the IR does not interpret (subgraphs, sparse tensors) travel as OpaqueAttr so
+// export reproduces them.
+#include <onnx/checker.h>
+#include <onnx/defs/parser.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gaf/builder.h"
+#include "gaf/onnx_io.h"
+
+namespace gaf::onnx_io {
+
+TensorType type_from_proto(const onnx::TypeProto& tp) {
+  TensorType t;
+  if (!tp.has_tensor_type()) return t;
+  const auto& tt = tp.tensor_type();
+  t.dtype = static_cast<DType>(tt.elem_type());
+  if (tt.has_shape()) {
+    Shape s;
+    for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value()) s.emplace_back(d.dim_value());
+      else if (d.has_dim_param() && !d.dim_param().empty()) s.emplace_back(d.dim_param());
+      else s.emplace_back();
+    }
+    t.shape = std::move(s);
+  }
+  return t;
+}
+
+namespace {
+
+Attribute attr_from_proto(const onnx::AttributeProto& a, const std::string& base_dir) {
+  switch (a.type()) {
+    case onnx::AttributeProto::FLOAT: return a.f();
+    case onnx::AttributeProto::INT: return int64_t(a.i());
+    case onnx::AttributeProto::STRING: return a.s();
+    case onnx::AttributeProto::TENSOR: return tensor_from_proto(a.t(), base_dir);
+    case onnx::AttributeProto::FLOATS: return std::vector<float>(a.floats().begin(), a.floats().end());
+    case onnx::AttributeProto::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    case onnx::AttributeProto::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
+    default: return OpaqueAttr{a.SerializeAsString()};
+  }
+}
+
+void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::string, int64_t>& opsets,
+                   const std::string& base_dir) {
+  g.name = gp.name();
+  g.doc_string = gp.doc_string();
+  std::map<std::string, const onnx::TensorProto*> inits;
+  for (const auto& t : gp.initializer()) {
+    GAF_CHECK(!t.name().empty(), "graph '{}': an initializer has no name", gp.name());
+    inits[t.name()] = &t;
+  }
+  GAF_CHECK(gp.sparse_initializer_size() == 0, "graph '{}': sparse initializers are not supported", gp.name());
+  std::set<std::string> input_names;
+  for (const auto& vi : gp.input()) {
+    input_names.insert(vi.name());
+    Value* v;
+    if (inits.count(vi.name())) {
+      v = g.add_constant(vi.name(), tensor_from_proto(*inits[vi.name()], base_dir));
+      v->type = type_from_proto(vi.type());
+      g.mark_input(v);
+    } else {
+      v = g.add_input(vi.name(), type_from_proto(vi.type()));
+    }
+    v->doc_string = vi.doc_string();
+  }
+  for (const auto& t : gp.initializer())
+    if (!input_names.count(t.name())) g.add_constant(t.name(), tensor_from_proto(t, base_dir));
+
+  for (int ni = 0; ni < gp.node_size(); ++ni) {
+    const auto& np = gp.node(ni);
+    std::vector<Value*> ins;
+    for (const auto& name : np.input()) {
+      if (name.empty()) {
+        ins.push_back(nullptr);
+        continue;
+      }
+      Value* v = g.find_value(name);
+      GAF_CHECK(v, "node '{}' ({}): input '{}' is not defined before it (the graph must be topologically sorted)",
+                np.name(), np.op_type(), name);
+      ins.push_back(v);
+    }
+    std::vector<std::string> outs;
+    std::vector<bool> absent;
+    for (int k = 0; k < np.output_size(); ++k) {
+      const std::string& name = np.output(k);
+      absent.push_back(name.empty());
+      outs.push_back(name.empty() ? g.unique_name(fmt::format("{}_{}_absent{}", np.op_type(), ni, k)) : name);
+    }
+    Node* n = g.add_node(np.op_type(), ins, outs, np.name());
+    n->domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    n->doc_string = np.doc_string();
+    auto it = opsets.find(n->domain);
+    n->opset = it == opsets.end() ? 0 : int(it->second);
+    for (int k = 0; k < n->num_outputs(); ++k) n->output(k)->absent_output = absent[k];
+    for (const auto& a : np.attribute()) n->attrs[a.name()] = attr_from_proto(a, base_dir);
+  }
+  for (const auto& vi : gp.value_info()) {
+    if (Value* v = g.find_value(vi.name())) {
+      v->type = type_from_proto(vi.type());
+      v->doc_string = vi.doc_string();
+    }
+  }
+  for (const auto& vi : gp.output()) {
+    Value* v = g.find_value(vi.name());
+    GAF_CHECK(v, "graph '{}': output '{}' is not produced by any node", gp.name(), vi.name());
+    TensorType t = type_from_proto(vi.type());
+    if (t.dtype != DType::Undefined) v->type = t;
+    g.add_output(v);
+  }
+}
+
+}  // namespace
+
+Model import_model(onnx::ModelProto proto, const std::string& base_dir, const ImportOptions& opts) {
+  GAF_CHECK(proto.has_graph(), "the model has no graph: is this an ONNX model file?");
+  if (opts.check) {
+    try {
+      // The path form resolves external data beside the file; in-memory models have none.
+      if (opts.source_path.empty()) onnx::checker::check_model(proto);
+      else onnx::checker::check_model(opts.source_path);
+    } catch (const std::exception& e) {
+      fail("the ONNX checker rejected the model: {}", e.what());
+    }
+  }
+  if (opts.infer_shapes) {
+    try {
+      onnx::shape_inference::InferShapes(proto);
+    } catch (const std::exception& e) {
+      fail("ONNX shape inference failed: {}", e.what());
+    }
+  }
+  Model m;
+  m.ir_version = proto.ir_version();
+  m.opsets.clear();
+  for (const auto& o : proto.opset_import()) m.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  m.producer_name = proto.producer_name();
+  m.producer_version = proto.producer_version();
+  m.domain = proto.domain();
+  m.model_version = proto.model_version();
+  m.doc_string = proto.doc_string();
+  for (const auto& kv : proto.metadata_props()) m.metadata.emplace_back(kv.key(), kv.value());
+  for (const auto& f : proto.functions()) m.functions.push_back(f.SerializeAsString());
+  convert_graph(proto.graph(), *m.graph, m.opsets, base_dir);
+  return m;
+}
+
+Model load_model(const std::string& path, const ImportOptions& opts) {
+  std::error_code ec;
+  GAF_CHECK(std::filesystem::is_regular_file(path, ec), "cannot open model '{}': no such file", path);
+  std::ifstream f(path, std::ios::binary);
+  GAF_CHECK(f, "cannot open model '{}': permission denied?", path);
+  onnx::ModelProto proto;
+  GAF_CHECK(proto.ParseFromIstream(&f),
+            "'{}' is not a valid ONNX model: the protobuf could not be parsed (truncated or not ONNX)", path);
+  GAF_CHECK(proto.has_graph() && proto.opset_import_size() > 0,
+            "'{}' is not a valid ONNX model: it has no graph or no opset_import", path);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  ImportOptions with_path = opts;
+  with_path.source_path = path;
+  try {
+    return import_model(std::move(proto), dir, with_path);
+  } catch (const UnsupportedError&) {
+    throw;
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+}
+
+Model parse_model_text(const std::string& text, const ImportOptions& opts) {
+  onnx::ModelProto proto;
+  auto status = onnx::OnnxParser::Parse(proto, text.c_str());
+  GAF_CHECK(status.IsOK(), "cannot parse ONNX text: {}", status.ErrorMessage());
+  return import_model(std::move(proto), "", opts);
+}
+
+}  // namespace gaf::onnx_io
+
+namespace gaf {
+
+void infer_types(Model& model) {
+  onnx::ModelProto proto = onnx_io::export_model(model);
+  try {
+    onnx::shape_inference::InferShapes(proto);
+  } catch (const std::exception& e) {
+    fail("ONNX shape inference failed: {}", e.what());
+  }
+  auto apply = [&](const onnx::ValueInfoProto& vi) {
+    Value* v = model.graph->find_value(vi.name());
+    if (!v) return;
+    TensorType t = onnx_io::type_from_proto(vi.type());
+    if (t.dtype != DType::Undefined) v->type = std::move(t);
+  };
+  for (const auto& vi : proto.graph().value_info()) apply(vi);
+  for (const auto& vi : proto.graph().output()) apply(vi);
+}
+
+}  // namespace gaf

@@ -1,0 +1,8 @@
+#include "runtime/kernels/common.h"
+#include "runtime/kernels/families.h"
+
+namespace gaf::runtime {
+
+void register_binary_ops(OpRegistry& r) { (void)r; }
+
+}  // namespace gaf::runtime

@@ -1,0 +1,88 @@
+// Helpers shared by the kernel families: axis normalisation, numpy broadcasting, strided index walking and
+// parallel loops. Kernels throw gaf::Error naming the node for bad input, gaf::UnsupportedError for what the
+// runtime does not implement.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <vector>
+
+#include "gaf/kernel.h"
+#include "gaf/op_registry.h"
+
+namespace gaf::runtime {
+
+// Maps a possibly negative axis into [0, rank); throws naming the node when out of range.
+int normalize_axis(int64_t axis, int rank, const Node& node);
+
+// Numpy broadcast of two or more shapes; throws naming the node when incompatible.
+std::vector<int64_t> broadcast_shape(std::span<const std::vector<int64_t>> shapes, const Node& node);
+std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                                     const Node& node);
+
+// Element strides of a tensor of `dims` read in the broadcast `out` shape (0 along broadcast dimensions).
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& dims, const std::vector<int64_t>& out);
+
+// Contiguous row-major strides.
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
+
+// Runs f(begin, end) over [0, n) split into chunks across OpenMP threads when n is large enough.
+template <class F>
+void parallel_for(int64_t n, int64_t grain, F&& f) {
+  int threads = omp_get_max_threads();
+  if (n <= grain || threads <= 1) {
+    if (n > 0) f(int64_t(0), n);
+    return;
+  }
+  int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+#pragma omp parallel for num_threads(int(chunks)) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
+    if (b < e) f(b, e);
+  }
+}
+
+// Walks the index space of `out` dims from linear index `begin` to `end`, calling f(linear, offsets) where
+// offsets[k] is the element offset into operand k (strides given per operand, broadcast strides allowed).
+// The innermost dimension is passed as a run so f can vectorise: f(out_index, offs, run_len, inner_strides).
+template <size_t N, class F>
+void strided_walk(const std::vector<int64_t>& out, const std::array<std::vector<int64_t>, N>& strides,
+                  int64_t begin, int64_t end, F&& f) {
+  const int rank = int(out.size());
+  if (rank == 0) {
+    if (begin < end) {
+      std::array<int64_t, N> offs{};
+      std::array<int64_t, N> inner{};
+      f(int64_t(0), offs, int64_t(1), inner);
+    }
+    return;
+  }
+  const int64_t inner_len = out[rank - 1];
+  std::array<int64_t, N> inner;
+  for (size_t k = 0; k < N; ++k) inner[k] = strides[k][rank - 1];
+  std::vector<int64_t> idx(rank, 0);
+  int64_t rem = begin;
+  for (int d = rank - 1; d >= 0; --d) {
+    idx[d] = out[d] ? rem % out[d] : 0;
+    rem = out[d] ? rem / out[d] : 0;
+  }
+  int64_t pos = begin;
+  while (pos < end) {
+    std::array<int64_t, N> offs{};
+    for (size_t k = 0; k < N; ++k)
+      for (int d = 0; d < rank; ++d) offs[k] += idx[d] * strides[k][d];
+    int64_t run = std::min(inner_len - idx[rank - 1], end - pos);
+    f(pos, offs, run, inner);
+    pos += run;
+    idx[rank - 1] += run;
+    for (int d = rank - 1; d > 0 && idx[d] >= out[d]; --d) {
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  }
+}
+
+}  // namespace gaf::runtime

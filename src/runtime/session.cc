@@ -1,0 +1,217 @@
+// Session: compile once (kernel per node, slot per value, last-use table), run many times.
+//
+//   slots[v]  holds the tensor of value v during a run; constants are filled at compile time and never freed.
+//   release_after[step] lists the slots whose last reader is that step: their storage goes back to the pool,
+//   so buffer reuse follows liveness and the pool's peak is the largest live set of the schedule.
+#include "gaf/session.h"
+
+#include <chrono>
+#include <mutex>
+
+#include "gaf/op_registry.h"
+
+namespace gaf::runtime {
+
+// A best-fit free list of 64-byte aligned blocks. Blocks go back to the list when the last Tensor referencing
+// them dies; the state is shared with the deleters so tensors may outlive the Session.
+class PoolAllocator final : public Allocator {
+ public:
+  struct State {
+    std::mutex mu;
+    std::multimap<size_t, void*> free_blocks;
+    size_t live = 0, peak = 0;
+    ~State() {
+      for (auto& [size, p] : free_blocks) std::free(p);
+    }
+  };
+
+  std::shared_ptr<void> allocate(size_t bytes) override {
+    size_t size = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    void* p = nullptr;
+    size_t got = size;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      auto it = state_->free_blocks.lower_bound(size);
+      if (it != state_->free_blocks.end() && it->first <= size * 2) {
+        got = it->first;
+        p = it->second;
+        state_->free_blocks.erase(it);
+      }
+      state_->live += got;
+      state_->peak = std::max(state_->peak, state_->live);
+    }
+    if (!p) {
+      p = std::aligned_alloc(64, got);
+      if (!p) throw std::bad_alloc();
+    }
+    auto state = state_;
+    return std::shared_ptr<void>(p, [state, got](void* q) {
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->live -= got;
+      state->free_blocks.emplace(got, q);
+    });
+  }
+
+  size_t take_peak() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    size_t p = state_->peak;
+    state_->peak = state_->live;
+    return p;
+  }
+
+ private:
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+const Tensor& KernelContext::in(int i) const {
+  const Tensor* t = input(i);
+  GAF_CHECK(t && t->defined(), "{}: required input {} is missing", node_.describe(), i);
+  return *t;
+}
+
+Tensor& KernelContext::allocate_output(int i, DType dtype, std::vector<int64_t> dims, bool zero) {
+  GAF_ASSERT(i < num_outputs(), "allocate_output index out of range");
+  outputs_[i] = Tensor(dtype, std::move(dims), alloc_, zero);
+  return outputs_[i];
+}
+
+struct Session::Step {
+  const Node* node;
+  std::unique_ptr<Kernel> kernel;
+  std::vector<int> in_slots;   // -1: absent optional input
+  std::vector<int> out_slots;
+  std::vector<int> release;    // slots whose last use is this step
+};
+
+Session::Session(const Graph& graph, SessionOptions options)
+    : graph_(graph), options_(options), pool_(std::make_unique<PoolAllocator>()) {
+  auto slot = [&](const Value* v) {
+    auto [it, inserted] = slot_of_.emplace(v, num_slots_);
+    if (inserted) ++num_slots_;
+    return it->second;
+  };
+  for (const Value* v : graph.inputs()) slot(v);
+  for (const Value* v : graph.initializers()) slot(v);
+  for (const Node* n : graph.nodes()) {
+    const OpInfo* info = find_op(*n);
+    if (!info || !info->kernel) {
+      unsupported("{}: op type '{}' (domain '{}', opset {}) is not supported by the CPU runtime; "
+                  "remove or replace the node, or file an issue with the model",
+                  n->describe(), n->op_type, n->domain.empty() ? "ai.onnx" : n->domain, n->opset);
+    }
+    Step s;
+    s.node = n;
+    s.kernel = info->kernel(*n);
+    for (const Value* v : n->inputs()) s.in_slots.push_back(v ? slot(v) : -1);
+    for (const Value* v : n->outputs()) s.out_slots.push_back(slot(v));
+    steps_.push_back(std::move(s));
+  }
+  for (const Value* v : graph.outputs()) graph_output_slots_.push_back(slot(v));
+
+  // Last use of every slot that is neither a constant, a graph input nor a graph output.
+  std::vector<int> last_use(num_slots_, -1);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (int s : steps_[i].in_slots)
+      if (s >= 0) last_use[s] = int(i);
+    for (int s : steps_[i].out_slots)
+      if (last_use[s] < int(i)) last_use[s] = int(i);  // an unused output dies right away
+  }
+  std::vector<bool> pinned(num_slots_, false);
+  for (const Value* v : graph.inputs()) pinned[slot_of_[v]] = true;
+  for (const Value* v : graph.initializers()) pinned[slot_of_[v]] = true;
+  for (int s : graph_output_slots_) pinned[s] = true;
+  for (int s = 0; s < num_slots_; ++s)
+    if (!pinned[s] && last_use[s] >= 0) steps_[last_use[s]].release.push_back(s);
+}
+
+Session::~Session() = default;
+
+std::vector<const Value*> Session::required_inputs() const {
+  std::vector<const Value*> r;
+  for (const Value* v : graph_.inputs())
+    if (!v->is_constant()) r.push_back(v);
+  return r;
+}
+
+namespace {
+void check_input(const Value* v, const Tensor& t, std::map<std::string, int64_t>& symbols) {
+  GAF_CHECK(t.dtype() == v->type.dtype || v->type.dtype == DType::Undefined,
+            "input '{}': expected element type {}, got {}", v->name(), dtype_name(v->type.dtype),
+            dtype_name(t.dtype()));
+  if (!v->type.shape) return;
+  const Shape& s = *v->type.shape;
+  GAF_CHECK(int(s.size()) == t.rank(), "input '{}': expected shape {}, got {}", v->name(), v->type.to_string(),
+            dims_to_string(t.dims()));
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i].is_static()) {
+      GAF_CHECK(s[i].value() == t.dim(int(i)), "input '{}': expected shape {}, got {} (dimension {})", v->name(),
+                v->type.to_string(), dims_to_string(t.dims()), i);
+    } else if (s[i].is_symbol()) {
+      auto [it, fresh] = symbols.emplace(s[i].symbol(), t.dim(int(i)));
+      GAF_CHECK(fresh || it->second == t.dim(int(i)),
+                "input '{}': dimension '{}' is {} here but {} in another input", v->name(), s[i].symbol(),
+                t.dim(int(i)), it->second);
+    }
+  }
+}
+}  // namespace
+
+std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
+  auto req = required_inputs();
+  GAF_CHECK(inputs.size() == req.size(), "the model takes {} inputs, {} given", req.size(), inputs.size());
+  std::map<std::string, Tensor> named;
+  for (size_t i = 0; i < req.size(); ++i) named[req[i]->name()] = inputs[i];
+  return run(named);
+}
+
+std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Tensor> slots(num_slots_);
+  for (const Value* v : graph_.initializers()) slots[slot_of_[v]] = v->constant();
+  std::map<std::string, int64_t> symbols;
+  for (const auto& [name, t] : inputs) {
+    const Value* v = graph_.find_value(name);
+    GAF_CHECK(v && std::find(graph_.inputs().begin(), graph_.inputs().end(), v) != graph_.inputs().end(),
+              "'{}' is not an input of the model", name);
+    check_input(v, t, symbols);
+    slots[slot_of_[v]] = t;
+  }
+  for (const Value* v : graph_.inputs())
+    GAF_CHECK(slots[slot_of_[v]].defined(), "input '{}' ({}) was not given", v->name(), v->type.to_string());
+
+  if (options_.profile && stats_.nodes.size() != steps_.size()) {
+    stats_.nodes.clear();
+    for (const Step& s : steps_) stats_.nodes.push_back({s.node->name, s.node->op_type, 0, 0});
+  }
+  std::vector<const Tensor*> ins;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& s = steps_[i];
+    ins.clear();
+    for (int k : s.in_slots) ins.push_back(k >= 0 && slots[k].defined() ? &slots[k] : nullptr);
+    std::vector<Tensor> outs(s.out_slots.size());
+    KernelContext ctx(*s.node, ins, outs, *pool_);
+    auto ts = std::chrono::steady_clock::now();
+    try {
+      s.kernel->run(ctx);
+    } catch (const UnsupportedError&) {
+      throw;
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      if (msg.find(s.node->describe()) == std::string::npos) msg = s.node->describe() + ": " + msg;
+      throw Error(msg);
+    }
+    if (options_.profile) {
+      stats_.nodes[i].total_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+      stats_.nodes[i].calls++;
+    }
+    for (size_t k = 0; k < outs.size(); ++k) slots[s.out_slots[k]] = std::move(outs[k]);
+    for (int k : s.release) slots[k] = Tensor();
+  }
+  std::vector<Tensor> result;
+  for (int s : graph_output_slots_) result.push_back(slots[s]);
+  stats_.peak_bytes = pool_->take_peak();
+  stats_.last_run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace gaf::runtime

@@ -1,0 +1,99 @@
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "gaf/onnx_io.h"
+#include "gaf/tools.h"
+
+namespace gaf::tools {
+
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, int64_t dynamic_dim) {
+  std::mt19937_64 rng(seed);
+  std::vector<Tensor> out;
+  for (const Value* v : g.inputs()) {
+    if (v->is_constant()) continue;
+    GAF_CHECK(v->type.shape, "input '{}' has no known rank: give its data with --input-pb", v->name());
+    std::vector<int64_t> dims;
+    for (const Dim& d : *v->type.shape) dims.push_back(d.is_static() ? d.value() : dynamic_dim);
+    Tensor t(v->type.dtype, dims);
+    visit_dtype(t.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* p = static_cast<T*>(t.raw());
+      std::uniform_real_distribution<double> dist(-1.0, 1.0);
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        if constexpr (std::is_same_v<T, bool>) p[i] = (rng() & 1) != 0;
+        else if constexpr (std::is_integral_v<T>) p[i] = static_cast<T>(rng() % 8);
+        else p[i] = from_double<T>(dist(rng));
+      }
+    });
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<Tensor> load_input_dir(const std::string& dir) {
+  std::vector<Tensor> out;
+  for (int i = 0;; ++i) {
+    auto path = std::filesystem::path(dir) / fmt::format("input_{}.pb", i);
+    if (!std::filesystem::exists(path)) break;
+    out.push_back(onnx_io::load_tensor(path.string()));
+  }
+  GAF_CHECK(!out.empty(), "no input_0.pb in '{}'", dir);
+  return out;
+}
+
+std::vector<Tensor> time_runs(runtime::Session& s, const std::vector<Tensor>& inputs, int iterations,
+                              Timing& timing) {
+  std::vector<Tensor> outs = s.run(inputs);  // warm-up
+  std::vector<double> times;
+  for (int i = 0; i < iterations; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    outs = s.run(inputs);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  timing.iterations = iterations;
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    timing.min_s = times.front();
+    timing.median_s = times[times.size() / 2];
+  }
+  return outs;
+}
+
+Comparison compare(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+  Comparison c;
+  if (actual.dtype() != expected.dtype() || actual.dims() != expected.dims()) {
+    c.ok = false;
+    c.message = fmt::format("got {}{}, expected {}{}", dtype_name(actual.dtype()), dims_to_string(actual.dims()),
+                            dtype_name(expected.dtype()), dims_to_string(expected.dims()));
+    return c;
+  }
+  if (actual.dtype() == DType::String) {
+    for (int64_t i = 0; i < actual.numel(); ++i) {
+      if (actual.strings()[i] != expected.strings()[i]) {
+        c.ok = false;
+        c.message = fmt::format("element {}: got \"{}\", expected \"{}\"", i, actual.strings()[i],
+                                expected.strings()[i]);
+        return c;
+      }
+    }
+    return c;
+  }
+  for (int64_t i = 0; i < actual.numel(); ++i) {
+    double a = actual.get_double(i), e = expected.get_double(i);
+    if (std::isnan(a) && std::isnan(e)) continue;
+    if (std::isinf(e) && a == e) continue;
+    double err = std::abs(a - e);
+    c.max_abs_err = std::max(c.max_abs_err, err);
+    if (e != 0) c.max_rel_err = std::max(c.max_rel_err, err / std::abs(e));
+    if (!(err <= atol + rtol * std::abs(e))) {
+      if (c.ok) c.message = fmt::format("element {}: got {}, expected {}", i, a, e);
+      c.ok = false;
+    }
+  }
+  return c;
+}
+
+}  // namespace gaf::tools

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# CLI behaviour: clear one-line errors with a non-zero exit, never a crash or a partial output file; and every
+# shared model runs from its stored inputs and matches its stored PyTorch output.
+set -u
+bin=$1
+models=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+check() {  # check NAME EXPECTED_RC PATTERN -- command...
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -eq "$want" ] && grep -qE -- "$pattern" <<<"$out"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL $name: rc=$rc (want $want), output:"
+    echo "$out" | head -20
+  fi
+}
+
+check missing-file 1 "no such file" -- "$bin" info "$tmp/nope.onnx"
+printf 'not a model at all' >"$tmp/garbage.onnx"
+check garbage-file 1 "not a valid ONNX model" -- "$bin" info "$tmp/garbage.onnx"
+head -c 3000 "$models/mlp/model.onnx" >"$tmp/truncated.onnx"
+check truncated-file 1 "not a valid ONNX model" -- "$bin" info "$tmp/truncated.onnx"
+check info 0 "MatMul" -- "$bin" info "$models/mlp/model.onnx"
+check bad-tensor 1 "not a serialized ONNX TensorProto" -- "$bin" run "$models/mlp/model.onnx" --input-pb "$tmp/garbage.onnx"
+check wrong-shape 1 "expected shape" -- "$bin" run "$models/mlp/model.onnx" \
+  --input-pb "$models/transformer_layer/test_data_set_0/input_0.pb" --save-outputs "$tmp/out_bad"
+[ ! -e "$tmp/out_bad/output_0.pb" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL partial output written"; }
+check no-inputs 1 "give --input-pb" -- "$bin" run "$models/mlp/model.onnx"
+check random-inputs 0 "latency over 3 runs" -- "$bin" run "$models/mlp/model.onnx" --random-inputs --iterations 3
+
+for m in "$models"/*/; do
+  name=$(basename "$m")
+  [ -f "$m/model.onnx" ] || continue
+  check "run-$name" 0 "wrote 1 output" -- "$bin" run "$m/model.onnx" --input-pb "$m/test_data_set_0/input_0.pb" \
+    --save-outputs "$tmp/$name"
+  check "match-$name" 0 "match" -- "$bin" compare "$tmp/$name/output_0.pb" "$m/test_data_set_0/output_0.pb" \
+    --rtol 1e-3 --atol 1e-5
+done
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -31,6 +31,8 @@ onnx::ModelProto export_model(const Model& model);
 void graph_to_proto(const Graph& g, onnx::GraphProto& gp);
 void node_to_proto(const Node& n, onnx::NodeProto& np);
 TensorType type_from_proto(const onnx::TypeProto& tp);
+// Runs the ONNX checker (with model-local functions) on the exported model; throws naming the problem.
+void check_model(const Model& model);
 // Writes atomically (temp file then rename): never a half-written file.
 void save_model(const Model& model, const std::string& path);
 

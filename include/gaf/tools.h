@@ -38,3 +38,28 @@ Comparison compare(const Tensor& actual, const Tensor& expected, double rtol, do
 Model demo_transformer_block(int64_t seq = 128, int64_t d_model = 256, int64_t heads = 4, int64_t d_ff = 1024);
 
 }  // namespace gaf::tools
+
+#include "gaf/fusion.h"
+
+namespace gaf::tools {
+
+struct FuseOptions {
+  FusionOptions fusion;
+  Target target = Target::cpu_host();
+  std::string dump_dir;  // before/after DOT (+ SVG when graphviz is installed), per-pass text dumps
+};
+
+struct FuseResult {
+  GraphCost before, after;
+  std::vector<GroupSummary> groups;
+  std::vector<DecisionRecord> decisions;
+  std::map<std::string, int> rewrites;
+  size_t candidates = 0;
+  std::string summary_line() const;  // "Found N operators, C fusion candidates. Estimated benefit: ..."
+  std::string report_json(const std::string& model_name, const Target& target, int opt_level) const;
+};
+
+// Rewrites (opt >= 1), plans and applies fusion (opt >= 2) on the model in place.
+FuseResult fuse_model(Model& model, const FuseOptions& opts);
+
+}  // namespace gaf::tools

@@ -2,6 +2,7 @@
 // stderr and a non-zero exit.
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -65,6 +66,64 @@ int cmd_run(const RunArgs& a) {
   return 0;
 }
 
+struct FuseArgs {
+  std::string input, output, fusion_rules = "all", rules, target = "cpu-host", report, dump_graph;
+  int opt_level = 2;
+  bool debug = false;
+};
+
+void add_fuse_options(CLI::App* app, FuseArgs& a, bool positional) {
+  if (positional) app->add_option("model", a.input, "ONNX model to fuse");
+  app->add_option("--input,-i", a.input, "ONNX model to fuse");
+  app->add_option("--output,-o", a.output, "where to write the fused ONNX model");
+  app->add_option("--fusion-rules", a.fusion_rules, "all | none")->check(CLI::IsMember({"all", "none"}));
+  app->add_option("--rules", a.rules, "JSON rules file (else $GAF_FUSION_CONFIG / $ASCEND_FUSION_CONFIG)");
+  app->add_option("--opt-level,-O", a.opt_level, "0 none, 1 rewrites, 2 + fusion, 3 + multi-output/horizontal")
+      ->check(CLI::Range(0, 3));
+  app->add_option("--target", a.target, "cpu-host | cuda-h200 | ascend910b | target.json");
+  app->add_option("--report", a.report, "write the fusion report (JSON)");
+  app->add_option("--dump-graph", a.dump_graph, "write before/after graphs (DOT, SVG) to this folder");
+  app->add_option("--debug", a.debug, "keep debug info")->default_str("false")->expected(0, 1);
+}
+
+std::string env_dump_dir() {
+  for (auto [flag, path] : {std::pair{"GAF_GRAPH_DUMP", "GAF_GRAPH_DUMP_PATH"},
+                            std::pair{"ENABLE_NPU_GRAPH_DUMP", "NPU_GRAPH_DUMP_PATH"}}) {
+    const char* f = std::getenv(flag);
+    if (f && std::string(f) == "1") {
+      const char* p = std::getenv(path);
+      return p && *p ? p : "graph_dump";
+    }
+  }
+  return "";
+}
+
+int cmd_fuse(const FuseArgs& a) {
+  GAF_CHECK(!a.input.empty(), "give the model to fuse with --input MODEL");
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = a.opt_level;
+  opts.fusion.rules = FusionRules::from_env_or_file(a.rules);
+  if (a.fusion_rules == "none") opts.fusion.rules.enable_fusion = false;
+  opts.target = Target::builtin_or_file(a.target);
+  opts.dump_dir = a.dump_graph.empty() ? env_dump_dir() : a.dump_graph;
+  Model m = onnx_io::load_model(a.input);
+  tools::FuseResult r = tools::fuse_model(m, opts);
+  std::cout << r.summary_line() << "\n";
+  std::cout << fmt::format("kernels {} -> {}, modeled memory traffic {:.1f} MB -> {:.1f} MB, estimated time {:.3f} ms -> {:.3f} ms\n",
+                           r.before.kernels, r.after.kernels, r.before.bytes / 1e6, r.after.bytes / 1e6,
+                           r.before.time_s * 1e3, r.after.time_s * 1e3);
+  if (!a.output.empty()) {
+    onnx_io::check_model(m);
+    onnx_io::save_model(m, a.output);
+    std::cout << "wrote " << a.output << "\n";
+  }
+  if (!a.report.empty()) {
+    onnx_io::write_file_atomic(a.report, r.report_json(a.input, opts.target, a.opt_level));
+    std::cout << "wrote " << a.report << "\n";
+  }
+  return 0;
+}
+
 int cmd_demo() {
   Model m = tools::demo_transformer_block();
   std::cout << "Built-in model: " << m.graph->name << " (seq 128, d_model 256, 4 heads, d_ff 1024)\n";
@@ -90,7 +149,12 @@ int cmd_compare(const std::string& actual, const std::string& expected, double r
 
 int main(int argc, char** argv) {
   CLI::App app{"graph-autofusion: fuses the operators of ONNX models and runs them"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
+  FuseArgs top_fuse;
+  add_fuse_options(&app, top_fuse, false);
+  FuseArgs fuse_args;
+  auto* fuse = app.add_subcommand("fuse", "fuse a model (the same as the top-level --input form)");
+  add_fuse_options(fuse, fuse_args, true);
 
   std::string info_model;
   auto* info = app.add_subcommand("info", "op histogram, parameters, inputs and outputs of a model");
@@ -123,6 +187,14 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    if (*fuse) return cmd_fuse(fuse_args);
+    if (app.get_subcommands().empty()) {
+      if (top_fuse.input.empty()) {
+        std::cout << app.help();
+        return 1;
+      }
+      return cmd_fuse(top_fuse);
+    }
     if (*info) return cmd_info(info_model);
     if (*run) return cmd_run(run_args);
     if (*demo) return cmd_demo();

@@ -1,4 +1,5 @@
 // gaf::Model -> ModelProto. Every value with a known type gets a value_info so shapes survive the trip.
+#include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
 #include "gaf/onnx_io.h"
@@ -72,6 +73,41 @@ void node_to_proto(const Node& n, onnx::NodeProto& np) {
   for (const auto& [k, a] : n.attrs) attr_to_proto(k, a, *np.add_attribute());
 }
 
+namespace {
+
+// Graph nodes plus, for each body initializer, a Constant node (functions have no initializers).
+template <class Proto>
+void body_nodes_to_proto(const Graph& body, Proto& fp) {
+  for (const Value* c : body.initializers()) {
+    auto* np = fp.add_node();
+    np->set_op_type("Constant");
+    np->add_output(c->name());
+    auto* a = np->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    tensor_to_proto(c->constant(), *a->mutable_t());
+  }
+  for (const Node* n : body.nodes()) node_to_proto(*n, *fp.add_node());
+}
+
+// A fused node's body as a model-local function named after the node's op type, in domain gaf.fused.
+void fused_function(const Node& n, const Model& m, onnx::FunctionProto& fp) {
+  fp.set_name(n.op_type);
+  fp.set_domain(n.domain);
+  fp.set_doc_string("graph-autofusion fused group");
+  for (const Value* v : n.body->inputs()) fp.add_input(v->name());
+  for (const Value* v : n.body->outputs()) fp.add_output(v->name());
+  body_nodes_to_proto(*n.body, fp);
+  for (const auto& [domain, version] : m.opsets) {
+    if (domain == n.domain) continue;
+    auto* o = fp.add_opset_import();
+    o->set_domain(domain);
+    o->set_version(version);
+  }
+}
+
+}  // namespace
+
 void graph_to_proto(const Graph& g, onnx::GraphProto& gp) {
   gp.set_name(g.name.empty() ? "main" : g.name);
   if (!g.doc_string.empty()) gp.set_doc_string(g.doc_string);
@@ -117,7 +153,26 @@ onnx::ModelProto export_model(const Model& m) {
   }
   for (const auto& f : m.functions) GAF_ASSERT(p.add_functions()->ParseFromString(f), "function does not parse");
   graph_to_proto(*m.graph, *p.mutable_graph());
+  bool fused = false;
+  for (const Node* n : m.graph->nodes()) {
+    if (!n->body) continue;
+    fused_function(*n, m, *p.add_functions());
+    fused = true;
+  }
+  if (fused && !m.opsets.count("gaf.fused")) {
+    auto* o = p.add_opset_import();
+    o->set_domain("gaf.fused");
+    o->set_version(1);
+  }
   return p;
+}
+
+void check_model(const Model& m) {
+  try {
+    onnx::checker::check_model(export_model(m));
+  } catch (const std::exception& e) {
+    fail("the exported model fails the ONNX checker: {}", e.what());
+  }
 }
 
 void save_model(const Model& m, const std::string& path) {

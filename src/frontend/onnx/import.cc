@@ -46,8 +46,50 @@ Attribute attr_from_proto(const onnx::AttributeProto& a, const std::string& base
   }
 }
 
+using FunctionMap = std::map<std::string, const onnx::FunctionProto*>;
+
+// A gaf.fused call becomes a fused node again: its function's nodes are the body; Constant nodes in the body
+// become body constants; body types come from the call site and ONNX shape inference.
+void build_fused_body(Node& n, const onnx::FunctionProto& fp, const std::map<std::string, int64_t>& opsets,
+                      const std::string& base_dir) {
+  Model tmp;
+  tmp.opsets = opsets;
+  tmp.opsets.erase("gaf.fused");
+  Graph& body = *tmp.graph;
+  body.name = n.op_type;
+  GAF_CHECK(fp.input_size() == n.num_inputs(), "{}: the call has {} inputs, function '{}' takes {}", n.describe(),
+            n.num_inputs(), fp.name(), fp.input_size());
+  for (int i = 0; i < fp.input_size(); ++i) body.add_input(fp.input(i), n.input(i) ? n.input(i)->type : TensorType{});
+  for (const auto& np : fp.node()) {
+    if (np.op_type() == "Constant" && np.domain().empty() && np.attribute_size() == 1 &&
+        np.attribute(0).name() == "value") {
+      body.add_constant(np.output(0), tensor_from_proto(np.attribute(0).t(), base_dir));
+      continue;
+    }
+    std::vector<Value*> ins;
+    for (const auto& name : np.input()) {
+      Value* v = name.empty() ? nullptr : body.find_value(name);
+      GAF_CHECK(name.empty() || v, "function '{}': '{}' is used before it is defined", fp.name(), name);
+      ins.push_back(v);
+    }
+    std::vector<std::string> outs(np.output().begin(), np.output().end());
+    Node* b = body.add_node(np.op_type(), ins, outs, np.name());
+    b->domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    auto it = tmp.opsets.find(b->domain);
+    b->opset = it == tmp.opsets.end() ? 0 : int(it->second);
+    for (const auto& a : np.attribute()) b->attrs[a.name()] = attr_from_proto(a, base_dir);
+  }
+  for (const auto& name : fp.output()) {
+    Value* v = body.find_value(name);
+    GAF_CHECK(v, "function '{}': output '{}' is never defined", fp.name(), name);
+    body.add_output(v);
+  }
+  infer_types(tmp);
+  n.body = std::move(tmp.graph);
+}
+
 void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::string, int64_t>& opsets,
-                   const std::string& base_dir) {
+                   const std::string& base_dir, const FunctionMap& fused_functions) {
   g.name = gp.name();
   g.doc_string = gp.doc_string();
   std::map<std::string, const onnx::TensorProto*> inits;
@@ -106,6 +148,13 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
       v->doc_string = vi.doc_string();
     }
   }
+  for (Node* n : g.nodes()) {
+    if (n->domain != "gaf.fused") continue;
+    auto it = fused_functions.find(n->op_type);
+    GAF_CHECK(it != fused_functions.end(), "{}: no model-local function '{}' in domain gaf.fused", n->describe(),
+              n->op_type);
+    build_fused_body(*n, *it->second, opsets, base_dir);
+  }
   for (const auto& vi : gp.output()) {
     Value* v = g.find_value(vi.name());
     GAF_CHECK(v, "graph '{}': output '{}' is not produced by any node", gp.name(), vi.name());
@@ -145,8 +194,12 @@ Model import_model(onnx::ModelProto proto, const std::string& base_dir, const Im
   m.model_version = proto.model_version();
   m.doc_string = proto.doc_string();
   for (const auto& kv : proto.metadata_props()) m.metadata.emplace_back(kv.key(), kv.value());
-  for (const auto& f : proto.functions()) m.functions.push_back(f.SerializeAsString());
-  convert_graph(proto.graph(), *m.graph, m.opsets, base_dir);
+  FunctionMap fused;
+  for (const auto& f : proto.functions()) {
+    if (f.domain() == "gaf.fused") fused[f.name()] = &f;  // rebuilt as fused bodies; export writes them again
+    else m.functions.push_back(f.SerializeAsString());
+  }
+  convert_graph(proto.graph(), *m.graph, m.opsets, base_dir, fused);
   return m;
 }
 

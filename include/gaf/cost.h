@@ -1,0 +1,74 @@
+// Targets and the cost model.
+//
+//   time(kernel) = max(bytes / dram_bandwidth, flops / peak) + launch_overhead
+//   benefit(merge A+B) = time(A) + time(B) - time(A+B) - recompute - spill penalty
+//
+// where bytes counts each distinct value a kernel reads or writes in DRAM once: intermediates internal to a fused
+// group cost nothing, which is the whole point of fusing.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gaf/graph.h"
+
+namespace gaf {
+
+struct Target {
+  std::string name;
+  double dram_bandwidth = 35e9;       // bytes/s
+  double onchip_bytes = 1 << 20;      // fast memory per core (CPU: L2; GPU: shared memory/L1 per SM)
+  double launch_overhead_s = 2e-6;    // per kernel dispatch
+  double vector_flops = 100e9;        // elementwise arithmetic peak, flop/s
+  double matrix_flops = 210e9;        // GEMM/conv peak, flop/s
+  int cores = 2;
+
+  // "cpu-host", "cuda-h200", "ascend910b", or a JSON file with these fields. Throws naming the bad field.
+  static Target builtin_or_file(const std::string& name_or_path);
+  static Target cpu_host();
+  std::string to_json() const;
+};
+
+// What the cost model needs to know about a would-be kernel (a single node or a fused group).
+struct KernelStats {
+  double bytes = 0;        // DRAM traffic: distinct external inputs + outputs
+  double flops = 0;        // arithmetic on vector units
+  double matrix_flops = 0; // arithmetic on matrix units (anchors)
+  double working_set = 0;  // bytes that must stay on chip per tile for the kernel to stream once
+  double recompute_flops = 0;  // extra arithmetic from recomputing duplicated producers
+  int num_ops = 0;
+};
+
+class CostModel {
+ public:
+  explicit CostModel(Target t) : target_(std::move(t)) {}
+  virtual ~CostModel() = default;
+  const Target& target() const { return target_; }
+  // Modeled time of one kernel; virtual so tests can substitute a mock.
+  virtual double kernel_time(const KernelStats& k) const;
+
+ protected:
+  Target target_;
+};
+
+// Per-node and per-group statistics from value types and the op registry. Values with symbolic dims are
+// costed with `dynamic_dim` in place of each unknown dimension.
+double value_bytes(const Value* v, int64_t dynamic_dim = 1);
+KernelStats node_stats(const Node& n);
+// Stats of a set of nodes run as one kernel: external inputs and escaping outputs count, internal values do not.
+KernelStats group_stats(const std::vector<const Node*>& nodes, const Graph& g);
+
+// Modeled totals over a whole graph (each node one kernel; fused nodes one kernel).
+struct GraphCost {
+  size_t nodes = 0, kernels = 0;
+  double bytes = 0, time_s = 0;
+  double peak_memory_bytes = 0;  // liveness simulation of intermediate values in schedule order
+};
+GraphCost graph_cost(const Graph& g, const CostModel& cm);
+
+// True for nodes that launch no kernel at run time (constants).
+bool is_free_node(const Node& n);
+
+}  // namespace gaf

@@ -1,0 +1,132 @@
+// The fusion engine: rules, legality, planning and applying a plan.
+//
+//   FusionRules   the user's JSON rules file (forbid / force patterns, global switches, skip lists)
+//   can_fuse      legality of merging two groups, no side effects, a reason code for every "no"
+//   plan_fusion   groups + a decision log for every producer->consumer candidate
+//   apply_fusion  each group of two or more ops becomes one fused node owning its body subgraph
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gaf/cost.h"
+#include "gaf/graph.h"
+#include "gaf/op_registry.h"
+
+namespace gaf {
+
+enum class Reason {
+  Fused,
+  Cycle,
+  OpaqueOp,
+  StatefulOrRandom,
+  MultipleAnchors,
+  ReductionPosition,
+  AnchorPosition,  // an anchor takes epilogues only: nothing fuses in front of it or after a reduction into it
+  DtypeMismatch,
+  ShapeMismatch,   // members do not share one iteration space (a small op would be recomputed per element)
+  ShapeUnknown,
+  ResourceLimit,
+  MaxGroupSize,
+  MaxInputs,
+  RuleForbid,
+  GraphOutputConflict,
+  MultiOutput,     // the merge needs a second group output: multi-output fusion is opt level 3
+  NegativeBenefit,
+  FusionDisabled,
+};
+std::string_view reason_name(Reason r);  // "CYCLE", "OPAQUE_OP", ...
+
+struct FusionDecision {
+  Reason reason = Reason::Fused;
+  std::string detail;
+  bool ok() const { return reason == Reason::Fused; }
+  static FusionDecision yes() { return {}; }
+  static FusionDecision no(Reason r, std::string detail) { return {r, std::move(detail)}; }
+};
+
+// A chain pattern: "MatMul -> Add -> Gelu"; a token is an op type, "*" (any op) or "@elementwise" / "@broadcast" /
+// "@injective" / "@reduction" / "@anchor" / "@opaque" (a category).
+struct Pattern {
+  std::string text;
+  std::vector<std::string> tokens;
+  static Pattern parse(const std::string& text);  // throws on an empty token
+  bool token_matches(size_t i, const Node& n) const;
+};
+
+struct FusionRule {
+  Pattern pattern;
+  enum class Action { Forbid, Force } action;
+  std::string reason;
+};
+
+enum class PrecisionMode { Fp32, Fp16Mixed };
+
+struct FusionRules {
+  bool enable_fusion = true;
+  PrecisionMode precision_mode = PrecisionMode::Fp32;
+  int max_ops_per_group = 64;
+  int max_inputs_per_group = 8;
+  int max_rounds = 10;
+  double onchip_fraction = 0.8;  // "constraint": onchip_usage < F * onchip_capacity
+  std::vector<FusionRule> rules;
+  std::set<std::string> skip_nodes;     // node names never fused
+  std::set<std::string> skip_op_types;  // op types never fused
+
+  // Parses the JSON rules file; unknown keys and bad values are errors naming the key and line.
+  static FusionRules parse(const std::string& json_text, const std::string& source = "rules");
+  static FusionRules load(const std::string& path);
+  // --rules FILE, else $GAF_FUSION_CONFIG, else $ASCEND_FUSION_CONFIG, else defaults.
+  static FusionRules from_env_or_file(const std::string& path);
+};
+
+struct FusionOptions {
+  int opt_level = 2;  // 0 none, 1 rewrites only, 2 + fusion, 3 + multi-output / horizontal / aggressive
+  FusionRules rules;
+};
+
+// A group under construction: member nodes in topological order.
+struct Group {
+  int id = -1;
+  std::vector<const Node*> nodes;
+  OpKind kind = OpKind::Elementwise;
+  int anchors = 0;
+  bool horizontal = false;  // formed by sibling fusion
+};
+
+struct DecisionRecord {
+  std::string producer, consumer;  // node names
+  std::string value;               // the value on the edge ("" for horizontal candidates)
+  bool fused = false;
+  Reason reason = Reason::Fused;
+  double benefit_s = 0;
+  std::string detail;
+};
+
+struct GroupSummary {
+  std::string name;
+  std::vector<std::string> ops, nodes;
+  double bytes_saved = 0, benefit_s = 0;
+};
+
+struct FusionPlan {
+  std::vector<Group> groups;  // every node in exactly one group (singletons included)
+  std::vector<DecisionRecord> decisions;
+  size_t candidates = 0;
+  std::string to_string() const;
+};
+
+// Legality of merging a and b (as one kernel) in g. Reads only; the cost model is not consulted here.
+FusionDecision can_fuse(const Group& a, const Group& b, const Graph& g, const FusionOptions& opts,
+                        const Target& target);
+
+FusionPlan plan_fusion(const Graph& g, const CostModel& cm, const FusionOptions& opts);
+
+// Rewrites g: each group of two or more nodes becomes one fused node (domain "gaf.fused", op type named after its
+// ops) owning its body. Returns the summaries of the fused groups.
+std::vector<GroupSummary> apply_fusion(Graph& g, const FusionPlan& plan, const CostModel& cm);
+
+}  // namespace gaf

@@ -1,0 +1,49 @@
+// Graph passes. A pass is a name (also its --dump-after= flag) and run(graph) -> changed. The PassManager builds
+// the pipeline for an opt level, counts rewrites per pass for the report, optionally dumps the graph after each
+// pass and verifies it between passes in debug builds.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gaf/graph.h"
+
+namespace gaf {
+
+struct PassContext {
+  int opt_level = 2;
+  std::map<std::string, int> rewrites;  // pass name -> rewrites applied (for the report)
+  std::string dump_dir;                 // when set: <dump_dir>/<NN>_<pass>.txt after each pass that changed
+  bool verify_each = false;
+  void count(std::string_view pass, int n = 1) { rewrites[std::string(pass)] += n; }
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual std::string_view name() const = 0;
+  virtual bool run(Graph& g, PassContext& ctx) = 0;
+};
+
+class PassManager {
+ public:
+  void add(std::unique_ptr<Pass> p) { passes_.push_back(std::move(p)); }
+  // Runs the pipeline to a fixed point (at most `max_iterations` sweeps). Returns whether anything changed.
+  bool run(Graph& g, PassContext& ctx, int max_iterations = 4);
+  // The canonicalisation and rewrite pipeline of an opt level (empty at 0).
+  static PassManager for_opt_level(int opt_level);
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<std::unique_ptr<Pass>> passes_;
+};
+
+// Individual passes (one per file in src/passes/).
+std::unique_ptr<Pass> make_constant_to_initializer();  // Constant nodes -> initializers
+std::unique_ptr<Pass> make_identity_elimination();     // Identity, inference Dropout -> their input
+std::unique_ptr<Pass> make_dead_code_elimination();    // nodes whose outputs nobody reads
+
+}  // namespace gaf

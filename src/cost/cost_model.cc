@@ -1,0 +1,141 @@
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "gaf/cost.h"
+#include "gaf/op_registry.h"
+
+namespace gaf {
+
+namespace {
+
+constexpr int64_t kTileElements = 4096;   // elementwise tile: values live on chip per tile
+constexpr int64_t kAnchorRowBlock = 32;   // anchor epilogue: rows of the output kept on chip
+
+int64_t value_elements(const Value* v, int64_t dynamic_dim) {
+  if (!v || !v->type.shape) return 0;
+  int64_t n = 1;
+  for (const Dim& d : *v->type.shape) n *= d.is_static() ? d.value() : dynamic_dim;
+  return n;
+}
+
+double elem_size(const Value* v) { return v && v->type.dtype != DType::Undefined ? double(dtype_size(v->type.dtype)) : 4.0; }
+
+double node_flops(const Node& n, double& matrix) {
+  if (n.body) {
+    double f = 0;
+    for (const Node* b : n.body->nodes()) f += node_flops(*b, matrix);
+    return f;
+  }
+  const OpInfo* info = find_op(n);
+  if (!info) return 0;
+  if (info->flops) {
+    double f = info->flops(n);
+    if (info->kind == OpKind::Anchor) {
+      matrix += f;
+      return 0;
+    }
+    return f;
+  }
+  double out = 0;
+  for (const Value* o : n.outputs()) out += double(value_elements(o, 1));
+  return info->flops_per_element * out;
+}
+
+}  // namespace
+
+double value_bytes(const Value* v, int64_t dynamic_dim) {
+  return double(value_elements(v, dynamic_dim)) * elem_size(v);
+}
+
+bool is_free_node(const Node& n) { return n.domain.empty() && n.op_type == "Constant"; }
+
+double CostModel::kernel_time(const KernelStats& k) const {
+  const Target& t = target_;
+  double mem = k.bytes / t.dram_bandwidth;
+  double compute = (k.flops + k.recompute_flops) / t.vector_flops + k.matrix_flops / t.matrix_flops;
+  double spill = 0;
+  if (k.working_set > t.onchip_bytes) spill = 2 * (k.working_set - t.onchip_bytes) / t.dram_bandwidth;
+  return std::max(mem, compute) + spill + t.launch_overhead_s;
+}
+
+KernelStats group_stats(const std::vector<const Node*>& nodes, const Graph& g) {
+  KernelStats k;
+  std::set<const Node*> members(nodes.begin(), nodes.end());
+  std::set<const Value*> inputs, outputs;
+  double reduce_row = 0;
+  int64_t anchor_n = 0;
+  std::map<int64_t, int> by_numel;  // how many group values share a size: row-shaped values live together
+  for (const Node* n : nodes) {
+    k.num_ops += n->body ? int(n->body->num_nodes()) : 1;
+    k.flops += node_flops(*n, k.matrix_flops);
+    for (const Value* v : n->inputs()) {
+      if (!v) continue;
+      if (!v->producer() || !members.count(v->producer())) inputs.insert(v);
+    }
+    for (const Value* o : n->outputs()) {
+      bool escapes = g.is_graph_output(o);
+      for (const Use& u : o->uses()) escapes |= !members.count(u.node);
+      if (escapes) outputs.insert(o);
+      by_numel[value_elements(o, 1)]++;
+    }
+    OpKind kind = op_kind(*n);
+    if (kind == OpKind::Reduction && n->input(0)) {
+      double in = double(value_elements(n->input(0), 1));
+      double out = std::max<double>(1, double(value_elements(n->output(0), 1)));
+      reduce_row = std::max(reduce_row, (in / out) * elem_size(n->input(0)));
+    }
+    if (kind == OpKind::Anchor && n->output(0)->type.shape && !n->output(0)->type.shape->empty()) {
+      const Dim& last = n->output(0)->type.shape->back();
+      anchor_n = std::max<int64_t>(anchor_n, last.is_static() ? last.value() : 1);
+    }
+  }
+  for (const Value* v : inputs) k.bytes += value_bytes(v);
+  for (const Value* v : outputs) k.bytes += value_bytes(v);
+  int live = 0;
+  for (const auto& [numel, count] : by_numel) live = std::max(live, count);
+  live += int(inputs.size());
+  if (reduce_row > 0) {
+    // Reduce->broadcast->elementwise rows: every row-shaped value of the group lives on chip for a row.
+    k.working_set = reduce_row * std::max(1, live);
+  } else if (anchor_n > 0) {
+    k.working_set = double(kAnchorRowBlock * anchor_n) * 4.0 * std::max(1, k.num_ops);
+  } else {
+    k.working_set = double(kTileElements) * 4.0 * std::max(1, live);
+  }
+  return k;
+}
+
+KernelStats node_stats(const Node& n) { return group_stats({&n}, *n.graph()); }
+
+GraphCost graph_cost(const Graph& g, const CostModel& cm) {
+  GraphCost c;
+  auto nodes = g.nodes();
+  c.nodes = nodes.size();
+  std::map<const Value*, size_t> last_use;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const Value* v : nodes[i]->inputs())
+      if (v) last_use[v] = i;
+  double live = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node* n = nodes[i];
+    if (!is_free_node(*n)) {
+      ++c.kernels;
+      KernelStats k = node_stats(*n);
+      c.bytes += k.bytes;
+      c.time_s += cm.kernel_time(k);
+      for (const Value* o : n->outputs()) live += value_bytes(o);
+    }
+    c.peak_memory_bytes = std::max(c.peak_memory_bytes, live);
+    std::set<const Value*> distinct(n->inputs().begin(), n->inputs().end());
+    for (const Value* v : distinct) {
+      if (v && v->producer() && !is_free_node(*v->producer()) && last_use[v] == i && !g.is_graph_output(v))
+        live -= value_bytes(v);
+    }
+    for (const Value* o : n->outputs())
+      if (o->uses().empty() && !g.is_graph_output(o) && !is_free_node(*n)) live -= value_bytes(o);
+  }
+  return c;
+}
+
+}  // namespace gaf

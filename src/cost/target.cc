@@ -1,0 +1,103 @@
+// Built-in targets. Figures are public vendor numbers or measurements; each is cited where it is set.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gaf/cost.h"
+
+namespace gaf {
+
+Target Target::cpu_host() {
+  // Defaults for the development machine (2 cores, AVX-512), measured: ~35 GB/s copy bandwidth, ~210 GFLOP/s
+  // fp32 GEMM through oneDNN. L2 of 1 MiB per core (Intel Xeon Scalable: 1-2 MiB). `calibrate` replaces these.
+  Target t;
+  t.name = "cpu-host";
+  t.dram_bandwidth = 35e9;
+  t.onchip_bytes = 1 << 20;
+  t.launch_overhead_s = 2e-6;
+  t.vector_flops = 100e9;
+  t.matrix_flops = 210e9;
+  t.cores = 2;
+  return t;
+}
+
+namespace {
+
+Target cuda_h200() {
+  // NVIDIA H200 SXM datasheet: 4.8 TB/s HBM3e; FP32 67 TFLOPS (non-tensor); TF32 tensor core 494 TFLOPS dense
+  // (989 with sparsity). Hopper SM: up to 228 KB shared memory per SM, 132 SMs. Launch ~4 us (CUDA launch latency).
+  Target t;
+  t.name = "cuda-h200";
+  t.dram_bandwidth = 4.8e12;
+  t.onchip_bytes = 228 * 1024;
+  t.launch_overhead_s = 4e-6;
+  t.vector_flops = 67e12;
+  t.matrix_flops = 494e12;
+  t.cores = 132;
+  return t;
+}
+
+Target ascend910b() {
+  // Huawei Ascend 910B (public figures): HBM2e ~1.6 TB/s; ~313 TFLOPS FP16 on the cube units; vector units ~
+  // 1/16 of that; 24 AI cores, each with a 192 KB Unified Buffer (the on-chip budget fused vector kernels use).
+  Target t;
+  t.name = "ascend910b";
+  t.dram_bandwidth = 1.6e12;
+  t.onchip_bytes = 192 * 1024;
+  t.launch_overhead_s = 10e-6;
+  t.vector_flops = 20e12;
+  t.matrix_flops = 313e12;
+  t.cores = 24;
+  return t;
+}
+
+}  // namespace
+
+Target Target::builtin_or_file(const std::string& spec) {
+  if (spec.empty() || spec == "cpu-host" || spec == "cpu") return cpu_host();
+  if (spec == "cuda" || spec == "cuda-h200") return cuda_h200();
+  if (spec == "ascend910b") return ascend910b();
+  GAF_CHECK(std::filesystem::exists(spec),
+            "unknown target '{}': use cpu-host, cuda-h200, ascend910b or a target JSON file", spec);
+  std::ifstream f(spec);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const std::exception& e) {
+    fail("target file '{}' is not valid JSON: {}", spec, e.what());
+  }
+  GAF_CHECK(j.is_object(), "target file '{}' must hold a JSON object", spec);
+  Target t = cpu_host();
+  t.name = spec;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    auto num = [&]() {
+      GAF_CHECK(it->is_number() && it->get<double>() > 0, "target file '{}': '{}' must be a positive number", spec, k);
+      return it->get<double>();
+    };
+    if (k == "name") t.name = it->get<std::string>();
+    else if (k == "dram_bandwidth") t.dram_bandwidth = num();
+    else if (k == "onchip_bytes") t.onchip_bytes = num();
+    else if (k == "launch_overhead_s") t.launch_overhead_s = num();
+    else if (k == "vector_flops") t.vector_flops = num();
+    else if (k == "matrix_flops") t.matrix_flops = num();
+    else if (k == "cores") t.cores = int(num());
+    else fail("target file '{}': unknown key '{}' (known: name, dram_bandwidth, onchip_bytes, launch_overhead_s, "
+              "vector_flops, matrix_flops, cores)", spec, k);
+  }
+  return t;
+}
+
+std::string Target::to_json() const {
+  nlohmann::json j = {{"name", name},
+                      {"dram_bandwidth", dram_bandwidth},
+                      {"onchip_bytes", onchip_bytes},
+                      {"launch_overhead_s", launch_overhead_s},
+                      {"vector_flops", vector_flops},
+                      {"matrix_flops", matrix_flops},
+                      {"cores", cores}};
+  return j.dump(2);
+}
+
+}  // namespace gaf

@@ -1,0 +1,136 @@
+#include "fusion/group_util.h"
+
+#include <algorithm>
+
+namespace gaf::fusion_detail {
+
+std::optional<std::vector<int64_t>> shape_key(const Value* v) {
+  if (!v || !v->type.shape) return std::nullopt;
+  std::vector<int64_t> k;
+  for (const Dim& d : *v->type.shape) {
+    if (d.is_static()) k.push_back(d.value());
+    else if (d.is_symbol()) k.push_back(-1 - int64_t(std::hash<std::string>{}(d.symbol()) & 0xffffff));
+    else return std::nullopt;
+  }
+  return k;
+}
+
+std::optional<RowSignature> row_signature(const Node& n) {
+  const Value* in = n.input(0);
+  auto key = shape_key(in);
+  if (!key) return std::nullopt;
+  int rank = int(key->size());
+  std::vector<int64_t> axes;
+  const std::string& op = n.op_type;
+  if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") {
+    int64_t axis = n.attr_int("axis", n.opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += rank;
+    if (n.opset >= 13) axes = {axis};
+    else
+      for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
+  } else if (op == "LayerNormalization") {
+    int64_t axis = n.attr_int("axis", -1);
+    if (axis < 0) axis += rank;
+    for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
+  } else if (op == "ArgMax" || op == "ArgMin" || op == "CumSum") {
+    if (op == "CumSum") {
+      const Value* a = n.input(1);
+      if (!a || !a->is_constant()) return std::nullopt;
+      axes = {a->constant().get_int(0)};
+    } else {
+      axes = {n.attr_int("axis", 0)};
+    }
+  } else if (op.rfind("Reduce", 0) == 0) {
+    if (n.has_attr("axes")) {
+      axes = n.attr_ints("axes");
+    } else if (const Value* a = n.input(1)) {
+      if (!a->is_constant()) return std::nullopt;
+      axes = a->constant().to_int_vector();
+    }
+    if (axes.empty()) {
+      if (n.attr_int("noop_with_empty_axes", 0)) return std::nullopt;
+      for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+    }
+  } else {
+    // Other reduction-kind ops (InstanceNormalization, LpNormalization, ...): rows over the trailing axes from 1.
+    for (int64_t a = std::min(2, rank - 1); a < rank; ++a) axes.push_back(a);
+    if (op == "LpNormalization") {
+      int64_t axis = n.attr_int("axis", -1);
+      axes = {axis < 0 ? axis + rank : axis};
+    }
+  }
+  RowSignature s;
+  s.input_numel_dims = *key;
+  for (int64_t a : axes) {
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank) return std::nullopt;
+    s.axes.push_back(int(a));
+  }
+  std::sort(s.axes.begin(), s.axes.end());
+  s.axes.erase(std::unique(s.axes.begin(), s.axes.end()), s.axes.end());
+  s.trailing = !s.axes.empty() && s.axes.back() == rank - 1 && s.axes.back() - s.axes.front() + 1 == int(s.axes.size());
+  return s;
+}
+
+GraphIndex::GraphIndex(const Graph& g) : g_(g) {
+  int i = 0;
+  for (const Node* n : g.nodes()) pos_[n] = i++;
+}
+
+bool GraphIndex::path_outside(const std::set<const Node*>& from, const std::set<const Node*>& to) const {
+  int limit = -1;
+  for (const Node* n : to) limit = std::max(limit, pos_.at(n));
+  // Walk consumers starting at the nodes outside both sets that `from` feeds.
+  std::vector<const Node*> stack;
+  std::set<const Node*> seen;
+  for (const Node* n : from)
+    for (const Value* o : n->outputs())
+      for (const Use& u : o->uses())
+        if (!from.count(u.node) && !to.count(u.node) && seen.insert(u.node).second) stack.push_back(u.node);
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (pos_.at(n) > limit) continue;  // topological order: cannot reach `to` any more
+    for (const Value* o : n->outputs()) {
+      for (const Use& u : o->uses()) {
+        if (to.count(u.node)) return true;
+        if (!from.count(u.node) && seen.insert(u.node).second) stack.push_back(u.node);
+      }
+    }
+  }
+  return false;
+}
+
+std::set<const Node*> members(const Group& a, const Group& b) {
+  std::set<const Node*> m(a.nodes.begin(), a.nodes.end());
+  m.insert(b.nodes.begin(), b.nodes.end());
+  return m;
+}
+
+std::vector<const Value*> external_inputs(const std::set<const Node*>& m) {
+  std::vector<const Value*> out;
+  std::set<const Value*> seen;
+  for (const Node* n : m)
+    for (const Value* v : n->inputs())
+      if (v && (!v->producer() || !m.count(v->producer())) && seen.insert(v).second) out.push_back(v);
+  return out;
+}
+
+std::vector<const Value*> escaping_outputs(const std::set<const Node*>& m, const Graph& g) {
+  std::vector<const Value*> out;
+  for (const Node* n : m)
+    for (const Value* o : n->outputs()) {
+      bool esc = g.is_graph_output(o);
+      for (const Use& u : o->uses()) esc |= !m.count(u.node);
+      if (esc) out.push_back(o);
+    }
+  return out;
+}
+
+bool is_inlined_constant(const Value* v) {
+  if (v->is_constant()) return v->constant().numel() <= 16;
+  const Node* p = v->producer();
+  return p && is_free_node(*p) && v->type.has_static_shape() && numel_of(v->type.static_dims()) <= 16;
+}
+
+}  // namespace gaf::fusion_detail

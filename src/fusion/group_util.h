@@ -1,0 +1,51 @@
+// Structural facts about node sets that legality and the planner share: membership, reachability, row
+// signatures of reductions and the values a group reads and writes.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "gaf/fusion.h"
+
+namespace gaf::fusion_detail {
+
+// A reduction's row: the input shape and the reduced axes (sorted, non-negative). Two reductions can share one
+// row-wise kernel when their signatures are equal and the axes are trailing.
+struct RowSignature {
+  std::vector<int64_t> input_numel_dims;  // static dims, symbolic as -1
+  std::vector<int> axes;
+  bool trailing = false;
+  bool operator==(const RowSignature& o) const {
+    return input_numel_dims == o.input_numel_dims && axes == o.axes;
+  }
+};
+// nullopt when the axes or the rank are unknown.
+std::optional<RowSignature> row_signature(const Node& n);
+
+// Element count of a value's shape with symbolic dims as distinct markers: equal results mean equal shapes.
+std::optional<std::vector<int64_t>> shape_key(const Value* v);
+
+class GraphIndex {
+ public:
+  explicit GraphIndex(const Graph& g);
+  int position(const Node* n) const { return pos_.at(n); }
+  const Graph& graph() const { return g_; }
+  // True when some path from a node in `from` to a node in `to` leaves from ∪ to (merging would make a cycle).
+  bool path_outside(const std::set<const Node*>& from, const std::set<const Node*>& to) const;
+
+ private:
+  const Graph& g_;
+  std::map<const Node*, int> pos_;
+};
+
+std::set<const Node*> members(const Group& a, const Group& b);
+// Values read by the set from outside it (each once), excluding absent inputs.
+std::vector<const Value*> external_inputs(const std::set<const Node*>& m);
+// Values produced in the set and read outside it or returned by the graph.
+std::vector<const Value*> escaping_outputs(const std::set<const Node*>& m, const Graph& g);
+// Small constants (<= 16 elements) are copied into a fused body instead of becoming inputs.
+bool is_inlined_constant(const Value* v);
+
+}  // namespace gaf::fusion_detail

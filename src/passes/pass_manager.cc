@@ -1,0 +1,45 @@
+#include <filesystem>
+#include <fstream>
+
+#include "gaf/passes.h"
+
+namespace gaf {
+
+bool PassManager::run(Graph& g, PassContext& ctx, int max_iterations) {
+  bool any = false;
+  int dump_index = 0;
+  for (int it = 0; it < max_iterations; ++it) {
+    bool changed = false;
+    for (const auto& p : passes_) {
+      bool c = p->run(g, ctx);
+      changed |= c;
+      if (c && ctx.verify_each) verify(g);
+      if (c && !ctx.dump_dir.empty()) {
+        std::filesystem::create_directories(ctx.dump_dir);
+        std::ofstream(std::filesystem::path(ctx.dump_dir) / fmt::format("{:02}_{}.txt", dump_index++, p->name()))
+            << g.to_string();
+      }
+    }
+    any |= changed;
+    if (!changed) break;
+  }
+  return any;
+}
+
+PassManager PassManager::for_opt_level(int opt_level) {
+  PassManager pm;
+  if (opt_level >= 1) {
+    pm.add(make_constant_to_initializer());
+    pm.add(make_identity_elimination());
+    pm.add(make_dead_code_elimination());
+  }
+  return pm;
+}
+
+std::vector<std::string> PassManager::names() const {
+  std::vector<std::string> n;
+  for (const auto& p : passes_) n.emplace_back(p->name());
+  return n;
+}
+
+}  // namespace gaf

@@ -1,0 +1,192 @@
+// One small graph per reason code, each with a "does fuse" twin; every fused graph is also run against its
+// unfused original.
+#include <gtest/gtest.h>
+
+#include "gaf/fusion.h"
+#include "test_util.h"
+
+namespace gaf {
+namespace {
+
+using testing::count_fused;
+using testing::expect_same_outputs;
+using testing::fused_copy;
+using testing::parse;
+
+const char* kHeader = R"(<ir_version: 8, opset_import: ["" : 17]> )";
+
+struct Fused {
+  Model model;
+  tools::FuseResult result;
+};
+
+Fused fuse(const std::string& body, int opt_level = 2, const std::string& rules_json = "") {
+  Model m = parse(kHeader + body);
+  tools::FuseOptions o;
+  o.fusion.opt_level = opt_level;
+  if (!rules_json.empty()) o.fusion.rules = FusionRules::parse(rules_json);
+  Fused f;
+  f.model = fused_copy(m, o, &f.result);
+  if (count_fused(*f.model.graph) > 0) expect_same_outputs(m, f.model);
+  return f;
+}
+
+const DecisionRecord* decision(const tools::FuseResult& r, const std::string& producer, const std::string& consumer) {
+  for (const auto& d : r.decisions)
+    if (d.producer == producer && d.consumer == consumer) return &d;
+  return nullptr;
+}
+
+void expect_reason(const tools::FuseResult& r, const std::string& p, const std::string& c, Reason want) {
+  const DecisionRecord* d = decision(r, p, c);
+  ASSERT_NE(d, nullptr) << "no decision for " << p << " -> " << c;
+  EXPECT_EQ(reason_name(d->reason), reason_name(want)) << d->detail;
+  EXPECT_EQ(d->fused, want == Reason::Fused);
+  if (want != Reason::Fused) {
+    EXPECT_FALSE(d->detail.empty());
+  }
+}
+
+TEST(FusionDecisions, ElementwiseChainFusesIntoOneKernel) {
+  auto f = fuse(R"(g (float[4,8] x, float[4,8] z) => (float[4,8] y) { a = Relu(x) b = Add(a, z) y = Sigmoid(b) })");
+  EXPECT_EQ(count_fused(*f.model.graph), 1);
+  EXPECT_EQ(f.model.graph->num_nodes(), 1u);
+  expect_reason(f.result, "a", "b", Reason::Fused);
+  expect_reason(f.result, "b", "y", Reason::Fused);
+  EXPECT_LT(f.result.after.bytes, f.result.before.bytes);
+}
+
+TEST(FusionDecisions, CycleThroughAnUnfusableNode) {
+  const char* g = R"(g (float[4,8] x) => (float[4,8] y) { a = Relu(x) b = Neg(a) y = Add(a, b) })";
+  auto f = fuse(g, 2, R"({"global": {"skip_nodes": []}})");
+  EXPECT_EQ(f.model.graph->num_nodes(), 1u);  // twin: everything fuses
+  // Nodes parsed from text have no names; skip the middle node by op type instead.
+  auto blocked = fuse(g, 2, R"({"global": {"skip_op_types": ["Neg"]}})");
+  expect_reason(blocked.result, "a", "y", Reason::Cycle);
+  expect_reason(blocked.result, "a", "b", Reason::RuleForbid);
+}
+
+TEST(FusionDecisions, OpaqueOpStaysAlone) {
+  auto f = fuse(R"(g (float[4,8] x) => (int64[2] s, float[4,8] y) { a = Relu(x) s = Shape(a) y = Neg(a) })", 3);
+  expect_reason(f.result, "a", "s", Reason::OpaqueOp);
+  expect_reason(f.result, "a", "y", Reason::Fused);
+}
+
+TEST(FusionDecisions, MultipleAnchors) {
+  auto f = fuse(R"(g (float[64,64] x, float[64,64] w, float[64,64] v) => (float[64,64] y) {
+      a = MatMul(x, w) b = Relu(a) y = MatMul(b, v) })");
+  expect_reason(f.result, "a", "b", Reason::Fused);  // twin: an epilogue joins its anchor
+  expect_reason(f.result, "b", "y", Reason::MultipleAnchors);
+}
+
+TEST(FusionDecisions, AnchorTakesEpiloguesOnly) {
+  auto f = fuse(R"(g (float[64,64] x, float[64,64] w) => (float[64,64] y) { a = Relu(x) y = MatMul(a, w) })");
+  expect_reason(f.result, "a", "y", Reason::AnchorPosition);
+}
+
+TEST(FusionDecisions, ReductionsMustShareTheirRow) {
+  auto f = fuse(R"(g (float[32,64] x) => (float[1,1] y) {
+      a = ReduceSum <axes = [1], keepdims = 1> (x) y = ReduceMax <axes = [0], keepdims = 1> (a) })");
+  expect_reason(f.result, "a", "y", Reason::ReductionPosition);
+  // Twin: a layer-norm shaped row (reduce -> broadcast -> elementwise -> reduce over the same row) is one group.
+  auto ln = fuse(R"(g (float[32,64] x) => (float[32,64] y) {
+      m = ReduceMean <axes = [-1]> (x) d = Sub(x, m) s = Mul(d, d) v = ReduceMean <axes = [-1]> (s)
+      y = Div(d, v) })");
+  EXPECT_EQ(ln.model.graph->num_nodes(), 1u) << ln.model.graph->to_string();
+  expect_reason(ln.result, "s", "v", Reason::Fused);
+}
+
+TEST(FusionDecisions, DtypeMismatch) {
+  auto f = fuse(R"(g (float[4,8] x) => (string[4,8] y) { a = Relu(x) y = Cast <to = 8> (a) })");
+  expect_reason(f.result, "a", "y", Reason::DtypeMismatch);
+  auto ok = fuse(R"(g (float[4,8] x) => (float16[4,8] y) { a = Relu(x) y = Cast <to = 10> (a) })");
+  expect_reason(ok.result, "a", "y", Reason::Fused);
+}
+
+TEST(FusionDecisions, ShapeMismatchKeepsSmallOpsOutOfBigLoops) {
+  auto f = fuse(R"(g (float[128,64] x, float[64] w) => (float[128,64] y) { a = Relu(w) y = Add(x, a) })");
+  expect_reason(f.result, "a", "y", Reason::ShapeMismatch);
+  auto ok = fuse(R"(g (float[128,64] x, float[64] w) => (float[128,64] y) { a = Add(x, w) y = Relu(a) })");
+  expect_reason(ok.result, "a", "y", Reason::Fused);
+}
+
+TEST(FusionDecisions, UnknownShapeBlocksButSymbolicDimsFuse) {
+  Model m;
+  auto& g = *m.graph;
+  Value* x = g.add_input("x", TensorType{DType::Float, std::nullopt});
+  Node* a = g.add_node("Relu", {x}, {"a"});
+  Node* y = g.add_node("Neg", {a->output(0)}, {"y"});
+  g.add_output(y->output(0));
+  a->output(0)->type = TensorType{DType::Float, std::nullopt};
+  y->output(0)->type = TensorType{DType::Float, std::nullopt};
+  tools::FuseOptions o;
+  auto r = tools::fuse_model(m, o);
+  expect_reason(r, "a", "y", Reason::ShapeUnknown);
+
+  auto sym = fuse(R"(g (float[N,8] x) => (float[N,8] y) { a = Relu(x) y = Neg(a) })");
+  expect_reason(sym.result, "a", "y", Reason::Fused);
+}
+
+TEST(FusionDecisions, ResourceLimitOnHugeRows) {
+  auto f = fuse(R"(g (float[2,1048576] x) => (float[2,1048576] y) { a = Relu(x) y = Softmax(a) })");
+  expect_reason(f.result, "a", "y", Reason::ResourceLimit);
+  auto ok = fuse(R"(g (float[64,1024] x) => (float[64,1024] y) { a = Relu(x) y = Softmax(a) })");
+  expect_reason(ok.result, "a", "y", Reason::Fused);
+}
+
+TEST(FusionDecisions, MaxGroupSize) {
+  const char* g = R"(g (float[64,64] x) => (float[64,64] y) { a = Relu(x) b = Neg(a) c = Abs(b) d = Neg(c) y = Relu(d) })";
+  auto f = fuse(g, 2, R"({"global": {"max_ops_per_group": 3}})");
+  bool hit = false;
+  for (const auto& d : f.result.decisions) hit |= d.reason == Reason::MaxGroupSize;
+  EXPECT_TRUE(hit);
+  for (const Node* n : f.model.graph->nodes()) EXPECT_LE(n->body ? n->body->num_nodes() : 1u, 3u);
+  EXPECT_EQ(fuse(g).model.graph->num_nodes(), 1u);
+}
+
+TEST(FusionDecisions, MaxInputs) {
+  const char* g = R"(g (float[64] a, float[64] b, float[64] c, float[64] d) => (float[64] y) {
+      s1 = Add(a, b) s2 = Add(s1, c) y = Add(s2, d) })";
+  auto f = fuse(g, 2, R"({"global": {"max_inputs_per_group": 3}})");
+  expect_reason(f.result, "s2", "y", Reason::MaxInputs);
+  EXPECT_EQ(fuse(g).model.graph->num_nodes(), 1u);
+}
+
+TEST(FusionDecisions, RuleForbidAndForce) {
+  const char* g = R"(g (float[64,64] x) => (float[64,64] y) { a = Relu(x) y = Neg(a) })";
+  auto f = fuse(g, 2, R"({"rules": [{"pattern": "Relu -> @elementwise", "action": "forbid", "reason": "test"}]})");
+  expect_reason(f.result, "a", "y", Reason::RuleForbid);
+  EXPECT_NE(decision(f.result, "a", "y")->detail.find("test"), std::string::npos);
+  EXPECT_EQ(fuse(g).model.graph->num_nodes(), 1u);
+}
+
+TEST(FusionDecisions, GraphOutputConflictAndMultiOutput) {
+  const char* g = R"(g (float[64,64] x) => (float[64,64] a, float[64,64] y) { a = Relu(x) y = Neg(a) })";
+  expect_reason(fuse(g, 2).result, "a", "y", Reason::GraphOutputConflict);
+  auto f3 = fuse(g, 3);
+  expect_reason(f3.result, "a", "y", Reason::Fused);
+  ASSERT_EQ(f3.model.graph->num_nodes(), 1u);
+  EXPECT_EQ(f3.model.graph->nodes()[0]->num_outputs(), 2);
+
+  const char* mo = R"(g (float[64,64] x) => (int64[2] s, float[64,64] y) { a = Relu(x) y = Neg(a) s = Shape(a) })";
+  expect_reason(fuse(mo, 2).result, "a", "y", Reason::MultiOutput);
+  expect_reason(fuse(mo, 3).result, "a", "y", Reason::Fused);
+}
+
+TEST(FusionDecisions, OptLevelsBelowTwoDoNotFuse) {
+  const char* g = R"(g (float[64,64] x) => (float[64,64] y) { a = Relu(x) y = Neg(a) })";
+  EXPECT_EQ(fuse(g, 1).model.graph->num_nodes(), 2u);
+  EXPECT_EQ(fuse(g, 0).model.graph->num_nodes(), 2u);
+  auto off = fuse(g, 2, R"({"global": {"enable_fusion": false}})");
+  expect_reason(off.result, "a", "y", Reason::FusionDisabled);
+}
+
+TEST(FusionDecisions, Fp16MixedKeepsSensitiveOpsUnfused) {
+  const char* g = R"(g (float16[64,64] x) => (float16[64,64] y) { a = Relu(x) y = Exp(a) })";
+  auto f = fuse(g, 2, R"({"global": {"precision_mode": "fp16_mixed"}})");
+  expect_reason(f.result, "a", "y", Reason::RuleForbid);
+  expect_reason(fuse(g).result, "a", "y", Reason::Fused);
+}
+
+}  // namespace
+}  // namespace gaf

@@ -1,0 +1,74 @@
+#include <gtest/gtest.h>
+
+#include "gaf/fusion.h"
+
+namespace gaf {
+namespace {
+
+TEST(Rules, DesignShapeLoads) {
+  auto r = FusionRules::parse(R"({ "global": { "enable_fusion": true, "precision_mode": "fp16_mixed",
+      "max_ops_per_group": 32, "constraint": "onchip_usage < 0.8 * onchip_capacity" },
+    "rules": [ { "pattern": "MatMul -> LayerNormalization", "action": "forbid", "reason": "precision" },
+               { "pattern": "MatMul -> Add -> Gelu",        "action": "force",  "reason": "FFN" } ] })");
+  EXPECT_TRUE(r.enable_fusion);
+  EXPECT_EQ(r.precision_mode, PrecisionMode::Fp16Mixed);
+  EXPECT_EQ(r.max_ops_per_group, 32);
+  EXPECT_DOUBLE_EQ(r.onchip_fraction, 0.8);
+  ASSERT_EQ(r.rules.size(), 2u);
+  EXPECT_EQ(r.rules[1].pattern.tokens, (std::vector<std::string>{"MatMul", "Add", "Gelu"}));
+  EXPECT_EQ(r.rules[1].action, FusionRule::Action::Force);
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    FusionRules::parse(text, "r.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Rules, UnknownKeysNameTheKeyAndLine) {
+  std::string e = error_of("{\n \"global\": {\n  \"enable_fuson\": true\n }\n}");
+  EXPECT_NE(e.find("enable_fuson"), std::string::npos) << e;
+  EXPECT_NE(e.find("r.json:3"), std::string::npos) << e;
+  EXPECT_NE(error_of(R"({"rules": [{"pattern": "A -> B", "action": "allow"}]})").find("action"), std::string::npos);
+  EXPECT_NE(error_of(R"({"rules": [{"pattern": "A -> -> B", "action": "forbid"}]})").find("empty op"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"rules": [{"pattern": "@elementwse -> B", "action": "forbid"}]})").find("unknown category"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"global": {"constraint": "usage < 2"}})").find("constraint"), std::string::npos);
+  EXPECT_NE(error_of(R"({"global": {"max_ops_per_group": 0}})").find("positive integer"), std::string::npos);
+  EXPECT_NE(error_of("{not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(R"({"extra": 1})").find("unknown top-level key"), std::string::npos);
+}
+
+TEST(Rules, EnvironmentVariablesAreSeedCompatible) {
+  std::string path = ::testing::TempDir() + "/rules_env.json";
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(R"({"global": {"max_ops_per_group": 5}})", f);
+  std::fclose(f);
+  setenv("ASCEND_FUSION_CONFIG", path.c_str(), 1);
+  EXPECT_EQ(FusionRules::from_env_or_file("").max_ops_per_group, 5);
+  unsetenv("ASCEND_FUSION_CONFIG");
+  EXPECT_EQ(FusionRules::from_env_or_file("").max_ops_per_group, 64);
+}
+
+TEST(Targets, BuiltinsAndFiles) {
+  EXPECT_EQ(Target::builtin_or_file("cuda-h200").cores, 132);
+  EXPECT_GT(Target::builtin_or_file("ascend910b").dram_bandwidth, 1e12);
+  EXPECT_THROW(Target::builtin_or_file("tpu-v9"), Error);
+  std::string path = ::testing::TempDir() + "/target.json";
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(R"({"name": "mine", "dram_bandwidth": 1e11, "bogus": 1})", f);
+  std::fclose(f);
+  try {
+    Target::builtin_or_file(path);
+    FAIL() << "unknown key accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bogus"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace gaf

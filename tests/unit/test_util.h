@@ -1,0 +1,48 @@
+// Shared helpers for unit tests: parse ONNX text, fuse, and compare fused against unfused numerically.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "gaf/onnx_io.h"
+#include "gaf/session.h"
+#include "gaf/tools.h"
+
+namespace gaf::testing {
+
+inline Model parse(const std::string& text) { return onnx_io::parse_model_text(text); }
+
+// Runs both models on the same seeded random inputs and expects every output equal within tolerance.
+inline void expect_same_outputs(const Model& a, const Model& b, double rtol = 1e-5, double atol = 1e-6,
+                                uint64_t seed = 7) {
+  runtime::Session sa(*a.graph), sb(*b.graph);
+  auto inputs = tools::random_inputs(*a.graph, seed, 3);
+  auto oa = sa.run(inputs);
+  auto ob = sb.run(inputs);
+  ASSERT_EQ(oa.size(), ob.size());
+  for (size_t i = 0; i < oa.size(); ++i) {
+    auto c = tools::compare(ob[i], oa[i], rtol, atol);
+    EXPECT_TRUE(c.ok) << "output " << i << ": " << c.message << "\nfused graph:\n" << b.graph->to_string();
+  }
+}
+
+// Fused copy of a model (the original stays unfused) through export -> import, so the fused model is also
+// checked to survive the ONNX round trip.
+inline Model fused_copy(const Model& m, tools::FuseOptions opts, tools::FuseResult* result = nullptr) {
+  Model copy = onnx_io::import_model(onnx_io::export_model(m));
+  tools::FuseResult r = tools::fuse_model(copy, opts);
+  onnx_io::check_model(copy);
+  if (result) *result = r;
+  return onnx_io::import_model(onnx_io::export_model(copy));
+}
+
+inline int count_fused(const Graph& g) {
+  int n = 0;
+  for (const Node* x : g.nodes()) n += x->body ? 1 : 0;
+  return n;
+}
+
+}  // namespace gaf::testing

@@ -63,3 +63,34 @@ struct FuseResult {
 FuseResult fuse_model(Model& model, const FuseOptions& opts);
 
 }  // namespace gaf::tools
+
+namespace gaf::tools {
+
+struct VerifyResult {
+  bool ok = true;
+  std::vector<std::string> outputs;   // one line per graph output: name, max errors, verdict
+  std::vector<std::string> culprits;  // fused groups whose outputs differ given exact inputs (bisect)
+  std::string text() const;
+};
+// Fuses a copy of `model` with `opts`, runs both on `inputs` (random when empty) and compares every output; on a
+// mismatch it checks each fused group alone on the unfused run's values to name the group responsible.
+VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vector<Tensor> inputs, double rtol,
+                           double atol);
+
+struct BenchResult {
+  Timing unfused, fused;
+  size_t unfused_kernels = 0, fused_kernels = 0;
+  double ratio() const { return fused.median_s > 0 ? unfused.median_s / fused.median_s : 0; }
+  std::string text() const;
+};
+// Times the unfused and fused model interleaved (alternating runs) so machine noise hits both alike.
+BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
+                         int iterations);
+
+// Human-readable decision log, optionally only the decisions touching `node` (a node or value name).
+std::string explain(const FuseResult& r, const std::string& node = "");
+
+// Deep copy of a model through its ONNX form.
+Model copy_model(const Model& m);
+
+}  // namespace gaf::tools

@@ -98,14 +98,19 @@ std::string env_dump_dir() {
   return "";
 }
 
-int cmd_fuse(const FuseArgs& a) {
-  GAF_CHECK(!a.input.empty(), "give the model to fuse with --input MODEL");
+tools::FuseOptions fuse_options(const FuseArgs& a) {
+  GAF_CHECK(!a.input.empty(), "give the model with --input MODEL");
   tools::FuseOptions opts;
   opts.fusion.opt_level = a.opt_level;
   opts.fusion.rules = FusionRules::from_env_or_file(a.rules);
   if (a.fusion_rules == "none") opts.fusion.rules.enable_fusion = false;
   opts.target = Target::builtin_or_file(a.target);
   opts.dump_dir = a.dump_graph.empty() ? env_dump_dir() : a.dump_graph;
+  return opts;
+}
+
+int cmd_fuse(const FuseArgs& a) {
+  tools::FuseOptions opts = fuse_options(a);
   Model m = onnx_io::load_model(a.input);
   tools::FuseResult r = tools::fuse_model(m, opts);
   std::cout << r.summary_line() << "\n";
@@ -124,17 +129,58 @@ int cmd_fuse(const FuseArgs& a) {
   return 0;
 }
 
+std::vector<Tensor> inputs_for(const Model& m, const std::vector<std::string>& pbs, const std::string& dir) {
+  std::vector<Tensor> inputs;
+  if (!dir.empty()) inputs = tools::load_input_dir(dir);
+  for (const auto& p : pbs) inputs.push_back(onnx_io::load_tensor(p));
+  return inputs.empty() ? tools::random_inputs(*m.graph, 0) : inputs;
+}
+
+int cmd_verify(const FuseArgs& a, const RunArgs& io, double rtol, double atol) {
+  tools::FuseOptions opts = fuse_options(a);
+  Model m = onnx_io::load_model(a.input);
+  auto r = tools::verify_fusion(m, opts, inputs_for(m, io.input_pbs, io.input_dir), rtol, atol);
+  std::cout << r.text();
+  return r.ok ? 0 : 1;
+}
+
+int cmd_explain(const FuseArgs& a, const std::string& node) {
+  tools::FuseOptions opts = fuse_options(a);
+  Model m = onnx_io::load_model(a.input);
+  tools::FuseResult r = tools::fuse_model(m, opts);
+  std::cout << tools::explain(r, node) << r.summary_line() << "\n";
+  return 0;
+}
+
+int cmd_bench(const FuseArgs& a, const RunArgs& io) {
+  tools::FuseOptions opts = fuse_options(a);
+  Model m = onnx_io::load_model(a.input);
+  auto r = tools::bench_fusion(m, opts, inputs_for(m, io.input_pbs, io.input_dir), std::max(io.iterations, 1));
+  std::cout << r.text();
+  return 0;
+}
+
 int cmd_demo() {
   Model m = tools::demo_transformer_block();
   std::cout << "Built-in model: " << m.graph->name << " (seq 128, d_model 256, 4 heads, d_ff 1024)\n";
   std::cout << tools::model_info(m);
-  runtime::Session session(*m.graph);
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  Model fused = tools::copy_model(m);
+  tools::FuseResult r = tools::fuse_model(fused, opts);
+  std::cout << "\n== fusion (opt level 3, target cpu-host)\n" << r.summary_line() << "\n";
+  std::cout << fmt::format("{:<28} {:>10} {:>10}\n{:<28} {:>10} {:>10}\n{:<28} {:>10.2f} {:>10.2f}\n"
+                           "{:<28} {:>10.3f} {:>10.3f}\n{:<28} {:>10.2f} {:>10.2f}\n",
+                           "", "before", "after", "kernels", r.before.kernels, r.after.kernels,
+                           "modeled memory traffic (MB)", r.before.bytes / 1e6, r.after.bytes / 1e6,
+                           "estimated time (ms)", r.before.time_s * 1e3, r.after.time_s * 1e3,
+                           "modeled peak memory (MB)", r.before.peak_memory_bytes / 1e6, r.after.peak_memory_bytes / 1e6);
+  std::cout << "fused groups:\n";
+  for (const auto& g : r.groups)
+    std::cout << fmt::format("  {:<40} {:>2} ops, saves {:.2f} MB\n", g.name, g.ops.size(), g.bytes_saved / 1e6);
   auto inputs = tools::random_inputs(*m.graph, 1);
-  tools::Timing timing;
-  tools::time_runs(session, inputs, 20, timing);
-  std::cout << fmt::format("unfused run: min {:.3f} ms, median {:.3f} ms over {} runs, {} kernels, peak {:.2f} MB\n",
-                           timing.min_s * 1e3, timing.median_s * 1e3, timing.iterations, m.graph->num_nodes(),
-                           session.stats().peak_bytes / 1e6);
+  std::cout << "\n== verify (fused vs unfused, rtol 1e-4)\n" << tools::verify_fusion(m, opts, inputs, 1e-4, 1e-5).text();
+  std::cout << "\n== measured (interleaved runs)\n" << tools::bench_fusion(m, opts, inputs, 20).text();
   return 0;
 }
 
@@ -173,6 +219,31 @@ int main(int argc, char** argv) {
 
   auto* demo = app.add_subcommand("demo", "build, run and report the built-in transformer block");
 
+  FuseArgs verify_args;
+  RunArgs verify_io;
+  double rtol = 1e-3, atol = 1e-5;
+  auto* verify = app.add_subcommand("verify", "fused vs unfused outputs; names the fused group of a mismatch");
+  add_fuse_options(verify, verify_args, true);
+  verify->add_option("--input-pb", verify_io.input_pbs, "input TensorProto files (default: seeded random)");
+  verify->add_option("--inputs", verify_io.input_dir, "folder with input_<i>.pb files");
+  verify->add_option("--rtol", rtol);
+  verify->add_option("--atol", atol);
+
+  FuseArgs explain_args;
+  std::string explain_node;
+  auto* explain = app.add_subcommand("explain", "why each candidate was or was not fused");
+  add_fuse_options(explain, explain_args, true);
+  explain->add_option("--node", explain_node, "only decisions touching this node or value");
+
+  FuseArgs bench_args;
+  RunArgs bench_io;
+  bench_io.iterations = 20;
+  auto* bench = app.add_subcommand("bench", "unfused vs fused, interleaved runs, median ratio");
+  add_fuse_options(bench, bench_args, true);
+  bench->add_option("--input-pb", bench_io.input_pbs, "input TensorProto files (default: seeded random)");
+  bench->add_option("--inputs", bench_io.input_dir, "folder with input_<i>.pb files");
+  bench->add_option("--iterations", bench_io.iterations, "runs of each variant");
+
   std::string cmp_actual, cmp_expected;
   double cmp_rtol = 1e-3, cmp_atol = 1e-5;
   auto* compare = app.add_subcommand("compare", "compare two TensorProto files within a tolerance");
@@ -198,6 +269,9 @@ int main(int argc, char** argv) {
     if (*info) return cmd_info(info_model);
     if (*run) return cmd_run(run_args);
     if (*demo) return cmd_demo();
+    if (*verify) return cmd_verify(verify_args, verify_io, rtol, atol);
+    if (*explain) return cmd_explain(explain_args, explain_node);
+    if (*bench) return cmd_bench(bench_args, bench_io);
     if (*compare) return cmd_compare(cmp_actual, cmp_expected, cmp_rtol, cmp_atol);
   } catch (const gaf::Error& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -11,6 +11,7 @@ void register_all_op_families(OpRegistry& r) {
   register_index_ops(r);
   register_dnnl_ops(r);
   register_misc_ops(r);
+  register_random_ops(r);
   register_fused_ops(r);
 }
 

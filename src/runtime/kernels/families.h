@@ -16,6 +16,7 @@ void register_shape_ops(OpRegistry& r);          // Reshape, Transpose, Concat, 
 void register_index_ops(OpRegistry& r);          // Gather*, Scatter*, OneHot, NonZero, TopK, CumSum, Trilu, ...
 void register_dnnl_ops(OpRegistry& r);           // Conv, ConvTranspose, MatMul, Gemm, pooling (oneDNN)
 void register_misc_ops(OpRegistry& r);           // Constant, Shape, Size, Range, Resize, Einsum, Identity, ...
+void register_random_ops(OpRegistry& r);         // RandomUniform/Normal(Like), Bernoulli
 void register_fused_ops(OpRegistry& r);          // gaf.fused nodes
 
 }  // namespace gaf::runtime

@@ -190,3 +190,14 @@ TEST(FusionDecisions, Fp16MixedKeepsSensitiveOpsUnfused) {
 
 }  // namespace
 }  // namespace gaf
+
+namespace gaf {
+namespace {
+
+TEST(FusionDecisions, RandomOpsNeverFuse) {
+  auto f = fuse(R"(g (float[4,8] x) => (float[4,8] y) { a = Relu(x) y = RandomUniformLike <seed = 1.0> (a) })");
+  expect_reason(f.result, "a", "y", Reason::StatefulOrRandom);
+}
+
+}  // namespace
+}  // namespace gaf

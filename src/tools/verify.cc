@@ -1,0 +1,175 @@
+// verify, bench and explain: thin tools over fuse_model and Session.
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <sstream>
+
+#include <onnx/onnx_pb.h>
+
+#include "gaf/onnx_io.h"
+#include "gaf/tools.h"
+
+namespace gaf::tools {
+
+Model copy_model(const Model& m) {
+  onnx_io::ImportOptions o;
+  o.check = false;
+  o.infer_shapes = false;
+  return onnx_io::import_model(onnx_io::export_model(m), "", o);
+}
+
+namespace {
+
+// The unfused graph with every intermediate value also returned, so a run exposes all of them by name.
+std::map<std::string, Tensor> run_exposing_all(const Model& m, const std::vector<Tensor>& inputs) {
+  Model probe = copy_model(m);
+  Graph& g = *probe.graph;
+  std::set<const Value*> outs(g.outputs().begin(), g.outputs().end());
+  for (const Node* n : g.nodes())
+    for (Value* v : n->outputs())
+      if (!v->absent_output && !outs.count(v)) {
+        g.add_output(v);
+        outs.insert(v);
+      }
+  runtime::Session s(g);
+  auto values = s.run(inputs);
+  std::map<std::string, Tensor> by_name;
+  for (size_t i = 0; i < values.size(); ++i) by_name[g.outputs()[i]->name()] = values[i];
+  return by_name;
+}
+
+// Runs one fused node alone on reference inputs; returns its outputs.
+std::vector<Tensor> run_group_alone(const Node& fused, const std::map<std::string, Tensor>& ref,
+                                    std::vector<std::string>& missing) {
+  Graph g;
+  std::vector<Value*> ins;
+  std::map<std::string, Tensor> feeds;
+  for (const Value* v : fused.inputs()) {
+    if (v->is_constant()) {
+      ins.push_back(g.find_value(v->name()) ? g.find_value(v->name()) : g.add_constant(v->name(), v->constant()));
+      continue;
+    }
+    Value* in = g.find_value(v->name());
+    if (!in) {
+      in = g.add_input(v->name(), v->type);
+      auto it = ref.find(v->name());
+      if (it == ref.end()) missing.push_back(v->name());
+      else feeds[v->name()] = it->second;
+    }
+    ins.push_back(in);
+  }
+  std::vector<std::string> names;
+  for (const Value* o : fused.outputs()) names.push_back(o->name());
+  Node* n = g.add_node(fused.op_type, ins, names, fused.name);
+  n->domain = fused.domain;
+  n->body = fused.body->clone();
+  for (Value* o : n->outputs()) g.add_output(o);
+  if (!missing.empty()) return {};
+  runtime::Session s(g);
+  return s.run(feeds);
+}
+
+}  // namespace
+
+VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vector<Tensor> inputs, double rtol,
+                           double atol) {
+  VerifyResult r;
+  if (inputs.empty()) inputs = random_inputs(*model.graph, 0);
+  Model fused = copy_model(model);
+  fuse_model(fused, opts);
+  runtime::Session su(*model.graph), sf(*fused.graph);
+  auto ou = su.run(inputs);
+  auto of = sf.run(inputs);
+  for (size_t i = 0; i < ou.size(); ++i) {
+    Comparison c = compare(of[i], ou[i], rtol, atol);
+    r.ok &= c.ok;
+    r.outputs.push_back(fmt::format("{}: {} (max abs error {:.3g}, max rel error {:.3g}){}{}",
+                                    model.graph->outputs()[i]->name(), c.ok ? "match" : "MISMATCH", c.max_abs_err,
+                                    c.max_rel_err, c.ok ? "" : "; ", c.message));
+  }
+  if (r.ok) return r;
+  auto ref = run_exposing_all(model, inputs);
+  for (const Node* n : fused.graph->nodes()) {
+    if (!n->body) continue;
+    std::vector<std::string> missing;
+    auto outs = run_group_alone(*n, ref, missing);
+    if (!missing.empty()) continue;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      auto it = ref.find(n->output(int(k))->name());
+      if (it == ref.end()) continue;
+      Comparison c = compare(outs[k], it->second, rtol, atol);
+      if (!c.ok) {
+        r.culprits.push_back(fmt::format("{} ({} ops): output '{}' {}", n->op_type, n->body->num_nodes(),
+                                         n->output(int(k))->name(), c.message));
+        break;
+      }
+    }
+  }
+  return r;
+}
+
+std::string VerifyResult::text() const {
+  std::string s;
+  for (const auto& o : outputs) s += o + "\n";
+  for (const auto& c : culprits) s += "mismatch traced to fused group " + c + "\n";
+  s += ok ? "verify: fused and unfused outputs match\n" : "verify: FAILED\n";
+  return s;
+}
+
+BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
+                         int iterations) {
+  BenchResult r;
+  Model fused = copy_model(model);
+  FuseResult fr = fuse_model(fused, opts);
+  r.unfused_kernels = fr.before.kernels;
+  r.fused_kernels = fr.after.kernels;
+  runtime::Session su(*model.graph), sf(*fused.graph);
+  su.run(inputs);
+  sf.run(inputs);
+  std::vector<double> tu, tf;
+  for (int i = 0; i < iterations; ++i) {
+    for (int which = 0; which < 2; ++which) {
+      runtime::Session& s = (i + which) % 2 ? sf : su;  // alternate which goes first
+      auto t0 = std::chrono::steady_clock::now();
+      s.run(inputs);
+      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      (&s == &su ? tu : tf).push_back(dt);
+    }
+  }
+  auto fill = [&](std::vector<double>& v, Timing& t) {
+    std::sort(v.begin(), v.end());
+    t.iterations = int(v.size());
+    t.min_s = v.front();
+    t.median_s = v[v.size() / 2];
+  };
+  if (iterations > 0) {
+    fill(tu, r.unfused);
+    fill(tf, r.fused);
+  }
+  return r;
+}
+
+std::string BenchResult::text() const {
+  return fmt::format(
+      "unfused: {} kernels, median {:.3f} ms (min {:.3f})\nfused:   {} kernels, median {:.3f} ms (min {:.3f})\n"
+      "speedup (unfused / fused, medians of {} interleaved runs): {:.2f}x\n",
+      unfused_kernels, unfused.median_s * 1e3, unfused.min_s * 1e3, fused_kernels, fused.median_s * 1e3,
+      fused.min_s * 1e3, unfused.iterations, ratio());
+}
+
+std::string explain(const FuseResult& r, const std::string& node) {
+  std::ostringstream os;
+  for (const auto& d : r.decisions) {
+    if (!node.empty() && d.producer != node && d.consumer != node && d.value != node) continue;
+    os << fmt::format("{:<6} {} -> {} [{}] benefit {:.3g} us{}{}\n", d.fused ? "fused" : "kept", d.producer,
+                      d.consumer, reason_name(d.reason), d.benefit_s * 1e6, d.detail.empty() ? "" : ": ", d.detail);
+  }
+  for (const auto& g : r.groups) {
+    if (!node.empty() && std::find(g.nodes.begin(), g.nodes.end(), node) == g.nodes.end()) continue;
+    os << fmt::format("group {}: {} ops, saves {:.2f} MB, {:.3g} us\n", g.name, g.ops.size(), g.bytes_saved / 1e6,
+                      g.benefit_s * 1e6);
+  }
+  return os.str();
+}
+
+}  // namespace gaf::tools

@@ -15,6 +15,8 @@ namespace gaf::runtime {
 
 struct SessionOptions {
   bool profile = false;  // record per-node times
+  bool codegen = true;   // run fused nodes as generated kernels (else: their bodies op by op)
+  bool debug = false;    // generated kernels built with -O0 -g
 };
 
 struct NodeProfile {
@@ -47,6 +49,9 @@ class Session {
   const Graph& graph() const { return graph_; }
   // Graph inputs that must be fed (those without an initializer).
   std::vector<const Value*> required_inputs() const;
+  // Fused nodes that run op by op instead of as a generated kernel, with the reason.
+  const std::map<std::string, std::string>& codegen_fallbacks() const { return fallbacks_; }
+  size_t generated_kernels() const { return generated_; }
 
  private:
   struct Step;
@@ -58,6 +63,8 @@ class Session {
   std::vector<int> graph_output_slots_;
   std::unique_ptr<PoolAllocator> pool_;
   RunStats stats_;
+  std::map<std::string, std::string> fallbacks_;
+  size_t generated_ = 0;
 };
 
 }  // namespace gaf::runtime

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "gaf/codegen.h"
 #include "gaf/op_registry.h"
 
 namespace gaf::runtime {
@@ -92,6 +93,18 @@ Session::Session(const Graph& graph, SessionOptions options)
   };
   for (const Value* v : graph.inputs()) slot(v);
   for (const Value* v : graph.initializers()) slot(v);
+  codegen::GraphKernels generated;
+  bool any_fused = false;
+  for (const Node* n : graph.nodes()) any_fused |= n->body != nullptr;
+  if (any_fused && options.codegen) {
+    codegen::EmitOptions eo;
+    eo.debug = options.debug;
+    codegen::CompileOptions co;
+    co.debug = options.debug;
+    generated = codegen::build_graph_kernels(graph, eo, co);
+    for (const auto& [n, why] : generated.fallbacks) fallbacks_[n->name.empty() ? n->op_type : n->name] = why;
+    generated_ = generated.factories.size();
+  }
   for (const Node* n : graph.nodes()) {
     const OpInfo* info = find_op(*n);
     if (!info || !info->kernel) {
@@ -101,7 +114,8 @@ Session::Session(const Graph& graph, SessionOptions options)
     }
     Step s;
     s.node = n;
-    s.kernel = info->kernel(*n);
+    auto gen = generated.factories.find(n);
+    s.kernel = gen != generated.factories.end() ? gen->second(*n) : info->kernel(*n);
     for (const Value* v : n->inputs()) s.in_slots.push_back(v ? slot(v) : -1);
     for (const Value* v : n->outputs()) s.out_slots.push_back(slot(v));
     steps_.push_back(std::move(s));

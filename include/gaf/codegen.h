@@ -1,0 +1,87 @@
+// CPU code generation: each fused node's body becomes one C++ kernel. All kernels of a graph are compiled as one
+// translation unit with the host compiler ($GAF_CXX, else c++), cached by content hash under
+// $XDG_CACHE_HOME/graph-autofusion (else ~/.cache/graph-autofusion), and loaded with dlopen.
+//
+// Generated kernels have the C signature
+//     void gaf_<group>(const void* const* inputs, void* const* outputs, const int64_t* symbols);
+// where `symbols` holds the run-time values of the symbolic dims (bound from the inputs by the host side), so one
+// compiled kernel serves every shape of a dynamic-shape model.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gaf/graph.h"
+#include "gaf/kernel.h"
+
+namespace gaf::codegen {
+
+// Where an output dimension comes from: a constant, or symbol `symbol` (an index into the symbols array).
+struct DimExpr {
+  int64_t value = -1;
+  int symbol = -1;
+};
+
+// Everything the host side needs to call a generated kernel.
+struct KernelSignature {
+  std::string symbol;                             // exported function name
+  std::vector<std::string> original_nodes;        // names of the body nodes, for the header comment / manifest
+  std::vector<std::pair<int, int>> symbol_binds;  // symbol i = dim (.second) of input (.first)
+  std::vector<std::vector<DimExpr>> input_dims;   // expected input shapes (checked at run time)
+  std::vector<std::vector<DimExpr>> output_dims;
+  std::vector<DType> output_dtypes;
+};
+
+struct EmittedKernel {
+  KernelSignature sig;
+  std::string source;  // the function (and its constants), without the shared prelude
+};
+
+struct EmitOptions {
+  bool debug = false;  // node names as variable names, bounds checks
+};
+
+// Emits the kernel of a fused node, or nullopt with `why_not` set when a member op, dtype or shape is outside
+// what the emitter handles (the runtime then runs the body op by op).
+std::optional<EmittedKernel> emit_kernel(const Node& fused, const std::string& symbol, const EmitOptions& opts,
+                                         std::string* why_not);
+
+// Helpers shared with the runtime prelude.
+std::string prelude();
+
+struct CompileOptions {
+  bool debug = false;  // -O0 -g instead of -O3
+};
+
+class Library {
+ public:
+  ~Library();
+  void* find(const std::string& symbol) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  friend std::shared_ptr<Library> compile_and_load(const std::string&, const CompileOptions&, std::string*);
+  void* handle_ = nullptr;
+  std::string path_;
+};
+
+// Compiles `source` (a whole translation unit) into a shared object in the cache (or finds it there) and loads
+// it. Returns null with `error` set when no compiler is found or compilation fails.
+std::shared_ptr<Library> compile_and_load(const std::string& source, const CompileOptions& opts, std::string* error);
+
+std::string cache_dir();
+
+// A graph's generated kernels: factories for the fused nodes that got one, reasons for those that did not.
+struct GraphKernels {
+  std::shared_ptr<Library> library;
+  std::map<const Node*, KernelFactory> factories;
+  std::map<const Node*, std::string> fallbacks;  // node -> why it runs op by op
+  std::string translation_unit;
+  std::vector<EmittedKernel> kernels;
+};
+GraphKernels build_graph_kernels(const Graph& g, const EmitOptions& emit, const CompileOptions& compile);
+
+}  // namespace gaf::codegen

@@ -1,0 +1,560 @@
+// CPU emitter: a fused node's body -> one C++ function.
+//
+// Two kernel shapes, chosen from the body:
+//
+//   elementwise   out[i] = f(in0[idx0(i)], in1[idx1(i)], ...) over the output iteration space, one pass over
+//                 memory. Operands that cover the whole space (or are scalars) index with i directly (a flat
+//                 loop); broadcast operands get a per-row base offset and an inner stride of 1 or 0 (a row loop).
+//                 The inner loop is `#pragma omp simd`, the outer loop OpenMP-parallel for large sizes.
+//
+//   row           reductions over the same trailing axes (layer-norm / softmax shaped): rows in parallel; each row
+//                 is staged through small per-thread buffers that stay in cache, so DRAM sees every input once
+//                 and every output once. Values are row-shaped (one element per row element) or per-row scalars.
+//
+// Every dimension is a constant or a symbol read from `sym[]`, so a kernel serves every shape of a dynamic model.
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "codegen/cpu/scalar_ops.h"
+#include "gaf/codegen.h"
+#include "gaf/op_registry.h"
+
+namespace gaf::codegen {
+
+namespace {
+
+using Dims = std::vector<DimExpr>;
+
+bool same(const DimExpr& a, const DimExpr& b) { return a.value == b.value && a.symbol == b.symbol; }
+bool same(const Dims& a, const Dims& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](auto& x, auto& y) { return same(x, y); });
+}
+bool is_one(const DimExpr& d) { return d.value == 1; }
+
+std::string text(const DimExpr& d) {
+  return d.value >= 0 ? fmt::format("int64_t({})", d.value) : fmt::format("sym[{}]", d.symbol);
+}
+std::string product(const Dims& dims, size_t from, size_t to) {
+  std::string s;
+  for (size_t i = from; i < to; ++i) s += (s.empty() ? "" : " * ") + text(dims[i]);
+  return s.empty() ? "int64_t(1)" : s;
+}
+
+bool storage_ok(DType t) {
+  return t == DType::Float || t == DType::Float16 || t == DType::BFloat16 || t == DType::Bool;
+}
+std::string c_type(DType t) {
+  switch (t) {
+    case DType::Float: return "float";
+    case DType::Float16:
+    case DType::BFloat16: return "uint16_t";
+    case DType::Bool: return "bool";
+    default: return "void";
+  }
+}
+std::string load(DType t, const std::string& e) {
+  if (t == DType::Float16) return "gaf_load_half(" + e + ")";
+  if (t == DType::BFloat16) return "gaf_load_bf16(" + e + ")";
+  return e;
+}
+std::string store(DType t, const std::string& e) {
+  if (t == DType::Float16) return "gaf_store_half(" + e + ")";
+  if (t == DType::BFloat16) return "gaf_store_bf16(" + e + ")";
+  return e;
+}
+ScalarType scalar_type(DType t) { return t == DType::Bool ? ScalarType::Bool : ScalarType::F32; }
+std::string decl(ScalarType t) { return t == ScalarType::Bool ? "const bool" : "const float"; }
+
+class Unsupported : public std::exception {
+ public:
+  explicit Unsupported(std::string why) : why_(std::move(why)) {}
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string why_;
+};
+template <class... A>
+[[noreturn]] void reject(fmt::format_string<A...> f, A&&... a) {
+  throw Unsupported(fmt::format(f, std::forward<A>(a)...));
+}
+
+// An operand read from memory: a body input or an inlined constant, seen through virtual dims (right-aligned to
+// the iteration space, or BatchNormalization's per-channel layout).
+struct Operand {
+  const Value* value;
+  Dims vdims;
+  std::string ptr;
+};
+
+class Emitter {
+ public:
+  Emitter(const Node& fused, const std::string& symbol, const EmitOptions& opts)
+      : fused_(fused), body_(*fused.body), opts_(opts) {
+    sig_.symbol = symbol;
+    for (const Node* n : body_.nodes()) sig_.original_nodes.push_back(n->name.empty() ? n->output(0)->name() : n->name);
+  }
+
+  EmittedKernel run() {
+    bind_symbols();
+    for (const Value* v : body_.inputs()) sig_.input_dims.push_back(dims_of(v));
+    for (const Value* v : body_.outputs()) {
+      if (!storage_ok(v->type.dtype)) reject("output '{}' has element type {}", v->name(), dtype_name(v->type.dtype));
+      sig_.output_dims.push_back(dims_of(v));
+      sig_.output_dtypes.push_back(v->type.dtype);
+    }
+    bool has_reduction = false;
+    for (const Node* n : body_.nodes()) {
+      OpKind k = op_kind(*n);
+      if (k == OpKind::Reduction) has_reduction = true;
+      else if (k != OpKind::Elementwise && k != OpKind::Broadcast)
+        reject("{} is {}: the emitter handles elementwise, broadcast and row-reduction groups", n->describe(),
+               op_kind_name(k));
+    }
+    std::ostringstream os;
+    os << "// " << sig_.symbol << ": fused group of " << body_.num_nodes() << " ops\n";
+    for (const Node* n : body_.nodes())
+      os << "//   " << n->op_type << " " << (n->name.empty() ? n->output(0)->name() : n->name) << "\n";
+    os << "extern \"C\" void " << sig_.symbol
+       << "(const void* const* in_, void* const* out_, const int64_t* sym) {\n  (void)sym;\n";
+    declare_pointers(os);
+    if (has_reduction) emit_rows(os);
+    else emit_elementwise(os);
+    os << "}\n";
+    return {sig_, os.str()};
+  }
+
+ private:
+  // ---- shapes ----
+  void bind_symbols() {
+    for (size_t i = 0; i < body_.inputs().size(); ++i) {
+      const Value* v = body_.inputs()[i];
+      if (!v->type.shape) reject("the rank of input '{}' is unknown", v->name());
+      for (size_t d = 0; d < v->type.shape->size(); ++d) {
+        const Dim& dim = (*v->type.shape)[d];
+        if (dim.is_symbol() && !symbols_.count(dim.symbol())) {
+          symbols_[dim.symbol()] = int(sig_.symbol_binds.size());
+          sig_.symbol_binds.emplace_back(int(i), int(d));
+        }
+      }
+    }
+  }
+  Dims dims_of(const Value* v) const {
+    if (!v->type.shape) reject("the rank of '{}' is unknown", v->name());
+    Dims out;
+    for (const Dim& d : *v->type.shape) {
+      if (d.is_static()) out.push_back({d.value(), -1});
+      else if (d.is_symbol() && symbols_.count(d.symbol())) out.push_back({-1, symbols_.at(d.symbol())});
+      else reject("a dimension of '{}' is not known from the inputs", v->name());
+    }
+    return out;
+  }
+
+  void declare_pointers(std::ostream& os) {
+    int i = 0;
+    for (const Value* v : body_.inputs()) {
+      if (!storage_ok(v->type.dtype)) reject("input '{}' has element type {}", v->name(), dtype_name(v->type.dtype));
+      os << fmt::format("  const {}* __restrict in{} = static_cast<const {}*>(in_[{}]);\n", c_type(v->type.dtype), i,
+                        c_type(v->type.dtype), i);
+      ptr_[v] = fmt::format("in{}", i++);
+    }
+    int c = 0;
+    for (const Value* v : body_.initializers()) {
+      const Tensor& t = v->constant();
+      if (!storage_ok(t.dtype()) || t.numel() > 64) reject("constant '{}' cannot be inlined", v->name());
+      std::string name = fmt::format("c{}", c++);
+      os << "  static const " << (t.dtype() == DType::Bool ? "bool" : "float") << " " << name << "[] = {";
+      for (int64_t k = 0; k < t.numel(); ++k)
+        os << (k ? ", " : "") << (t.dtype() == DType::Bool ? (t.get_int(k) ? "true" : "false") : float_literal(t.get_double(k)));
+      os << "};\n";
+      ptr_[v] = name;
+      const_float_[v] = true;
+    }
+    for (size_t o = 0; o < body_.outputs().size(); ++o) {
+      DType t = body_.outputs()[o]->type.dtype;
+      os << fmt::format("  {}* __restrict out{} = static_cast<{}*>(out_[{}]);\n", c_type(t), o, c_type(t), o);
+    }
+  }
+
+  // Virtual dims of input `i` of node n, right-aligned to rank `rank`.
+  Dims operand_dims(const Node& n, int i, size_t rank) const {
+    const Value* v = n.input(i);
+    Dims d = dims_of(v);
+    if (n.op_type == "BatchNormalization" && i >= 1) {
+      if (d.size() != 1 || rank < 2) reject("{}: unexpected parameter shape", n.describe());
+      Dims v2(rank, DimExpr{1, -1});
+      v2[1] = d[0];
+      return v2;
+    }
+    if (d.size() > rank) reject("{}: operand '{}' has a higher rank than the output", n.describe(), v->name());
+    Dims v2(rank - d.size(), DimExpr{1, -1});
+    v2.insert(v2.end(), d.begin(), d.end());
+    return v2;
+  }
+
+  std::string load_expr(const Value* v, const std::string& index) const {
+    DType t = const_float_.count(v) ? (v->type.dtype == DType::Bool ? DType::Bool : DType::Float) : v->type.dtype;
+    return load(t, ptr_.at(v) + "[" + index + "]");
+  }
+
+  // Scalar formula of node n given argument expressions; BatchNormalization has its own.
+  ScalarExpr node_expr(const Node& n, const std::vector<std::string>& args, const std::vector<ScalarType>& types) {
+    if (n.op_type == "BatchNormalization" && n.domain.empty()) {
+      if (n.num_outputs() > 1 && !n.output(1)->absent_output) reject("{}: training outputs", n.describe());
+      std::string eps = float_literal(n.attr_float("epsilon", 1e-5f));
+      return {fmt::format("(({} - {}) / gaf_sqrt({} + {}) * {} + {})", args[0], args[3], args[4], eps, args[1], args[2]),
+              ScalarType::F32};
+    }
+    std::string why;
+    auto e = scalar_expr(n, args, types, &why);
+    if (!e) reject("{}", why);
+    if (n.num_outputs() > 1)
+      for (int k = 1; k < n.num_outputs(); ++k)
+        if (!n.output(k)->absent_output && !n.output(k)->uses().empty())
+          reject("{}: only its first output can be fused", n.describe());
+    return *e;
+  }
+
+  std::string var_name(const Value* v) {
+    if (opts_.debug) {
+      std::string s = "v_";
+      for (char c : v->name()) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return s + fmt::format("_{}", var_counter_++);
+    }
+    return fmt::format("t{}", var_counter_++);
+  }
+
+  // ---- elementwise ----
+  void emit_elementwise(std::ostream& os) {
+    const Value* first = body_.outputs()[0];
+    Dims space = dims_of(first);
+    size_t rank = space.size();
+    for (const Node* n : body_.nodes())
+      for (const Value* o : n->outputs())
+        if (!o->absent_output && !same(dims_of(o), space))
+          reject("'{}' does not span the group's iteration space", o->name());
+    // Operands by (value, virtual dims).
+    std::vector<Operand> operands;
+    std::map<std::pair<const Node*, int>, int> operand_of;
+    bool flat = true;
+    for (const Node* n : body_.nodes()) {
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        const Value* v = n->input(i);
+        if (!v || (v->producer() && v->producer()->graph() == &body_)) continue;
+        if (!ptr_.count(v)) reject("'{}' is neither an input nor a constant of the body", v->name());
+        Dims vd = operand_dims(*n, i, rank);
+        for (size_t d = 0; d < rank; ++d)
+          if (!same(vd[d], space[d]) && !is_one(vd[d]))
+            reject("operand '{}' does not broadcast to the output space", v->name());
+        bool full = same(vd, space);
+        bool scalar = std::all_of(vd.begin(), vd.end(), is_one);
+        flat &= full || scalar;
+        int idx = -1;
+        for (size_t k = 0; k < operands.size(); ++k)
+          if (operands[k].value == v && same(operands[k].vdims, vd)) idx = int(k);
+        if (idx < 0) {
+          idx = int(operands.size());
+          operands.push_back({v, vd, ptr_.at(v)});
+        }
+        operand_of[{n, i}] = idx;
+      }
+    }
+    os << "  const int64_t n = " << product(space, 0, rank) << ";\n  if (n == 0) return;\n";
+    std::vector<std::string> index(operands.size());
+    std::string out_index;
+    if (flat || rank == 0) {
+      os << "  const int64_t blocks = (n + 16383) / 16384;\n"
+            "#pragma omp parallel for schedule(static) if (n >= 65536)\n"
+            "  for (int64_t blk = 0; blk < blocks; ++blk) {\n"
+            "    const int64_t lo = blk * 16384, hi = lo + 16384 < n ? lo + 16384 : n;\n"
+            "#pragma omp simd\n"
+            "    for (int64_t i = lo; i < hi; ++i) {\n";
+      for (size_t k = 0; k < operands.size(); ++k)
+        index[k] = std::all_of(operands[k].vdims.begin(), operands[k].vdims.end(), is_one) ? "0" : "i";
+      out_index = "i";
+    } else {
+      os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
+         << "#pragma omp parallel for schedule(static) if (n >= 65536)\n"
+         << "  for (int64_t r = 0; r < rows; ++r) {\n";
+      // Row coordinates, innermost first.
+      os << "    int64_t rem = r;\n";
+      for (int d = int(rank) - 2; d >= 0; --d)
+        os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
+      for (size_t k = 0; k < operands.size(); ++k) {
+        const Dims& vd = operands[k].vdims;
+        std::string base;
+        for (size_t d = 0; d + 1 < rank; ++d) {
+          if (is_one(vd[d]) && !is_one(space[d])) continue;
+          base += fmt::format(" + q{} * ({})", d, product(vd, d + 1, rank));
+        }
+        os << fmt::format("    const int64_t b{} = 0{};\n", k, base);
+        bool inner_bcast = is_one(vd[rank - 1]) && !is_one(space[rank - 1]);
+        index[k] = inner_bcast ? fmt::format("b{}", k) : fmt::format("b{} + j", k);
+      }
+      os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n";
+      os << "      const int64_t i = r * inner + j;\n";
+      out_index = "i";
+    }
+    emit_body(os, operands, operand_of, index, [&](size_t) { return out_index; }, "      ");
+    os << "    }\n  }\n";
+  }
+
+  // Loads, node formulas and stores for one element; `index[k]` indexes operand k.
+  template <class OutIndex>
+  void emit_body(std::ostream& os, const std::vector<Operand>& operands,
+                 const std::map<std::pair<const Node*, int>, int>& operand_of, const std::vector<std::string>& index,
+                 OutIndex out_index, const std::string& ind) {
+    std::map<int, std::string> loaded;
+    for (const Node* n : body_.nodes()) {
+      std::vector<std::string> args;
+      std::vector<ScalarType> types;
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        const Value* v = n->input(i);
+        if (!v) {
+          args.emplace_back();
+          types.push_back(ScalarType::F32);
+          continue;
+        }
+        if (var_.count(v)) {
+          args.push_back(var_[v]);
+          types.push_back(var_type_[v]);
+          continue;
+        }
+        int k = operand_of.at({n, i});
+        if (!loaded.count(k)) {
+          std::string name = fmt::format("a{}", k);
+          os << ind << decl(scalar_type(v->type.dtype)) << " " << name << " = " << load_expr(v, index[k]) << ";\n";
+          loaded[k] = name;
+        }
+        args.push_back(loaded[k]);
+        types.push_back(scalar_type(v->type.dtype));
+      }
+      ScalarExpr e = node_expr(*n, args, types);
+      std::string name = var_name(n->output(0));
+      os << ind << decl(e.type) << " " << name << " = " << e.expr << ";\n";
+      var_[n->output(0)] = name;
+      var_type_[n->output(0)] = e.type;
+    }
+    for (size_t o = 0; o < body_.outputs().size(); ++o) {
+      const Value* v = body_.outputs()[o];
+      os << ind << "out" << o << "[" << out_index(o) << "] = " << store(v->type.dtype, var_.at(v)) << ";\n";
+    }
+    var_.clear();
+    var_type_.clear();
+  }
+
+  // ---- rows ----
+  void emit_rows(std::ostream& os);
+
+  const Node& fused_;
+  const Graph& body_;
+  EmitOptions opts_;
+  KernelSignature sig_;
+  std::map<std::string, int> symbols_;
+  std::map<const Value*, std::string> ptr_;
+  std::map<const Value*, bool> const_float_;
+  std::map<const Value*, std::string> var_;
+  std::map<const Value*, ScalarType> var_type_;
+  int var_counter_ = 0;
+};
+
+// Row kernels: see the file comment. Stages, in body order:
+//   row-shaped elementwise node   computed in a j-loop into its row buffer (and its output, if it is one)
+//   reduction over the row        a j-loop accumulating into a per-row scalar
+//   Softmax / LogSoftmax          max, sum of exp, scale: three j-loops over buffers
+//   per-row elementwise node      a scalar statement
+void Emitter::emit_rows(std::ostream& os) {
+  // The row signature: the first reduction's input space and its trailing axes.
+  const Node* red = nullptr;
+  for (const Node* n : body_.nodes())
+    if (op_kind(*n) == OpKind::Reduction) {
+      red = n;
+      break;
+    }
+  Dims space = dims_of(red->input(0));
+  size_t rank = space.size();
+  auto trailing_from = [&](const Node& n) -> size_t {
+    const std::string& op = n.op_type;
+    std::vector<int64_t> axes;
+    if (op == "Softmax" || op == "LogSoftmax") {
+      if (n.opset < 13) reject("{}: opset < 13 softmax coerces to 2-D", n.describe());
+      axes = {n.attr_int("axis", -1)};
+    } else if (op.rfind("Reduce", 0) == 0) {
+      if (n.has_attr("axes")) axes = n.attr_ints("axes");
+      else if (n.input(1) && n.input(1)->is_constant()) axes = n.input(1)->constant().to_int_vector();
+      if (axes.empty()) reject("{}: reduces every axis", n.describe());
+    } else {
+      reject("{} has no row form in the emitter", n.describe());
+    }
+    for (auto& a : axes) a = a < 0 ? a + int64_t(rank) : a;
+    std::sort(axes.begin(), axes.end());
+    for (size_t k = 0; k < axes.size(); ++k)
+      if (axes[k] != int64_t(rank - axes.size() + k)) reject("{} does not reduce trailing axes", n.describe());
+    return rank - axes.size();
+  };
+  size_t from = trailing_from(*red);
+  Dims reduced_keep = space, reduced_drop(space.begin(), space.begin() + long(from));
+  for (size_t d = from; d < rank; ++d) reduced_keep[d] = {1, -1};
+  enum class Shape { Row, PerRow };
+  auto shape_of = [&](const Value* v) {
+    Dims d = dims_of(v);
+    if (same(d, space)) return Shape::Row;
+    if (same(d, reduced_keep) || same(d, reduced_drop)) return Shape::PerRow;
+    reject("'{}' is neither row-shaped nor one value per row", v->name());
+  };
+  // How an operand is read inside a row: whole rows, a row-broadcast weight, one value per row, or a scalar.
+  auto operand_index = [&](const Node& n, int i) -> std::string {
+    const Value* v = n.input(i);
+    Dims vd = operand_dims(n, i, rank);
+    bool row_full = same(vd, space);
+    bool weight = true, per_row = true, scalar = true;
+    for (size_t d = 0; d < rank; ++d) {
+      bool in_row = d >= from;
+      weight &= in_row ? same(vd[d], space[d]) : is_one(vd[d]);
+      per_row &= in_row ? is_one(vd[d]) : same(vd[d], space[d]);
+      scalar &= is_one(vd[d]);
+    }
+    if (row_full) return "r * L + j";
+    if (scalar) return "0";
+    if (weight) return "j";
+    if (per_row) return "r";
+    reject("operand '{}' of {} is not row-aligned", v->name(), n.describe());
+  };
+
+  os << "  const int64_t L = " << product(space, from, rank) << ";\n"
+     << "  const int64_t rows = " << product(space, 0, from) << ";\n"
+     << "  if (L == 0 || rows == 0) return;\n";
+  // Row buffers for row-shaped intermediates.
+  std::map<const Value*, int> buffer;
+  for (const Node* n : body_.nodes())
+    if (shape_of(n->output(0)) == Shape::Row) buffer[n->output(0)] = int(buffer.size());
+  os << "#pragma omp parallel if (rows * L >= 32768)\n  {\n"
+     << "    float* scratch = static_cast<float*>(std::malloc(sizeof(float) * size_t(L) * " << std::max<size_t>(1, buffer.size())
+     << "));\n"
+     << "#pragma omp for schedule(static)\n    for (int64_t r = 0; r < rows; ++r) {\n";
+  std::map<const Value*, std::string> scalar_var;  // per-row scalars
+  std::map<const Value*, ScalarType> scalar_type_of;
+  std::map<const Value*, int> out_slot;
+  for (size_t o = 0; o < body_.outputs().size(); ++o) out_slot[body_.outputs()[o]] = int(o);
+  const std::string ind = "      ";
+  // Expression reading value v (input i of n) at row element j (or the per-row scalar).
+  auto arg = [&](const Node& n, int i, bool in_loop, ScalarType& t) -> std::string {
+    const Value* v = n.input(i);
+    if (!v) {
+      t = ScalarType::F32;
+      return "";
+    }
+    if (scalar_var.count(v)) {
+      t = scalar_type_of[v];
+      return scalar_var[v];
+    }
+    if (buffer.count(v)) {
+      if (!in_loop) reject("{} reads a row inside a per-row computation", n.describe());
+      t = ScalarType::F32;
+      return fmt::format("buf{}[j]", buffer[v]);
+    }
+    t = scalar_type(v->type.dtype);
+    std::string idx = operand_index(n, i);
+    if (!in_loop && (idx == "j" || idx == "r * L + j"))
+      reject("{} reads a row inside a per-row computation", n.describe());
+    return load_expr(v, idx);
+  };
+  for (const auto& [v, b] : buffer) os << ind << "float* buf" << b << " = scratch + size_t(L) * " << b << ";\n";
+  int sv = 0;
+  for (const Node* n : body_.nodes()) {
+    const Value* out = n->output(0);
+    OpKind kind = op_kind(*n);
+    if (kind == OpKind::Reduction) {
+      size_t f = trailing_from(*n);
+      if (f != from) reject("{} reduces a different row", n->describe());
+      ScalarType t;
+      std::string x = arg(*n, 0, true, t);
+      const std::string& op = n->op_type;
+      if (op == "Softmax" || op == "LogSoftmax") {
+        int b = buffer.at(out);
+        std::string mx = fmt::format("m{}", sv), sum = fmt::format("s{}", sv++);
+        os << ind << "float " << mx << " = -__builtin_inff();\n"
+           << ind << "for (int64_t j = 0; j < L; ++j) " << mx << " = gaf_max(" << mx << ", " << x << ");\n"
+           << ind << "float " << sum << " = 0.0f;\n"
+           << ind << "#pragma omp simd reduction(+:" << sum << ")\n"
+           << ind << "for (int64_t j = 0; j < L; ++j) { const float e = gaf_exp(" << x << " - " << mx << "); "
+           << (op == "Softmax" ? fmt::format("buf{}[j] = e; ", b) : "") << sum << " += e; }\n";
+        if (op == "Softmax")
+          os << ind << "{ const float inv = 1.0f / " << sum << ";\n" << ind << "#pragma omp simd\n"
+             << ind << "for (int64_t j = 0; j < L; ++j) buf" << b << "[j] *= inv; }\n";
+        else
+          os << ind << "{ const float lse = " << mx << " + gaf_log(" << sum << ");\n" << ind << "#pragma omp simd\n"
+             << ind << "for (int64_t j = 0; j < L; ++j) buf" << b << "[j] = " << x << " - lse; }\n";
+        if (out_slot.count(out))
+          os << ind << "#pragma omp simd\n" << ind << "for (int64_t j = 0; j < L; ++j) out" << out_slot[out]
+             << "[r * L + j] = " << store(out->type.dtype, fmt::format("buf{}[j]", b)) << ";\n";
+        continue;
+      }
+      std::string acc = fmt::format("s{}", sv++);
+      std::string init = "0.0f", step, finish = acc;
+      char combine = '+';
+      if (op == "ReduceSum") step = x;
+      else if (op == "ReduceMean") { step = x; finish = acc + " / float(L)"; }
+      else if (op == "ReduceSumSquare") step = "(" + x + ") * (" + x + ")";
+      else if (op == "ReduceL2") { step = "(" + x + ") * (" + x + ")"; finish = "gaf_sqrt(" + acc + ")"; }
+      else if (op == "ReduceL1") step = "gaf_abs(" + x + ")";
+      else if (op == "ReduceLogSum") { step = x; finish = "gaf_log(" + acc + ")"; }
+      else if (op == "ReduceMax") { init = "-__builtin_inff()"; combine = 'M'; }
+      else if (op == "ReduceMin") { init = "__builtin_inff()"; combine = 'm'; }
+      else reject("{} has no row form in the emitter", n->describe());
+      os << ind << "float " << acc << " = " << init << ";\n";
+      if (combine == '+')
+        os << ind << "#pragma omp simd reduction(+:" << acc << ")\n"
+           << ind << "for (int64_t j = 0; j < L; ++j) " << acc << " += " << step << ";\n";
+      else
+        os << ind << "for (int64_t j = 0; j < L; ++j) " << acc << " = gaf_" << (combine == 'M' ? "max" : "min")
+           << "(" << acc << ", " << x << ");\n";
+      std::string fin = fmt::format("s{}", sv++);
+      os << ind << "const float " << fin << " = " << finish << ";\n";
+      scalar_var[out] = fin;
+      scalar_type_of[out] = ScalarType::F32;
+      if (out_slot.count(out)) os << ind << "out" << out_slot[out] << "[r] = " << store(out->type.dtype, fin) << ";\n";
+      continue;
+    }
+    // Elementwise node: per-row scalar or row loop.
+    Shape s = shape_of(out);
+    std::vector<std::string> args;
+    std::vector<ScalarType> types;
+    bool in_loop = s == Shape::Row;
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      ScalarType t;
+      args.push_back(arg(*n, i, in_loop, t));
+      types.push_back(t);
+    }
+    ScalarExpr e = node_expr(*n, args, types);
+    if (!in_loop) {
+      std::string name = fmt::format("s{}", sv++);
+      os << ind << decl(e.type) << " " << name << " = " << e.expr << ";\n";
+      scalar_var[out] = name;
+      scalar_type_of[out] = e.type;
+      if (out_slot.count(out)) os << ind << "out" << out_slot[out] << "[r] = " << store(out->type.dtype, name) << ";\n";
+      continue;
+    }
+    if (e.type == ScalarType::Bool) reject("{}: boolean row values are not staged", n->describe());
+    os << ind << "#pragma omp simd\n" << ind << "for (int64_t j = 0; j < L; ++j) { const float v = " << e.expr
+       << "; buf" << buffer.at(out) << "[j] = v;";
+    if (out_slot.count(out)) os << " out" << out_slot[out] << "[r * L + j] = " << store(out->type.dtype, "v") << ";";
+    os << " }\n";
+  }
+  os << "    }\n    std::free(scratch);\n  }\n";
+}
+
+}  // namespace
+
+std::optional<EmittedKernel> emit_kernel(const Node& fused, const std::string& symbol, const EmitOptions& opts,
+                                         std::string* why_not) {
+  GAF_ASSERT(fused.body != nullptr, "emit_kernel on a node without body");
+  try {
+    return Emitter(fused, symbol, opts).run();
+  } catch (const Unsupported& u) {
+    if (why_not) *why_not = u.why();
+    return std::nullopt;
+  }
+}
+
+}  // namespace gaf::codegen

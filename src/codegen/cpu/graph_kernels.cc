@@ -1,0 +1,105 @@
+// A graph's generated kernels: emit every fused node, compile them as one translation unit, and wrap each exported
+// function in a runtime Kernel that binds symbolic dims, checks shapes and allocates outputs.
+#include <sstream>
+
+#include "gaf/codegen.h"
+
+namespace gaf::codegen {
+
+namespace {
+
+using KernelFnPtr = void (*)(const void* const*, void* const*, const int64_t*);
+
+class GeneratedKernel final : public runtime::Kernel {
+ public:
+  GeneratedKernel(KernelSignature sig, KernelFnPtr fn, std::shared_ptr<Library> lib)
+      : sig_(std::move(sig)), fn_(fn), lib_(std::move(lib)) {}
+
+  void run(runtime::KernelContext& ctx) override {
+    GAF_CHECK(ctx.num_inputs() == int(sig_.input_dims.size()), "{}: {} inputs given, the kernel takes {}",
+              ctx.node().describe(), ctx.num_inputs(), sig_.input_dims.size());
+    std::vector<int64_t> sym(sig_.symbol_binds.size());
+    for (size_t k = 0; k < sym.size(); ++k) {
+      auto [i, d] = sig_.symbol_binds[k];
+      const Tensor& t = ctx.in(i);
+      GAF_CHECK(d < t.rank(), "{}: input {} has rank {}", ctx.node().describe(), i, t.rank());
+      sym[k] = t.dim(d);
+    }
+    auto resolve = [&](const std::vector<DimExpr>& dims) {
+      std::vector<int64_t> out;
+      for (const DimExpr& e : dims) out.push_back(e.value >= 0 ? e.value : sym[e.symbol]);
+      return out;
+    };
+    in_ptrs_.resize(sig_.input_dims.size());
+    for (size_t i = 0; i < sig_.input_dims.size(); ++i) {
+      const Tensor& t = ctx.in(int(i));
+      std::vector<int64_t> want = resolve(sig_.input_dims[i]);
+      GAF_CHECK(t.dims() == want, "{}: input {} has shape {}, the fused kernel was built for {}",
+                ctx.node().describe(), i, dims_to_string(t.dims()), dims_to_string(want));
+      in_ptrs_[i] = t.raw();
+    }
+    out_ptrs_.resize(sig_.output_dims.size());
+    for (size_t o = 0; o < sig_.output_dims.size(); ++o)
+      out_ptrs_[o] = ctx.allocate_output(int(o), sig_.output_dtypes[o], resolve(sig_.output_dims[o])).raw();
+    fn_(in_ptrs_.data(), out_ptrs_.data(), sym.data());
+  }
+
+ private:
+  KernelSignature sig_;
+  KernelFnPtr fn_;
+  std::shared_ptr<Library> lib_;  // keeps the code loaded
+  std::vector<const void*> in_ptrs_;
+  std::vector<void*> out_ptrs_;
+};
+
+std::string c_identifier(const std::string& s) {
+  std::string r;
+  for (char c : s) r += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return r;
+}
+
+}  // namespace
+
+GraphKernels build_graph_kernels(const Graph& g, const EmitOptions& emit, const CompileOptions& compile) {
+  GraphKernels out;
+  std::vector<const Node*> emitted_nodes;
+  int index = 0;
+  for (const Node* n : g.nodes()) {
+    if (!n->body) continue;
+    std::string why;
+    std::string symbol = fmt::format("gaf_{}_{}", c_identifier(n->op_type), index++);
+    auto k = emit_kernel(*n, symbol, emit, &why);
+    if (!k) {
+      out.fallbacks[n] = why;
+      continue;
+    }
+    out.kernels.push_back(std::move(*k));
+    emitted_nodes.push_back(n);
+  }
+  if (out.kernels.empty()) return out;
+  std::ostringstream tu;
+  tu << prelude() << "\n";
+  for (const auto& k : out.kernels) tu << k.source << "\n";
+  out.translation_unit = tu.str();
+  std::string error;
+  out.library = compile_and_load(out.translation_unit, compile, &error);
+  if (!out.library) {
+    for (const Node* n : emitted_nodes) out.fallbacks[n] = error;
+    return out;
+  }
+  for (size_t i = 0; i < emitted_nodes.size(); ++i) {
+    const KernelSignature& sig = out.kernels[i].sig;
+    auto fn = reinterpret_cast<KernelFnPtr>(out.library->find(sig.symbol));
+    if (!fn) {
+      out.fallbacks[emitted_nodes[i]] = "symbol " + sig.symbol + " missing from the compiled library";
+      continue;
+    }
+    auto lib = out.library;
+    out.factories[emitted_nodes[i]] = [sig, fn, lib](const Node&) -> std::unique_ptr<runtime::Kernel> {
+      return std::make_unique<GeneratedKernel>(sig, fn, lib);
+    };
+  }
+  return out;
+}
+
+}  // namespace gaf::codegen

@@ -12,7 +12,7 @@ void arg_typed(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner) 
   using C = compute_t<T>;
   if (inner == 1) {
     parallel_for(outer, std::max<int64_t>(1, kGrain / n), [&](int64_t b, int64_t e) {
-      std::vector<C> buf(is_f16_v<T> ? size_t(n) : 0);
+      std::vector<C> buf(is_f16_v<T> ? static_cast<size_t>(n) : 0);
       for (int64_t o = b; o < e; ++o) y[o] = arg_row<IsMax, Last>(as_compute(x + o * n, n, buf.data()), n);
     });
     return;

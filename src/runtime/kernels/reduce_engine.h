@@ -189,7 +189,7 @@ void run_reduce(const ReduceGeometry& g, const T* x, Y* y, const compute_t<T>* s
     return;
   }
   // Few pieces, much to reduce: split the reduced range into chunks, merge the partial states in order.
-  std::vector<S> part(size_t(chunks * g.outputs), Op::init());
+  std::vector<S> part(static_cast<size_t>(chunks * g.outputs), Op::init());
   parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
       const int64_t rb = R * c / chunks, re = R * (c + 1) / chunks;

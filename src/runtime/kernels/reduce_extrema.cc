@@ -18,7 +18,7 @@ void run_typed(ReduceKind kind, const ReduceGeometry& g, const T* x, T* y) {
     case ReduceKind::LogSumExp: {
       // Shift by the maximum of each reduced set; an infinite maximum (all -inf, or a +inf present) is
       // replaced by 0 so the result is -inf or +inf instead of NaN.
-      std::vector<C> shift(size_t(g.outputs));
+      std::vector<C> shift(static_cast<size_t>(g.outputs));
       run_reduce<MaxOp<C>>(g, x, shift.data());
       for (C& s : shift)
         if constexpr (std::is_floating_point_v<C>)

@@ -1,8 +1,14 @@
-#include "runtime/kernels/common.h"
+// Indexing family: Gather*, Scatter*, OneHot, NonZero, Compress, Trilu, CumSum, TopK, Unique (index_*.cc).
 #include "runtime/kernels/families.h"
+#include "runtime/kernels/shape_util.h"
 
 namespace gaf::runtime {
 
-void register_index_ops(OpRegistry& r) { (void)r; }
+void register_index_ops(OpRegistry& r) {
+  register_index_gather_ops(r);
+  register_index_scatter_ops(r);
+  register_index_select_ops(r);
+  register_index_sort_ops(r);
+}
 
 }  // namespace gaf::runtime

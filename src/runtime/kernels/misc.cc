@@ -1,8 +1,16 @@
-#include "runtime/kernels/common.h"
+// The misc family: constants, shape queries, resize, einsum, quantization, determinants and window functions.
+// Each group lives in its own misc_*.cc file; this function registers them all.
 #include "runtime/kernels/families.h"
+#include "runtime/kernels/misc_util.h"
 
 namespace gaf::runtime {
 
-void register_misc_ops(OpRegistry& r) { (void)r; }
+void register_misc_ops(OpRegistry& r) {
+  register_misc_basic_ops(r);
+  register_misc_resize_ops(r);
+  register_misc_einsum_ops(r);
+  register_misc_quant_ops(r);
+  register_misc_linalg_ops(r);
+}
 
 }  // namespace gaf::runtime

@@ -1,0 +1,697 @@
+// Einsum: the general Einstein summation. The equation is parsed once when the session compiles (implicit or
+// explicit output, '...' ellipsis with broadcasting, repeated labels in one operand = diagonal / trace).
+//
+// Evaluation works on strided views labelled per dimension. A repeated label is a diagonal view (its strides
+// add up), a broadcast ellipsis dimension of size 1 is dropped from its operand. Operands are contracted left
+// to right, two at a time: labels only one side needs are summed out first, the rest split into batch / M / N
+// / K and go through a batched matrix multiply (oneDNN sgemm for fp32, a vectorisable loop otherwise),
+// copying an operand into the needed layout only when it is not already (possibly transposed) in that layout.
+// A single operand is a strided reduction / transposition. fp16 and bf16 compute in fp32.
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/kernels/misc_util.h"
+
+namespace gaf::runtime {
+
+namespace {
+
+// ---- Equation ----
+
+constexpr int kEllipsis = -1;
+constexpr int kLetterLabels = 52;  // a-z -> 0..25, A-Z -> 26..51; ellipsis dimensions get 52, 53, ...
+
+struct EinsumEquation {
+  std::vector<std::vector<int>> terms;  // per input: a label per subscript, kEllipsis for '...'
+  bool explicit_output = false;
+  std::vector<int> output;
+};
+
+int letter_label(char c) {
+  if (c >= 'a' && c <= 'z') return c - 'a';
+  if (c >= 'A' && c <= 'Z') return 26 + (c - 'A');
+  return -2;
+}
+char label_char(int l) { return l < 26 ? char('a' + l) : char('A' + (l - 26)); }
+
+std::vector<int> parse_term(const std::string& t, const std::string& eq, const Node& node) {
+  std::vector<int> labels;
+  bool ellipsis = false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == '.') {
+      GAF_CHECK(t.compare(i, 3, "...") == 0 && !ellipsis,
+                "{}: equation '{}': '.' must appear only as one '...' per term", node.describe(), eq);
+      ellipsis = true;
+      labels.push_back(kEllipsis);
+      i += 2;
+      continue;
+    }
+    const int l = letter_label(t[i]);
+    GAF_CHECK(l >= 0, "{}: equation '{}': '{}' is not a valid subscript (use letters a-z, A-Z)",
+              node.describe(), eq, t[i]);
+    labels.push_back(l);
+  }
+  return labels;
+}
+
+EinsumEquation parse_equation(const std::string& equation, const Node& node) {
+  std::string eq;
+  for (char c : equation)
+    if (!std::isspace(static_cast<unsigned char>(c))) eq += c;
+  EinsumEquation e;
+  std::string lhs = eq, rhs;
+  if (auto arrow = eq.find("->"); arrow != std::string::npos) {
+    lhs = eq.substr(0, arrow);
+    rhs = eq.substr(arrow + 2);
+    GAF_CHECK(rhs.find("->") == std::string::npos, "{}: equation '{}' has more than one '->'",
+              node.describe(), equation);
+    e.explicit_output = true;
+  }
+  size_t start = 0;
+  while (true) {
+    size_t comma = lhs.find(',', start);
+    e.terms.push_back(parse_term(lhs.substr(start, comma - start), equation, node));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  int count[kLetterLabels] = {};
+  for (const auto& t : e.terms)
+    for (int l : t)
+      if (l >= 0) ++count[l];
+  if (e.explicit_output) {
+    e.output = parse_term(rhs, equation, node);
+    bool seen[kLetterLabels] = {};
+    for (int l : e.output) {
+      if (l < 0) continue;
+      GAF_CHECK(count[l] > 0, "{}: equation '{}': output subscript '{}' does not appear in any input",
+                node.describe(), equation, label_char(l));
+      GAF_CHECK(!seen[l], "{}: equation '{}': output subscript '{}' appears twice", node.describe(), equation,
+                label_char(l));
+      seen[l] = true;
+    }
+  } else {
+    // Implicit output: the ellipsis dimensions, then the labels that appear exactly once, in ASCII order.
+    bool any_ellipsis = false;
+    for (const auto& t : e.terms)
+      for (int l : t) any_ellipsis = any_ellipsis || l == kEllipsis;
+    if (any_ellipsis) e.output.push_back(kEllipsis);
+    for (char c = 'A'; c <= 'Z'; ++c)
+      if (count[letter_label(c)] == 1) e.output.push_back(letter_label(c));
+    for (char c = 'a'; c <= 'z'; ++c)
+      if (count[letter_label(c)] == 1) e.output.push_back(letter_label(c));
+  }
+  return e;
+}
+
+// The equation bound to concrete input shapes: every dimension of every operand gets a label id.
+struct EinsumProblem {
+  std::vector<std::vector<int>> labels;  // per operand, per dimension
+  std::vector<int> output;               // output labels in order
+  std::vector<int64_t> size;             // per label id
+};
+
+EinsumProblem bind_shapes(const EinsumEquation& e, const std::vector<std::vector<int64_t>>& dims,
+                          const Node& node) {
+  GAF_CHECK(dims.size() == e.terms.size(), "{}: the equation has {} input terms but the node has {} inputs",
+            node.describe(), e.terms.size(), dims.size());
+  EinsumProblem p;
+  int max_ell = 0;
+  std::vector<int> ell_rank(dims.size(), 0);
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const auto& t = e.terms[k];
+    const bool has_ell = std::find(t.begin(), t.end(), kEllipsis) != t.end();
+    const int letters = int(t.size()) - (has_ell ? 1 : 0);
+    const int rank = int(dims[k].size());
+    GAF_CHECK(has_ell ? rank >= letters : rank == letters,
+              "{}: input {} has rank {} ({}) but its subscripts name {} dimensions", node.describe(), k, rank,
+              dims_to_string(dims[k]), letters);
+    ell_rank[k] = rank - letters;
+    max_ell = std::max(max_ell, ell_rank[k]);
+  }
+  p.size.assign(size_t(kLetterLabels + max_ell), -1);
+  p.labels.resize(dims.size());
+  for (size_t k = 0; k < dims.size(); ++k) {
+    int d = 0;
+    for (int l : e.terms[k]) {
+      if (l == kEllipsis) {
+        for (int j = 0; j < ell_rank[k]; ++j, ++d) {
+          const int id = kLetterLabels + max_ell - ell_rank[k] + j;
+          const int64_t s = dims[k][d];
+          int64_t& g = p.size[id];
+          GAF_CHECK(g == -1 || g == 1 || s == 1 || g == s,
+                    "{}: the '...' dimensions of the inputs cannot be broadcast together (input {} has {})",
+                    node.describe(), k, dims_to_string(dims[k]));
+          if (g == -1 || g == 1) g = s;
+          p.labels[k].push_back(id);
+        }
+        continue;
+      }
+      const int64_t s = dims[k][d++];
+      GAF_CHECK(p.size[l] == -1 || p.size[l] == s,
+                "{}: subscript '{}' has size {} in input {} ({}) but size {} elsewhere", node.describe(),
+                label_char(l), s, k, dims_to_string(dims[k]), p.size[l]);
+      p.size[l] = s;
+      p.labels[k].push_back(l);
+    }
+  }
+  for (int l : e.output) {
+    if (l == kEllipsis) {
+      for (int j = 0; j < max_ell; ++j) p.output.push_back(kLetterLabels + j);
+    } else {
+      p.output.push_back(l);
+    }
+  }
+  return p;
+}
+
+// ---- Strided labelled views ----
+
+template <class C>
+struct View {
+  const C* data = nullptr;
+  std::vector<int> labels;  // distinct
+  std::vector<int64_t> sizes, strides;
+
+  int find(int l) const {
+    auto it = std::find(labels.begin(), labels.end(), l);
+    return it == labels.end() ? -1 : int(it - labels.begin());
+  }
+  bool has(int l) const { return find(l) >= 0; }
+  int64_t numel() const { return numel_of(sizes); }
+};
+
+template <class C>
+View<C> contiguous_view(const C* data, const std::vector<int>& labels, const std::vector<int64_t>& gsize) {
+  View<C> v;
+  v.data = data;
+  v.labels = labels;
+  for (int l : labels) v.sizes.push_back(gsize[l]);
+  v.strides = contiguous_strides(v.sizes);
+  return v;
+}
+
+// Integer arithmetic wraps in an unsigned type of at least 32 bits (defined behaviour, same result mod 2^n).
+template <class C>
+using wrap_t = std::conditional_t<std::is_floating_point_v<C>, C,
+                                  std::conditional_t<(sizeof(C) <= 4), uint32_t, uint64_t>>;
+// Scalar accumulation (a sum the compiler cannot vectorise anyway): double for floating point.
+template <class C>
+using acc_t = std::conditional_t<std::is_floating_point_v<C>, double, wrap_t<C>>;
+
+struct Dims {
+  std::vector<int64_t> size, stride;
+};
+
+// out[row * last + j] for rows [rb, re) of `keep` (all dims but the last form the row), summing over `red`.
+template <class C, class O>
+void reduce_rows(const C* src, const Dims& keep, const Dims& red, int64_t rb, int64_t re, O* out) {
+  using A = acc_t<C>;
+  using R = wrap_t<C>;
+  const int nk = int(keep.size.size());
+  const int64_t last = nk ? keep.size.back() : 1;
+  const int64_t lstr = nk ? keep.stride.back() : 0;
+  const int nr = int(red.size.size());  // red is ordered so that its last dimension has the smallest stride
+  const int64_t rin = nr ? red.size.back() : 1;
+  const int64_t rstr = nr ? red.stride.back() : 0;
+  const bool keep_inner = lstr == 1 && last >= 8 && rstr != 1;
+  std::vector<int64_t> ki(size_t(std::max(nk - 1, 0)), 0), ri(size_t(std::max(nr - 1, 0)), 0);
+  int64_t rem = rb;
+  for (int d = nk - 2; d >= 0; --d) {
+    ki[d] = rem % keep.size[d];
+    rem /= keep.size[d];
+  }
+  std::vector<R> row_acc(keep_inner ? size_t(last) : 0);
+  for (int64_t row = rb; row < re; ++row) {
+    int64_t off = 0;
+    for (int d = 0; d + 1 < nk; ++d) off += ki[d] * keep.stride[d];
+    O* o = out + row * last;
+    if (keep_inner) {
+      std::fill(row_acc.begin(), row_acc.end(), R(0));
+      std::fill(ri.begin(), ri.end(), 0);
+      while (true) {
+        int64_t roff = off;
+        for (int d = 0; d + 1 < nr; ++d) roff += ri[d] * red.stride[d];
+        for (int64_t t = 0; t < rin; ++t) {
+          const C* s = src + roff + t * rstr;
+          R* a = row_acc.data();
+          for (int64_t j = 0; j < last; ++j) a[j] += R(s[j]);
+        }
+        int d = nr - 2;
+        for (; d >= 0; --d) {
+          if (++ri[d] < red.size[d]) break;
+          ri[d] = 0;
+        }
+        if (d < 0) break;
+      }
+      for (int64_t j = 0; j < last; ++j) o[j] = O(C(row_acc[j]));
+    } else {
+      for (int64_t j = 0; j < last; ++j) {
+        A acc = 0;
+        const C* base = src + off + j * lstr;
+        std::fill(ri.begin(), ri.end(), 0);
+        while (true) {
+          int64_t roff = 0;
+          for (int d = 0; d + 1 < nr; ++d) roff += ri[d] * red.stride[d];
+          const C* s = base + roff;
+          for (int64_t t = 0; t < rin; ++t) acc += A(s[t * rstr]);
+          int d = nr - 2;
+          for (; d >= 0; --d) {
+            if (++ri[d] < red.size[d]) break;
+            ri[d] = 0;
+          }
+          if (d < 0) break;
+        }
+        o[j] = O(acc);
+      }
+    }
+    for (int d = nk - 2; d >= 0; --d) {
+      if (++ki[d] < keep.size[d]) break;
+      ki[d] = 0;
+    }
+  }
+}
+
+// dst (contiguous, labels `keep` in order) = sum of `in` over its labels not in `keep`. A kept label the view
+// lacks is broadcast (stride 0).
+template <class C>
+void reduce_to(const View<C>& in, const std::vector<int>& keep, const std::vector<int64_t>& gsize, C* dst) {
+  Dims k, r;
+  for (int l : keep) {
+    const int i = in.find(l);
+    k.size.push_back(gsize[l]);
+    k.stride.push_back(i >= 0 ? in.strides[i] : 0);
+  }
+  std::vector<std::pair<int64_t, int64_t>> red;  // (stride, size), innermost = smallest stride last
+  bool empty_reduce = false;
+  for (size_t i = 0; i < in.labels.size(); ++i) {
+    if (std::find(keep.begin(), keep.end(), in.labels[i]) != keep.end()) continue;
+    if (in.sizes[i] == 0) empty_reduce = true;
+    if (in.sizes[i] > 1) red.emplace_back(in.strides[i], in.sizes[i]);
+  }
+  std::sort(red.begin(), red.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  for (auto& [s, n] : red) r.size.push_back(n), r.stride.push_back(s);
+  const int64_t out_numel = numel_of(k.size);
+  if (out_numel == 0) return;
+  if (empty_reduce) {
+    std::fill(dst, dst + out_numel, C(0));
+    return;
+  }
+  const int64_t last = k.size.empty() ? 1 : k.size.back();
+  const int64_t rows = out_numel / last;
+  const int64_t rnumel = numel_of(r.size);
+  const int threads = omp_get_max_threads();
+  if (rows < threads && rnumel >= 4 * kElemGrain && !r.size.empty()) {
+    // Few outputs, long sums: split the largest reduced dimension across threads, then add the partial sums.
+    size_t big = 0;
+    for (size_t i = 1; i < r.size.size(); ++i)
+      if (r.size[i] > r.size[big]) big = i;
+    const int64_t parts = std::min<int64_t>(threads, r.size[big]);
+    using A = acc_t<C>;
+    std::vector<A> partial(static_cast<size_t>(parts * out_numel));
+    parallel_for(parts, 1, [&](int64_t pb, int64_t pe) {
+      for (int64_t p = pb; p < pe; ++p) {
+        Dims rp = r;
+        const int64_t lo = r.size[big] * p / parts, hi = r.size[big] * (p + 1) / parts;
+        rp.size[big] = hi - lo;
+        A* o = partial.data() + p * out_numel;
+        if (hi > lo)
+          reduce_rows<C, A>(in.data + lo * r.stride[big], k, rp, 0, rows, o);
+        else
+          std::fill(o, o + out_numel, A(0));
+      }
+    });
+    for (int64_t i = 0; i < out_numel; ++i) {
+      A s = 0;
+      for (int64_t p = 0; p < parts; ++p) s += partial[size_t(p * out_numel + i)];
+      dst[i] = C(s);
+    }
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, kElemGrain / std::max<int64_t>(1, last * rnumel));
+  parallel_for(rows, grain, [&](int64_t b, int64_t e) { reduce_rows<C, C>(in.data, k, r, b, e, dst); });
+}
+
+// True when `v` is stored contiguously with its labels in `order` (size-1 dimensions are ignored).
+template <class C>
+bool contiguous_in(const View<C>& v, const std::vector<int>& order) {
+  if (order.size() != v.labels.size()) return false;
+  int64_t expect = 1;
+  for (int i = int(order.size()) - 1; i >= 0; --i) {
+    const int j = v.find(order[i]);
+    if (j < 0) return false;
+    if (v.sizes[j] != 1 && v.strides[j] != expect) return false;
+    expect *= v.sizes[j];
+  }
+  return true;
+}
+
+// ---- Batched matrix multiply: C[b] = op(A[b]) * op(B[b]), A is [M,K] (or [K,M] when ta), B [K,N] (or [N,K])
+// ----
+
+template <class C>
+void batched_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, const C* A, bool ta, const C* B, bool tb,
+                  C* out, const Node& node) {
+  if (batch == 0 || M == 0 || N == 0) return;
+  if (K == 0) {
+    std::fill(out, out + batch * M * N, C(0));
+    return;
+  }
+  if constexpr (std::is_same_v<C, float>) {
+    auto one = [&](int64_t b) {
+      dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.f, A + b * M * K, ta ? M : K,
+                                    B + b * K * N, tb ? K : N, 0.f, out + b * M * N, N);
+      GAF_CHECK(st == dnnl_success, "{}: oneDNN sgemm failed (status {})", node.describe(), int(st));
+    };
+    const double work = double(M) * double(N) * double(K);
+    if (batch > 1 && work < double(1 << 18)) {
+      // Many small products: one per thread (sgemm runs single-threaded inside a parallel region).
+      parallel_for(batch, std::max<int64_t>(1, int64_t(double(1 << 18) / std::max(work, 1.0))),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t i = b; i < e; ++i) one(i);
+                   });
+    } else {
+      for (int64_t i = 0; i < batch; ++i) one(i);
+    }
+  } else {
+    using W = wrap_t<C>;
+    parallel_for(batch * M, std::max<int64_t>(1, kElemGrain / std::max<int64_t>(1, N * K)),
+                 [&](int64_t rb, int64_t re) {
+                   std::vector<W> acc(static_cast<size_t>(N));
+                   for (int64_t r = rb; r < re; ++r) {
+                     const int64_t b = r / M, i = r % M;
+                     const C* a = A + b * M * K;
+                     const C* bm = B + b * K * N;
+                     auto aik = [&](int64_t k) { return W(ta ? a[k * M + i] : a[i * K + k]); };
+                     if (!tb) {
+                       std::fill(acc.begin(), acc.end(), W(0));
+                       for (int64_t k = 0; k < K; ++k) {
+                         const W av = aik(k);
+                         const C* brow = bm + k * N;
+                         W* ac = acc.data();
+                         for (int64_t j = 0; j < N; ++j) ac[j] += av * W(brow[j]);
+                       }
+                     } else {
+                       for (int64_t j = 0; j < N; ++j) {
+                         const C* bcol = bm + j * K;
+                         W s = 0;
+                         for (int64_t k = 0; k < K; ++k) s += aik(k) * W(bcol[k]);
+                         acc[j] = s;
+                       }
+                     }
+                     C* c = out + r * N;
+                     for (int64_t j = 0; j < N; ++j) c[j] = C(acc[j]);
+                   }
+                 });
+  }
+}
+
+template <class C>
+struct Contractor {
+  const std::vector<int64_t>& gsize;
+  const Node& node;
+  std::vector<std::vector<C>> buffers;  // intermediates, alive until the kernel call ends
+
+  C* scratch(int64_t n) {
+    buffers.emplace_back(size_t(std::max<int64_t>(n, 1)));
+    return buffers.back().data();
+  }
+  int64_t size_of(const std::vector<int>& labels) const {
+    int64_t n = 1;
+    for (int l : labels) n *= gsize[l];
+    return n;
+  }
+  static std::vector<int> concat(std::initializer_list<const std::vector<int>*> parts) {
+    std::vector<int> r;
+    for (const auto* p : parts) r.insert(r.end(), p->begin(), p->end());
+    return r;
+  }
+
+  // Sums out the labels of `v` that are not in `needed`; returns `v` itself when there are none.
+  View<C> drop_unneeded(const View<C>& v, const std::vector<int>& needed) {
+    std::vector<int> keep;
+    for (int l : v.labels)
+      if (std::find(needed.begin(), needed.end(), l) != needed.end()) keep.push_back(l);
+    if (keep.size() == v.labels.size()) return v;
+    C* d = scratch(size_of(keep));
+    reduce_to(v, keep, gsize, d);
+    return contiguous_view(d, keep, gsize);
+  }
+
+  // dst (contiguous, labels `keep`) = sum over the other labels of a * b. keep is within a's and b's labels.
+  void contract(const View<C>& a0, const View<C>& b0, const std::vector<int>& keep, C* dst) {
+    std::vector<int> need_a = keep, need_b = keep;
+    need_a.insert(need_a.end(), b0.labels.begin(), b0.labels.end());
+    need_b.insert(need_b.end(), a0.labels.begin(), a0.labels.end());
+    const View<C> a = drop_unneeded(a0, need_a);
+    const View<C> b = drop_unneeded(b0, need_b);
+
+    std::vector<int> batch;
+    for (int l : keep)
+      if (a.has(l) && b.has(l)) batch.push_back(l);
+    auto only = [&](const View<C>& x, const View<C>& y) {
+      std::vector<int> r;
+      for (int l : x.labels)
+        if (!y.has(l) && std::find(keep.begin(), keep.end(), l) != keep.end()) r.push_back(l);
+      return r;
+    };
+    auto summed = [&](const View<C>& x, const View<C>& y) {
+      std::vector<int> r;
+      for (int l : x.labels)
+        if (y.has(l) && std::find(keep.begin(), keep.end(), l) == keep.end()) r.push_back(l);
+      return r;
+    };
+
+    // Choose which operand is the left matrix and the order of the summed labels so as to copy the least.
+    struct Plan {
+      bool swap;
+      std::vector<int> m, n, k;
+      bool pack_x, pack_y, ta, tb, direct;
+      int64_t cost;
+    };
+    Plan best{};
+    best.cost = -1;
+    for (bool swap : {false, true}) {
+      const View<C>& x = swap ? b : a;
+      const View<C>& y = swap ? a : b;
+      const std::vector<int> m = only(x, y), n = only(y, x);
+      for (const std::vector<int>& k : {summed(x, y), summed(y, x)}) {
+        Plan p{swap, m, n, k, false, false, false, false, false, 0};
+        if (contiguous_in(x, concat({&batch, &m, &k})))
+          p.ta = false;
+        else if (contiguous_in(x, concat({&batch, &k, &m})))
+          p.ta = true;
+        else
+          p.pack_x = true, p.cost += x.numel();
+        if (contiguous_in(y, concat({&batch, &k, &n})))
+          p.tb = false;
+        else if (contiguous_in(y, concat({&batch, &n, &k})))
+          p.tb = true;
+        else
+          p.pack_y = true, p.cost += y.numel();
+        p.direct = concat({&batch, &m, &n}) == keep;
+        if (!p.direct) p.cost += size_of(keep);
+        if (best.cost < 0 || p.cost < best.cost) best = p;
+      }
+    }
+    const View<C>& x = best.swap ? b : a;
+    const View<C>& y = best.swap ? a : b;
+    const C* xd = x.data;
+    const C* yd = y.data;
+    if (best.pack_x) {
+      auto order = concat({&batch, &best.m, &best.k});
+      C* d = scratch(size_of(order));
+      reduce_to(x, order, gsize, d);
+      xd = d;
+    }
+    if (best.pack_y) {
+      auto order = concat({&batch, &best.k, &best.n});
+      C* d = scratch(size_of(order));
+      reduce_to(y, order, gsize, d);
+      yd = d;
+    }
+    const auto cl = concat({&batch, &best.m, &best.n});
+    C* cd = best.direct ? dst : scratch(size_of(cl));
+    batched_gemm<C>(size_of(batch), size_of(best.m), size_of(best.n), size_of(best.k), xd, best.ta, yd,
+                    best.tb, cd, node);
+    if (!best.direct) reduce_to(contiguous_view<C>(cd, cl, gsize), keep, gsize, dst);
+  }
+};
+
+class EinsumKernel final : public Kernel {
+ public:
+  explicit EinsumKernel(const Node& n) {
+    equation_ = n.attr_string("equation", "");
+    GAF_CHECK(!equation_.empty(), "{}: attribute 'equation' is required", n.describe());
+    eq_ = parse_equation(equation_, n);
+    GAF_CHECK(int(eq_.terms.size()) == n.num_inputs(),
+              "{}: equation '{}' has {} input terms but the node has {} inputs", n.describe(), equation_,
+              eq_.terms.size(), n.num_inputs());
+  }
+
+  void run(KernelContext& ctx) override {
+    const Node& node = ctx.node();
+    std::vector<std::vector<int64_t>> dims;
+    const DType dt = ctx.in(0).dtype();
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor& t = ctx.in(i);
+      GAF_CHECK(t.dtype() == dt, "{}: all inputs must have one element type; input {} is {}, input 0 is {}",
+                node.describe(), i, dtype_name(t.dtype()), dtype_name(dt));
+      dims.push_back(t.dims());
+    }
+    const EinsumProblem p = bind_shapes(eq_, dims, node);
+    std::vector<int64_t> out_dims;
+    for (int l : p.output) out_dims.push_back(p.size[l]);
+    Tensor& y = ctx.allocate_output(0, dt, out_dims);
+    switch (dt) {
+      case DType::Float:
+        compute<float>(ctx, p, y);
+        break;
+      case DType::Double:
+        compute<double>(ctx, p, y);
+        break;
+      case DType::Float16:
+        compute<Half>(ctx, p, y);
+        break;
+      case DType::BFloat16:
+        compute<BFloat16>(ctx, p, y);
+        break;
+      case DType::Int8:
+        compute<int8_t>(ctx, p, y);
+        break;
+      case DType::Int16:
+        compute<int16_t>(ctx, p, y);
+        break;
+      case DType::Int32:
+        compute<int32_t>(ctx, p, y);
+        break;
+      case DType::Int64:
+        compute<int64_t>(ctx, p, y);
+        break;
+      case DType::UInt8:
+        compute<uint8_t>(ctx, p, y);
+        break;
+      case DType::UInt16:
+        compute<uint16_t>(ctx, p, y);
+        break;
+      case DType::UInt32:
+        compute<uint32_t>(ctx, p, y);
+        break;
+      case DType::UInt64:
+        compute<uint64_t>(ctx, p, y);
+        break;
+      default:
+        unsupported("{}: Einsum of element type {} is not supported", node.describe(), dtype_name(dt));
+    }
+  }
+
+ private:
+  template <class T>
+  void compute(KernelContext& ctx, const EinsumProblem& p, Tensor& y) {
+    using C = compute_t<T>;
+    Contractor<C> ctr{p.size, ctx.node(), {}};
+    std::vector<View<C>> views;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor& t = ctx.in(i);
+      const C* data;
+      if constexpr (std::is_same_v<T, C>) {
+        data = t.data<T>();
+      } else {
+        C* d = ctr.scratch(t.numel());
+        const T* s = t.data<T>();
+        parallel_for(t.numel(), kElemGrain, [&](int64_t b, int64_t e) {
+          for (int64_t j = b; j < e; ++j) d[j] = load_c(s[j]);
+        });
+        data = d;
+      }
+      // Per distinct label: repeated labels (a diagonal) add their strides; broadcast '...' dims of size 1
+      // drop.
+      View<C> v;
+      v.data = data;
+      const auto st = contiguous_strides(t.dims());
+      for (int d = 0; d < t.rank(); ++d) {
+        const int l = p.labels[i][d];
+        if (t.dim(d) == 1 && p.size[l] != 1) continue;
+        const int j = v.find(l);
+        if (j >= 0) {
+          v.strides[j] += st[d];
+        } else {
+          v.labels.push_back(l);
+          v.sizes.push_back(t.dim(d));
+          v.strides.push_back(st[d]);
+        }
+      }
+      views.push_back(std::move(v));
+    }
+    if (y.numel() == 0) return;
+    C* dst = nullptr;
+    if constexpr (std::is_same_v<T, C>)
+      dst = y.data<T>();
+    else
+      dst = ctr.scratch(y.numel());
+
+    if (views.size() == 1) {
+      reduce_to(views[0], p.output, p.size, dst);
+    } else {
+      View<C> cur = views[0];
+      for (size_t i = 1; i < views.size(); ++i) {
+        std::vector<int> keep;
+        if (i + 1 == views.size()) {
+          keep = p.output;
+        } else {
+          // Keep what the output or a later operand needs: output labels first, in output order.
+          std::vector<int> needed = p.output;
+          for (size_t j = i + 1; j < views.size(); ++j)
+            needed.insert(needed.end(), views[j].labels.begin(), views[j].labels.end());
+          for (int l : needed)
+            if ((cur.has(l) || views[i].has(l)) && std::find(keep.begin(), keep.end(), l) == keep.end())
+              keep.push_back(l);
+        }
+        C* d = i + 1 == views.size() ? dst : ctr.scratch(ctr.size_of(keep));
+        ctr.contract(cur, views[i], keep, d);
+        cur = contiguous_view<C>(d, keep, p.size);
+      }
+    }
+    if constexpr (!std::is_same_v<T, C>) {
+      T* o = y.data<T>();
+      parallel_for(y.numel(), kElemGrain, [&](int64_t b, int64_t e) {
+        for (int64_t j = b; j < e; ++j) o[j] = store_c<T>(dst[j]);
+      });
+    }
+  }
+
+  std::string equation_;
+  EinsumEquation eq_;
+};
+
+// 2 * (product of all label sizes) per pairwise contraction: the multiply-adds of the loop nest.
+double einsum_flops(const Node& n) {
+  try {
+    const EinsumEquation eq = parse_equation(n.attr_string("equation", ""), n);
+    std::vector<std::vector<int64_t>> dims;
+    for (const Value* v : n.inputs()) {
+      if (!v || !v->type.has_static_shape()) return 0;
+      dims.push_back(v->type.static_dims());
+    }
+    const EinsumProblem p = bind_shapes(eq, dims, n);
+    double total = 1;
+    for (int64_t s : p.size)
+      if (s >= 0) total *= double(s);
+    return 2.0 * total * double(std::max<size_t>(1, dims.size() - 1));
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+void register_misc_einsum_ops(OpRegistry& r) {
+  r.add("Einsum", OpKind::Anchor)
+      .set_flags(kPrecisionSensitive)
+      .set_flops(einsum_flops)
+      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<EinsumKernel>(n); });
+}
+
+}  // namespace gaf::runtime

@@ -1,0 +1,60 @@
+// Helpers private to the misc kernel family (Constant, Shape, Resize, Einsum, quantization, ...): the compute
+// type of a storage type, scalar reads of small control inputs, and the registration entry points of the
+// family's files (all called from register_misc_ops in misc.cc).
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/kernels/common.h"
+
+namespace gaf::runtime {
+
+// Arithmetic type of a storage type: 16-bit floats compute in fp32, everything else in itself.
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
+template <class T>
+inline compute_t<T> load_c(T v) {
+  if constexpr (std::is_same_v<T, Half>)
+    return half_to_float(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return bf16_to_float(v.bits);
+  else
+    return v;
+}
+template <class T>
+inline T store_c(compute_t<T> v) {
+  if constexpr (std::is_same_v<T, Half>)
+    return Half{float_to_half(v)};
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return BFloat16{float_to_bf16(v)};
+  else
+    return v;
+}
+
+template <class T>
+inline constexpr bool is_16bit_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <class T>
+inline constexpr bool is_float_like_v = std::is_floating_point_v<T> || is_16bit_float_v<T>;
+
+// The single value of a scalar control input (rank 0, or one element): throws naming the node otherwise.
+inline double scalar_input(const Tensor& t, const Node& node, const char* what) {
+  GAF_CHECK(t.numel() == 1, "{}: input '{}' must be a scalar (one element), got shape {}", node.describe(),
+            what, dims_to_string(t.dims()));
+  return t.get_double(0);
+}
+
+// Grain for parallel loops over elements: about 32K elements per chunk.
+inline constexpr int64_t kElemGrain = 32768;
+
+// Registration entry points of the family's files.
+void register_misc_basic_ops(OpRegistry& r);   // Constant, ConstantOfShape, Shape, Size, Range, Identity, ...
+void register_misc_resize_ops(OpRegistry& r);  // Resize, Upsample
+void register_misc_einsum_ops(OpRegistry& r);  // Einsum
+void register_misc_quant_ops(OpRegistry& r);   // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+void register_misc_linalg_ops(OpRegistry& r);  // Det, HannWindow, HammingWindow, BlackmanWindow
+
+}  // namespace gaf::runtime

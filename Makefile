@@ -25,6 +25,7 @@ test-asan:
 	@$(MAKE) --no-print-directory test PRESET=asan
 
 bench: build
+	@$(BUILD)/bench/gaf_fusion_bench
 	@$(BUILD)/bench/gaf_bench
 
 clean:

@@ -1,0 +1,150 @@
+// Fused vs unfused on the cases of the CPU codegen issue, interleaved in one run, with this machine's copy
+// bandwidth measured in the same run:
+//
+//   gaf_fusion_bench [--iterations N] [--filter SUBSTR]
+//
+// For each case: unfused ms, fused ms, their ratio, and the fused run's achieved bandwidth (bytes the fused graph
+// must move / median time) as a fraction of the measured copy bandwidth.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <vector>
+
+#include "gaf/builder.h"
+#include "gaf/session.h"
+#include "gaf/tools.h"
+
+namespace {
+
+using namespace gaf;
+
+double copy_bandwidth() {
+  const size_t n = size_t(64) << 20;  // 256 MB of floats
+  std::vector<float> a(n, 1.0f), b(n, 0.0f);
+  std::vector<double> t;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < 64; ++c) std::memcpy(b.data() + c * (n / 64), a.data() + c * (n / 64), n / 64 * 4);
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return 2.0 * double(n) * 4 / t[t.size() / 2];  // read + write
+}
+
+struct Case {
+  std::string name;
+  Model model;
+};
+
+Case elementwise_chain() {
+  Case c{"elementwise chain, 8 ops, 16M fp32", {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, {16 << 20});
+  Value* y = b.input("y", DType::Float, {16 << 20});
+  Value* t = b.op("Add", {x, y});
+  t = b.op("Mul", {t, b.scalar(0.5f)});
+  t = b.op("Relu", {t});
+  t = b.op("Sub", {t, y});
+  t = b.op("Mul", {t, t});
+  t = b.op("Add", {t, b.scalar(1.0f)});
+  t = b.op("Sqrt", {t});
+  t = b.op("Neg", {t});
+  b.output(t);
+  b.finish();
+  return c;
+}
+
+Case add_relu_mul() {
+  Case c{"Add->Relu->Mul [1,2048,56,56]", {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, {1, 2048, 56, 56});
+  Value* y = b.input("y", DType::Float, {1, 2048, 56, 56});
+  Value* s = b.random_constant("scale", {2048, 1, 1}, 1.0f);
+  b.output(b.op("Mul", {b.op("Relu", {b.op("Add", {x, y})}), s}));
+  b.finish();
+  return c;
+}
+
+Case reduce_mean() {
+  Case c{"Relu->Mul->ReduceMean [1,2048,7,7]->[1,2048]", {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, {1, 2048, 7, 7});
+  Value* t = b.op("Mul", {b.op("Relu", {x}), b.scalar(2.0f)});
+  b.output(b.op("ReduceMean", {t}, {{"axes", std::vector<int64_t>{2, 3}}, {"keepdims", int64_t(0)}}));
+  b.finish();
+  return c;
+}
+
+Case softmax_rows() {
+  Case c{"scale->Softmax rows [4096,768]", {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, {4096, 768});
+  b.output(b.op("Softmax", {b.op("Mul", {x, b.scalar(0.125f)})}, {{"axis", int64_t(-1)}}));
+  b.finish();
+  return c;
+}
+
+Case layernorm_rows() {
+  Case c{"LayerNorm (decomposed) rows [4096,768]", {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, {4096, 768});
+  auto attrs = std::map<std::string, Attribute>{{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t(1)}};
+  Value* m = b.op("ReduceMean", {x}, attrs);
+  Value* d = b.op("Sub", {x, m});
+  Value* v = b.op("ReduceMean", {b.op("Pow", {d, b.scalar(2.0f)})}, attrs);
+  Value* n = b.op("Div", {d, b.op("Sqrt", {b.op("Add", {v, b.scalar(1e-5f)})})});
+  Value* g = b.random_constant("gamma", {768}, 1.0f);
+  Value* bb = b.random_constant("beta", {768}, 0.1f);
+  b.output(b.op("Add", {b.op("Mul", {n, g}), bb}));
+  b.finish();
+  return c;
+}
+
+Case matmul_bias_gelu() {
+  Case c{"MatMul+bias+GELU [512,768]x[768,3072]", {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, {512, 768});
+  Value* w = b.random_constant("w", {768, 3072}, 0.03f);
+  Value* bias = b.random_constant("bias", {3072}, 0.1f);
+  Value* f = b.op("Add", {b.op("MatMul", {x, w}), bias});
+  Value* erf = b.op("Erf", {b.op("Div", {f, b.scalar(std::sqrt(2.0f))})});
+  b.output(b.op("Mul", {b.op("Mul", {f, b.op("Add", {erf, b.scalar(1.0f)})}), b.scalar(0.5f)}));
+  b.finish();
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iterations = 15;
+  std::string filter;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--iterations" && i + 1 < argc) iterations = std::atoi(argv[++i]);
+    else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+  }
+  double bw = copy_bandwidth();
+  std::cout << fmt::format("copy bandwidth (read+write, measured now): {:.1f} GB/s\n\n", bw / 1e9);
+  std::cout << fmt::format("{:<46} {:>8} {:>8} {:>10} {:>8} {:>10} {:>9}\n", "case", "kernels", "unfused", "fused",
+                           "ratio", "fused GB/s", "% of copy");
+  std::vector<Case (*)()> cases = {elementwise_chain, add_relu_mul, reduce_mean, softmax_rows, layernorm_rows,
+                                   matmul_bias_gelu};
+  for (auto make : cases) {
+    Case c = make();
+    if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
+    tools::FuseOptions opts;
+    opts.fusion.opt_level = 3;
+    auto inputs = tools::random_inputs(*c.model.graph, 1);
+    Model fused = tools::copy_model(c.model);
+    tools::FuseResult fr = tools::fuse_model(fused, opts);
+    tools::BenchResult r = tools::bench_fusion(c.model, opts, inputs, iterations);
+    double gbs = fr.after.bytes / r.fused.median_s;
+    std::cout << fmt::format("{:<46} {:>3}->{:<3} {:>7.2f}ms {:>8.2f}ms {:>7.2f}x {:>10.1f} {:>8.0f}%\n", c.name,
+                             r.unfused_kernels, r.fused_kernels, r.unfused.median_s * 1e3, r.fused.median_s * 1e3,
+                             r.ratio(), gbs / 1e9, 100.0 * gbs / bw);
+  }
+  return 0;
+}

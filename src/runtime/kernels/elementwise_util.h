@@ -1,0 +1,354 @@
+// The elementwise engine shared by the unary, binary, variadic and cast kernels.
+//
+//  - Storage vs compute types: fp16/bf16 are storage types; kernels convert blocks of them to fp32 (F16C /
+//    AVX-512 conversions), run the fp32 loop and convert back. Every other type computes in itself.
+//  - dispatch<Allowed>(dtype, ...) turns the runtime dtype into a C++ type once per kernel call, restricted
+//  to
+//    the type classes an op accepts (anything else is a clear UnsupportedError naming the node).
+//  - unary_map: a flat loop over contiguous data, split across threads for large tensors.
+//  - Broadcasting: plan_broadcast drops size-1 dimensions and merges dimensions that are contiguous for every
+//    operand, so same-shape operands become one flat run, [N,C] + [C] becomes rows with a stride-1 operand
+//    and [N,C,H,W] + [C,1,1] becomes runs of H*W against one scalar. Row kernels specialise the inner strides
+//    (1/1, scalar/1, 1/scalar) into tight loops the compiler vectorises; other strides take a gather loop.
+//  - Integer faults (division by zero) cannot throw inside OpenMP regions: ops record them in an ErrorFlag
+//  and
+//    the kernel throws after the parallel loop.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/kernels/common.h"
+
+namespace gaf::runtime::ew {
+
+// ---- types
+// -------------------------------------------------------------------------------------------------
+
+template <class S>
+inline constexpr bool is_f16_v = std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>;
+
+// The type arithmetic happens in: fp32 for the 16-bit float storage types, the type itself otherwise.
+template <class S>
+using compute_t = std::conditional_t<is_f16_v<S>, float, S>;
+
+// Type classes an op accepts.
+enum TypeClass : unsigned {
+  kTFloat = 1,     // float, double
+  kTHalf = 2,      // float16, bfloat16
+  kTSigned = 4,    // int8..int64
+  kTUnsigned = 8,  // uint8..uint64
+  kTBool = 16,
+};
+inline constexpr unsigned kTFloating = kTFloat | kTHalf;
+inline constexpr unsigned kTInt = kTSigned | kTUnsigned;
+inline constexpr unsigned kTNumeric = kTFloating | kTInt;
+inline constexpr unsigned kTAll = kTNumeric | kTBool;
+
+template <class S>
+constexpr unsigned type_class() {
+  if constexpr (std::is_same_v<S, bool>)
+    return kTBool;
+  else if constexpr (is_f16_v<S>)
+    return kTHalf;
+  else if constexpr (std::is_floating_point_v<S>)
+    return kTFloat;
+  else if constexpr (std::is_signed_v<S>)
+    return kTSigned;
+  else
+    return kTUnsigned;
+}
+
+// "float16, float, double, bfloat16" for an error message.
+std::string type_class_names(unsigned classes);
+
+[[noreturn]] void unsupported_dtype(const Node& node, const char* what, DType t, unsigned allowed);
+
+// Calls f(S{}) with the C++ type of `t` when its class is in Allowed; UnsupportedError naming the node
+// otherwise.
+template <unsigned Allowed, class F>
+void dispatch(DType t, const Node& node, const char* what, F&& f) {
+  if (t == DType::String || t == DType::Undefined) unsupported_dtype(node, what, t, Allowed);
+  visit_dtype(t, [&](auto tag) {
+    using S = decltype(tag);
+    if constexpr ((type_class<S>() & Allowed) != 0)
+      f(tag);
+    else
+      unsupported_dtype(node, what, t, Allowed);
+  });
+}
+
+// ---- scalar conversions
+// ------------------------------------------------------------------------------------
+
+inline float load_f(Half h) { return half_to_float(h.bits); }
+inline float load_f(BFloat16 b) { return bf16_to_float(b.bits); }
+template <class S>
+inline compute_t<S> load_c(S v) {
+  if constexpr (is_f16_v<S>)
+    return load_f(v);
+  else
+    return v;
+}
+template <class S>
+inline S store_c(compute_t<S> v) {
+  if constexpr (std::is_same_v<S, Half>)
+    return Half{float_to_half(v)};
+  else if constexpr (std::is_same_v<S, BFloat16>)
+    return BFloat16{float_to_bf16(v)};
+  else
+    return v;
+}
+
+// Floating value -> integer with saturation at the type's limits and NaN -> 0 (C++ leaves these undefined).
+template <class I, class F>
+inline I saturate_cast(F v) {
+  constexpr F lo = F(std::numeric_limits<I>::min());
+  constexpr F hi = F(std::numeric_limits<I>::max());  // rounds up to a power of two for wide types
+  if (!(v == v)) return I(0);
+  if (v <= lo) return std::numeric_limits<I>::min();
+  if (v >= hi) return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
+}
+
+// ---- block conversions (vectorised; defined in elementwise_util.cc)
+// ----------------------------------------
+
+void to_float(const Half* src, float* dst, int64_t n);
+void to_float(const BFloat16* src, float* dst, int64_t n);
+void from_float(const float* src, Half* dst, int64_t n);
+void from_float(const float* src, BFloat16* dst, int64_t n);
+
+// Converts n elements read with `stride` (0: one value repeated, 1: contiguous, else a gather).
+template <class S>
+inline void to_float_strided(const S* src, int64_t stride, float* dst, int64_t n) {
+  if (stride == 1) {
+    to_float(src, dst, n);
+  } else if (stride == 0) {
+    float v = load_f(src[0]);
+    for (int64_t i = 0; i < n; ++i) dst[i] = v;
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = load_f(src[i * stride]);
+  }
+}
+
+// Elements per block when 16-bit floats are widened to fp32 on the stack.
+inline constexpr int64_t kBlock = 512;
+
+// ---- integer arithmetic with defined overflow
+// ----------------------------------------------------------------
+
+// Unsigned type wide enough that arithmetic on it cannot promote to int (so wrapping is defined).
+template <class I>
+using wrap_t = std::conditional_t<(sizeof(I) < sizeof(unsigned)), unsigned, std::make_unsigned_t<I>>;
+
+template <class T>
+inline T add_wrap(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    return T(wrap_t<T>(a) + wrap_t<T>(b));
+  else
+    return a + b;
+}
+template <class T>
+inline T sub_wrap(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    return T(wrap_t<T>(a) - wrap_t<T>(b));
+  else
+    return a - b;
+}
+template <class T>
+inline T mul_wrap(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    return T(wrap_t<T>(a) * wrap_t<T>(b));
+  else
+    return a * b;
+}
+template <class T>
+inline T neg_wrap(T a) {
+  if constexpr (std::is_integral_v<T>)
+    return T(wrap_t<T>(0) - wrap_t<T>(a));
+  else
+    return -a;
+}
+
+// A data-dependent fault seen inside a parallel loop (integer division by zero); checked after the loop.
+struct ErrorFlag {
+  std::atomic<bool> set{false};
+  void raise() { set.store(true, std::memory_order_relaxed); }
+};
+
+// ---- unary
+// ---------------------------------------------------------------------------------------------------
+
+// Grain for parallel loops from an op's cost per element: ~32K cheap elements per chunk, fewer for costly
+// ops.
+inline int64_t grain_for(double cost) {
+  return std::clamp<int64_t>(int64_t(32768 / std::max(cost, 1.0)), 1024, 32768);
+}
+
+// out[i] = op(in[i]) over [0, n). S and SO are storage types; op sees and returns compute types.
+template <class S, class SO, class Op>
+inline void unary_range(const S* in, SO* out, int64_t n, const Op& op) {
+  if constexpr (!is_f16_v<S> && !is_f16_v<SO>) {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<SO>(op(in[i]));
+  } else {
+    alignas(64) compute_t<S> a[kBlock];
+    alignas(64) compute_t<SO> r[kBlock];
+    for (int64_t b = 0; b < n; b += kBlock) {
+      int64_t m = std::min(kBlock, n - b);
+      const compute_t<S>* pa;
+      if constexpr (is_f16_v<S>) {
+        to_float(in + b, a, m);
+        pa = a;
+      } else {
+        pa = in + b;
+      }
+      if constexpr (is_f16_v<SO>) {
+        for (int64_t i = 0; i < m; ++i) r[i] = static_cast<compute_t<SO>>(op(pa[i]));
+        from_float(r, out + b, m);
+      } else {
+        for (int64_t i = 0; i < m; ++i) out[b + i] = static_cast<SO>(op(pa[i]));
+      }
+    }
+  }
+}
+
+template <class S, class SO, class Op>
+void unary_map(const S* in, SO* out, int64_t n, const Op& op, int64_t grain) {
+  parallel_for(n, grain, [&](int64_t b, int64_t e) { unary_range(in + b, out + b, e - b, op); });
+}
+
+// ---- broadcasting
+// ------------------------------------------------------------------------------------------
+
+template <size_t N>
+struct BroadcastPlan {
+  std::vector<int64_t> dims;                    // coalesced output dims
+  std::array<std::vector<int64_t>, N> strides;  // element strides of each operand over `dims`
+  int64_t numel = 1;
+};
+
+// Reads operands of dims ins[k] in the (already broadcast) `out` shape; merges what can be merged.
+template <size_t N>
+BroadcastPlan<N> plan_broadcast(const std::vector<int64_t>& out,
+                                const std::array<const std::vector<int64_t>*, N>& ins) {
+  std::array<std::vector<int64_t>, N> full;
+  for (size_t k = 0; k < N; ++k) full[k] = broadcast_strides(*ins[k], out);
+  BroadcastPlan<N> p;
+  for (size_t d = 0; d < out.size(); ++d) {
+    p.numel *= out[d];
+    if (out[d] == 1) continue;
+    bool merge = !p.dims.empty();
+    for (size_t k = 0; k < N && merge; ++k) merge = p.strides[k].back() == full[k][d] * out[d];
+    if (merge) {
+      p.dims.back() *= out[d];
+      for (size_t k = 0; k < N; ++k) p.strides[k].back() = full[k][d];
+    } else {
+      p.dims.push_back(out[d]);
+      for (size_t k = 0; k < N; ++k) p.strides[k].push_back(full[k][d]);
+    }
+  }
+  return p;
+}
+
+// Runs row(out_offset, in_offsets, run_length, inner_strides) over the plan's output, in parallel chunks.
+template <size_t N, class Row>
+void broadcast_run(const BroadcastPlan<N>& p, int64_t grain, Row&& row) {
+  if (p.numel == 0) return;
+  parallel_for(p.numel, grain, [&](int64_t begin, int64_t end) {
+    strided_walk(p.dims, p.strides, begin, end,
+                 [&](int64_t pos, const std::array<int64_t, N>& offs, int64_t run,
+                     const std::array<int64_t, N>& inner) { row(pos, offs, run, inner); });
+  });
+}
+
+// o[i] = op(a[i*sa], b[i*sb]) on compute types, with the common stride patterns specialised.
+template <class A, class B, class O, class Op>
+inline void binary_row_native(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n, const Op& op) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(op(a[i], b[i]));
+  } else if (sa == 0 && sb == 1) {
+    const A x = a[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(op(x, b[i]));
+  } else if (sa == 1 && sb == 0) {
+    const B y = b[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(op(a[i], y));
+  } else if (sa == 0 && sb == 0) {
+    const O r = static_cast<O>(op(a[0], b[0]));
+    std::fill_n(o, n, r);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(op(a[i * sa], b[i * sb]));
+  }
+}
+
+// Storage-typed row: 16-bit float operands and results go through fp32 blocks.
+template <class SA, class SB, class SO, class Op>
+inline void binary_row(const SA* a, int64_t sa, const SB* b, int64_t sb, SO* o, int64_t n, const Op& op) {
+  if constexpr (!is_f16_v<SA> && !is_f16_v<SB> && !is_f16_v<SO>) {
+    binary_row_native(a, sa, b, sb, o, n, op);
+  } else {
+    alignas(64) float ab[kBlock], bb[kBlock], rb[kBlock];
+    for (int64_t s = 0; s < n; s += kBlock) {
+      int64_t m = std::min(kBlock, n - s);
+      const compute_t<SA>* pa;
+      const compute_t<SB>* pb;
+      int64_t spa = sa, spb = sb;
+      if constexpr (is_f16_v<SA>) {
+        if (sa == 0) {
+          if (s == 0) ab[0] = load_f(a[0]);
+        } else {
+          to_float_strided(a + s * sa, sa, ab, m);
+          spa = 1;
+        }
+        pa = ab;
+      } else {
+        pa = a + s * sa;
+      }
+      if constexpr (is_f16_v<SB>) {
+        if (sb == 0) {
+          if (s == 0) bb[0] = load_f(b[0]);
+        } else {
+          to_float_strided(b + s * sb, sb, bb, m);
+          spb = 1;
+        }
+        pb = bb;
+      } else {
+        pb = b + s * sb;
+      }
+      if constexpr (is_f16_v<SO>) {
+        binary_row_native(pa, spa, pb, spb, rb, m, op);
+        from_float(rb, o + s, m);
+      } else {
+        binary_row_native(pa, spa, pb, spb, o + s, m, op);
+      }
+    }
+  }
+}
+
+// out (dims = the broadcast shape, already allocated) = op(a, b) with a, b read in dims adims / bdims (which
+// may differ from the tensors' own dims by leading or inserted 1s: legacy broadcasting and PRelu use that).
+template <class SA, class SB, class SO, class Op>
+void binary_broadcast(const SA* a, const std::vector<int64_t>& adims, const SB* b,
+                      const std::vector<int64_t>& bdims, SO* out, const std::vector<int64_t>& odims,
+                      const Op& op, int64_t grain) {
+  auto plan = plan_broadcast<2>(odims, {&adims, &bdims});
+  broadcast_run(
+      plan, grain,
+      [&](int64_t pos, const std::array<int64_t, 2>& offs, int64_t run, const std::array<int64_t, 2>& inner) {
+        binary_row(a + offs[0], inner[0], b + offs[1], inner[1], out + pos, run, op);
+      });
+}
+
+// ---- registration of the family's other files ------------------------------------------------------------
+
+void register_variadic_ops(OpRegistry& r);  // elementwise_variadic.cc: Max, Min, Sum, Mean
+void register_cast_ops(OpRegistry& r);      // elementwise_cast.cc: Cast, CastLike
+void register_where_op(OpRegistry& r);      // elementwise_where.cc: Where
+
+}  // namespace gaf::runtime::ew

@@ -1,0 +1,364 @@
+// Conv and ConvTranspose through oneDNN (fp32; fp16/bf16 staged through fp32), 1 to 3 spatial dims, groups,
+// dilations, strides, pads and auto_pad. Activations are plain NCHW tensors; the primitive may compute in its
+// preferred blocked layout, with reorders at the boundary (measured faster for all but 1x1 convolutions,
+// which run directly on NCHW). Constant weights are packed once. Double, more than 3 spatial dims and shapes
+// oneDNN rejects run on plain loops.
+#include <type_traits>
+
+#include "runtime/kernels/dnnl_geom.h"
+#include "runtime/kernels/dnnl_kernels.h"
+#include "runtime/kernels/dnnl_ref.h"
+#include "runtime/kernels/dnnl_util.h"
+
+namespace gaf::runtime::dnnl_detail {
+
+namespace {
+
+using dnnl_ops::PostOp;
+using dt = memory::data_type;
+
+class ConvKernel final : public Kernel {
+ public:
+  ConvKernel(const Node& node, bool transpose, std::vector<PostOp> post_ops)
+      : node_(node), transpose_(transpose), ops_(std::move(post_ops)) {
+    check_post_ops(node, ops_, 3);
+    attrs_ = WindowAttrs::parse(node);
+    group_ = node.attr_int("group", 1);
+    for (size_t i = 0; i < ops_.size(); ++i)
+      if (ops_[i].kind == PostOp::Kind::Add) {
+        addend_src_.push_back(ops_[i].input);
+        addend_pos_.push_back(int(i));
+      }
+    const Value* w = node.input(1);
+    if (w && w->is_constant() && is_dnnl_float(w->constant().dtype())) w_const_ = to_float(w->constant());
+    const Value* b = node.input(2);
+    if (b && b->is_constant() && is_dnnl_float(b->constant().dtype())) b_const_ = to_float(b->constant());
+    prebuild();
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& X = ctx.in(0);
+    const Tensor& W = ctx.in(1);
+    const Tensor* B = ctx.input(2);
+    if (B && !B->defined()) B = nullptr;
+    GAF_CHECK(W.dtype() == X.dtype() && (!B || B->dtype() == X.dtype()),
+              "{}: X, W and B must have one element type (got {}, {}{})", node_.describe(),
+              dtype_name(X.dtype()), dtype_name(W.dtype()),
+              B ? fmt::format(", {}", dtype_name(B->dtype())) : "");
+    Dims key;
+    key_append(key, &X);
+    key_append(key, &W);
+    key_append(key, B);
+    for (int src : addend_src_) key_append(key, &ctx.in(src));
+    Entry* e = cache_.find(key);
+    if (!e) {
+      std::vector<Dims> addends;
+      for (int src : addend_src_) addends.push_back(ctx.in(src).dims());
+      e = &cache_.insert(key, build(X.dims(), W.dims(), B ? &B->dims() : nullptr, X.dtype(), addends));
+    }
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), e->s.out);
+    if (Y.numel() == 0) return;
+    if (e->reference)
+      run_reference(ctx, *e, X, W, B, Y);
+    else
+      run_dnnl(ctx, *e, X, W, B, Y);
+  }
+
+ private:
+  struct Entry {
+    ConvShape s;
+    bool reference = false;  // plain loops
+    dnnl::primitive prim;
+    size_t scratch = 0;
+    memory::desc src_user, src_md, wei_user, wei_md, bias_md, dst_user, dst_md;
+    dnnl::reorder src_reorder, dst_reorder;  // plain <-> the primitive's layout, when they differ
+    memory packed;                           // packed constant weights
+    std::vector<Dims> addend_padded;
+    std::vector<memory::desc> addend_mds;
+    std::vector<bool> addend_full;  // fallback: materialised to the full output in the dst layout
+    std::vector<dnnl::reorder> addend_reorders;
+  };
+
+  void prebuild() {
+    if (!addend_src_.empty()) return;
+    auto x = static_input_dims(node_, 0), w = static_input_dims(node_, 1);
+    if (!x || !w) return;
+    DType t = node_.input(0)->type.dtype;
+    if (node_.input(1)->type.dtype != t) return;
+    std::optional<Dims> b;
+    if (node_.input(2)) {
+      b = static_input_dims(node_, 2);
+      if (!b || node_.input(2)->type.dtype != t) return;
+    }
+    Dims key;
+    key_append(key, *x, t);
+    key_append(key, *w, t);
+    if (b)
+      key_append(key, *b, t);
+    else
+      key.push_back(-1);
+    try {
+      cache_.insert(key, build(*x, *w, b ? &*b : nullptr, t, {}));
+    } catch (const Error&) {
+    }
+  }
+
+  std::unique_ptr<Entry> build(const Dims& x, const Dims& w, const Dims* b, DType dtype,
+                               const std::vector<Dims>& addends) {
+    auto e = std::make_unique<Entry>();
+    e->s = conv_shape(node_, transpose_, attrs_, group_, x, w, b);
+    const ConvShape& s = e->s;
+    for (const Dims& ad : addends) e->addend_padded.push_back(addend_dims(node_, ad, s.out));
+    bool degenerate = numel_of(s.out) == 0 || s.C == 0 || numel_of(x) == 0;
+    if (!is_dnnl_float(dtype) || s.win.rank() > 3 || degenerate) {
+      if (s.win.rank() > 3)
+        unsupported("{}: {} spatial dimensions are not supported (at most 3)", node_.describe(),
+                    s.win.rank());
+      e->reference = true;
+      return e;
+    }
+    try {
+      build_dnnl(*e, x, w, b != nullptr, addends.size());
+    } catch (const dnnl::error&) {
+      // A configuration no oneDNN implementation takes (e.g. unusual negative pads): plain loops.
+      e->reference = true;
+    }
+    return e;
+  }
+
+  void build_dnnl(Entry& e, const Dims& x, const Dims& w, bool has_bias, size_t n_addends) {
+    const ConvShape& s = e.s;
+    const Window& win = s.win;
+    const int r = win.rank();
+    const int64_t g = s.G, ksz = numel_of(Dims(w.begin() + 2, w.end()));
+    Dims kdims(w.begin() + 2, w.end());
+    Dims kstr = contiguous_strides(kdims);
+    Dims wd, ws;  // oneDNN weights dims {[g,] oc/g, ic/g, k...} over the ONNX storage order
+    if (!transpose_) {
+      wd = {s.M / g, s.C / g};
+      ws = {s.C / g * ksz, ksz};
+    } else {  // ONNX [C, M/g, k]: storage (g, ic/g, oc/g, k)
+      wd = {s.M / g, s.C / g};
+      ws = {ksz, s.M / g * ksz};
+    }
+    if (g > 1) {
+      wd.insert(wd.begin(), g);
+      ws.insert(ws.begin(), s.C / g * s.M / g * ksz);
+    }
+    wd.insert(wd.end(), kdims.begin(), kdims.end());
+    ws.insert(ws.end(), kstr.begin(), kstr.end());
+
+    e.src_user = plain_desc(x);
+    e.wei_user = strided_desc(wd, ws);
+    e.dst_user = plain_desc(s.out);
+    e.bias_md = has_bias ? plain_desc({s.M}) : memory::desc();
+    bool pointwise = !transpose_ && g == 1;
+    for (int i = 0; i < r; ++i) pointwise &= win.k[i] == 1 && win.pb[i] == 0 && win.pe[i] == 0;
+    const auto any = memory::format_tag::any;
+    memory::desc src_req = pointwise ? e.src_user : memory::desc(e.src_user.dims(), dt::f32, any);
+    memory::desc dst_req = pointwise ? e.dst_user : memory::desc(e.dst_user.dims(), dt::f32, any);
+    memory::desc wei_req = w_const_.defined() ? memory::desc(e.wei_user.dims(), dt::f32, any) : e.wei_user;
+    memory::dims strides(win.s.begin(), win.s.end()), pl(win.pb.begin(), win.pb.end()),
+        pr(win.pe.begin(), win.pe.end()), dil;
+    for (int i = 0; i < r; ++i) dil.push_back(win.d[i] - 1);
+
+    auto make_pd = [&](const std::vector<memory::desc>& addend_mds) -> dnnl::primitive_desc {
+      dnnl::primitive_attr attr = base_attr();
+      append_post_ops(attr, ops_, addend_mds);
+      const auto fwd = dnnl::prop_kind::forward_inference;
+      if (!transpose_) {
+        auto d = has_bias ? dnnl::convolution_forward::desc(fwd, dnnl::algorithm::convolution_direct, src_req,
+                                                            wei_req, e.bias_md, dst_req, strides, dil, pl, pr)
+                          : dnnl::convolution_forward::desc(fwd, dnnl::algorithm::convolution_direct, src_req,
+                                                            wei_req, dst_req, strides, dil, pl, pr);
+        return dnnl::convolution_forward::primitive_desc(d, attr, engine());
+      }
+      auto d = has_bias
+                   ? dnnl::deconvolution_forward::desc(fwd, dnnl::algorithm::deconvolution_direct, src_req,
+                                                       wei_req, e.bias_md, dst_req, strides, dil, pl, pr)
+                   : dnnl::deconvolution_forward::desc(fwd, dnnl::algorithm::deconvolution_direct, src_req,
+                                                       wei_req, dst_req, strides, dil, pl, pr);
+      return dnnl::deconvolution_forward::primitive_desc(d, attr, engine());
+    };
+    e.addend_full.assign(n_addends, false);
+    for (const Dims& d : e.addend_padded) e.addend_mds.push_back(plain_desc(d));
+    dnnl::primitive_desc pd = make_pd(e.addend_mds);
+    if (n_addends > 0 && is_reference_impl(pd)) {
+      // Binary post-ops in plain layout on a blocked output can push oneDNN to its reference kernel: give the
+      // addends the output's layout instead (materialised and reordered at run time).
+      std::vector<memory::desc> full(n_addends, pd.dst_desc());
+      dnnl::primitive_desc pd1 = make_pd(full);
+      if (!is_reference_impl(pd1) && pd1.dst_desc() == pd.dst_desc()) {
+        pd = pd1;
+        e.addend_mds = full;
+        e.addend_full.assign(n_addends, true);
+        for (size_t i = 0; i < n_addends; ++i)
+          e.addend_reorders.push_back(
+              dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.dst_user, engine(), pd.dst_desc())));
+      }
+    }
+    e.src_md = pd.src_desc();
+    e.dst_md = pd.dst_desc();
+    e.wei_md = pd.weights_desc();
+    if (e.src_md != e.src_user)
+      e.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.src_user, engine(), e.src_md));
+    if (e.dst_md != e.dst_user)
+      e.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.dst_md, engine(), e.dst_user));
+    e.scratch = pd.scratchpad_desc().get_size();
+    e.prim = dnnl::primitive(pd);
+    if (w_const_.defined()) e.packed = packed_weights(e.wei_user, e.wei_md);
+  }
+
+  memory packed_weights(const memory::desc& user, const memory::desc& want) {
+    for (auto& [d, m] : packed_)
+      if (d == want) return m;
+    memory src = wrap(user, w_const_.raw());
+    memory m = src;
+    if (want != user) {
+      m = memory(want, engine());
+      reorder_memory(src, m);
+    }
+    packed_.emplace_back(want, m);
+    return m;
+  }
+
+  static Tensor scratch_tensor(const memory::desc& md, KernelContext& ctx) {
+    return Tensor(DType::UInt8, {int64_t(md.get_size())}, ctx.allocator());
+  }
+
+  void run_dnnl(KernelContext& ctx, Entry& e, const Tensor& X, const Tensor& W, const Tensor* B, Tensor& Y) {
+    Tensor Xf = to_float(X, ctx.allocator());
+    Tensor Yf = Y.dtype() == DType::Float ? Y : Tensor(DType::Float, Y.dims(), ctx.allocator());
+    std::vector<Tensor> keep;
+    std::unordered_map<int, memory> args;
+    memory src_user = wrap(e.src_user, Xf.raw());
+    if (e.src_reorder) {
+      keep.push_back(scratch_tensor(e.src_md, ctx));
+      memory src = wrap(e.src_md, keep.back().raw());
+      e.src_reorder.execute(stream(), src_user, src);
+      args[DNNL_ARG_SRC] = src;
+    } else {
+      args[DNNL_ARG_SRC] = src_user;
+    }
+    if (e.packed) {
+      args[DNNL_ARG_WEIGHTS] = e.packed;
+    } else {
+      keep.push_back(to_float(W, ctx.allocator()));
+      args[DNNL_ARG_WEIGHTS] = wrap(e.wei_md, keep.back().raw());
+    }
+    if (B) {
+      keep.push_back(b_const_.defined() ? b_const_ : to_float(*B, ctx.allocator()));
+      args[DNNL_ARG_BIAS] = wrap(e.bias_md, keep.back().raw());
+    }
+    memory dst_user = wrap(e.dst_user, Yf.raw());
+    memory dst = dst_user;
+    if (e.dst_reorder) {
+      keep.push_back(scratch_tensor(e.dst_md, ctx));
+      dst = wrap(e.dst_md, keep.back().raw());
+    }
+    args[DNNL_ARG_DST] = dst;
+    for (size_t i = 0; i < addend_src_.size(); ++i) {
+      Tensor t = to_float(ctx.in(addend_src_[i]), ctx.allocator());
+      if (!e.addend_full[i]) {
+        args[post_op_src1_arg(addend_pos_[i])] = wrap(e.addend_mds[i], t.raw());
+        keep.push_back(std::move(t));
+        continue;
+      }
+      if (e.addend_padded[i] != e.s.out) t = expand_float(t, e.addend_padded[i], e.s.out, ctx.allocator());
+      keep.push_back(scratch_tensor(e.addend_mds[i], ctx));
+      memory m = wrap(e.addend_mds[i], keep.back().raw());
+      memory plain = wrap(e.dst_user, t.raw());
+      e.addend_reorders[i].execute(stream(), plain, m);
+      args[post_op_src1_arg(addend_pos_[i])] = m;
+      keep.push_back(std::move(t));
+    }
+    execute(e.prim, e.scratch, args);
+    if (e.dst_reorder) {
+      e.dst_reorder.execute(stream(), dst, dst_user);
+      stream().wait();
+    }
+    if (Y.dtype() != DType::Float) store_from_float(Yf.data<float>(), Y);
+  }
+
+  void run_reference(KernelContext& ctx, Entry& e, const Tensor& X, const Tensor& W, const Tensor* B,
+                     Tensor& Y) {
+    const ConvShape& s = e.s;
+    ConvDims cd(s.N, s.C, s.M, s.G, s.win);
+    if (is_dnnl_float(X.dtype())) {
+      Tensor Xf = to_float(X, ctx.allocator()), Wf = to_float(W, ctx.allocator());
+      Tensor Bf = B ? to_float(*B, ctx.allocator()) : Tensor();
+      Tensor Yf = Y.dtype() == DType::Float ? Y : Tensor(DType::Float, Y.dims(), ctx.allocator());
+      compute_reference<float>(cd, Xf.data<float>(), Wf.data<float>(), B ? Bf.data<float>() : nullptr,
+                               Yf.data<float>());
+      apply_post_ops_ref(node_, ops_, ctx, Yf.data<float>(), s.out);
+      if (Y.dtype() != DType::Float) store_from_float(Yf.data<float>(), Y);
+      return;
+    }
+    if (X.dtype() != DType::Double)
+      unsupported("{}: element type {} is not supported (float, float16, bfloat16, double)", node_.describe(),
+                  dtype_name(X.dtype()));
+    if (!ops_.empty()) unsupported("{}: fused post-ops need a float Conv, not double", node_.describe());
+    compute_reference<double>(cd, X.data<double>(), W.data<double>(), B ? B->data<double>() : nullptr,
+                              Y.data<double>());
+  }
+
+  template <class T>
+  void compute_reference(const ConvDims& cd, const T* x, const T* w, const T* b, T* y) {
+    if (transpose_) {
+      ref_conv_transpose<double, T>(cd, x, w, b, y);
+      return;
+    }
+    ref_conv<double>(cd, x, 0.0, w, nullptr, [&](int64_t n, int64_t m, const double* acc, int64_t size) {
+      T* yp = y + (n * cd.M + m) * size;
+      const double bv = b ? double(b[m]) : 0.0;
+      for (int64_t i = 0; i < size; ++i) yp[i] = T(acc[i] + bv);
+    });
+  }
+
+  const Node& node_;
+  bool transpose_;
+  std::vector<PostOp> ops_;
+  std::vector<int> addend_src_, addend_pos_;
+  WindowAttrs attrs_;
+  int64_t group_ = 1;
+  Tensor w_const_, b_const_;
+  std::vector<std::pair<memory::desc, memory>> packed_;
+  ShapeCache<Entry> cache_;
+};
+
+double conv_flops(const Node& n, bool transpose) {
+  auto x = static_input_dims(n, 0), w = static_input_dims(n, 1);
+  if (!x || !w) return 0;
+  try {
+    ConvShape s = conv_shape(n, transpose, WindowAttrs::parse(n), n.attr_int("group", 1), *x, *w, nullptr);
+    double k = double(numel_of(Dims(w->begin() + 2, w->end())));
+    if (transpose) {
+      double in = double(numel_of(Dims(x->begin() + 2, x->end())));
+      return 2.0 * double(s.N) * double(s.C) * in * double(s.M / s.G) * k;
+    }
+    double out = double(numel_of(s.win.out));
+    return 2.0 * double(s.N) * double(s.M) * out * double(s.C / s.G) * k +
+           (n.input(2) ? double(s.N) * double(s.M) * out : 0.0);
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_conv_kernel(const Node& node, std::vector<PostOp> post_ops) {
+  return std::make_unique<ConvKernel>(node, false, std::move(post_ops));
+}
+
+void register_conv_ops(OpRegistry& r) {
+  r.add("Conv", OpKind::Anchor)
+      .set_flops([](const Node& n) { return conv_flops(n, false); })
+      .set_kernel([](const Node& n) { return make_conv_kernel(n, {}); });
+  r.add("ConvTranspose", OpKind::Anchor)
+      .set_flops([](const Node& n) { return conv_flops(n, true); })
+      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+        return std::make_unique<ConvKernel>(n, true, std::vector<PostOp>{});
+      });
+}
+
+}  // namespace gaf::runtime::dnnl_detail

@@ -1,0 +1,392 @@
+// Pooling: MaxPool and AveragePool through oneDNN's pooling primitive on plain NCHW tensors (fp32, fp16/bf16
+// staged through fp32, int8/uint8 max natively); LpPool, MaxPool's Indices output, double / other integer
+// types and window semantics oneDNN does not share (count_include_pad with a ceil_mode overhang) run on a
+// plain loop. GlobalAveragePool / GlobalMaxPool / GlobalLpPool reduce each (n, c) plane with a vectorisable
+// loop.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "runtime/kernels/dnnl_geom.h"
+#include "runtime/kernels/dnnl_kernels.h"
+#include "runtime/kernels/dnnl_ref.h"
+#include "runtime/kernels/dnnl_util.h"
+
+namespace gaf::runtime::dnnl_detail {
+
+namespace {
+
+enum class PoolKind { Max, Avg, Lp };
+
+const char* pool_name(PoolKind k) {
+  return k == PoolKind::Max ? "MaxPool" : k == PoolKind::Avg ? "AveragePool" : "LpPool";
+}
+
+// A window padded to 3 spatial dims (leading size-1 dims), with end pads for count_include_pad.
+struct PoolDims {
+  int64_t planes = 0;
+  int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], out[3];
+  int rank = 0;
+  explicit PoolDims(int64_t nc, const Window& w) : planes(nc), rank(w.rank()) {
+    for (int i = 0; i < 3; ++i) {
+      int j = i - (3 - rank);
+      in[i] = j >= 0 ? w.in[j] : 1;
+      k[i] = j >= 0 ? w.k[j] : 1;
+      s[i] = j >= 0 ? w.s[j] : 1;
+      d[i] = j >= 0 ? w.d[j] : 1;
+      pb[i] = j >= 0 ? w.pb[j] : 0;
+      pe[i] = j >= 0 ? w.pe[j] : 0;
+      out[i] = j >= 0 ? w.out[j] : 1;
+    }
+  }
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+};
+
+// Plain-loop pooling over planes of `x` (T is float, double or an integer type). `idx` (may be null) receives
+// MaxPool's flat argmax indices, row-major (storage_order 0) or column-major over the spatial dims (1).
+template <class T>
+void ref_pool(const PoolDims& c, PoolKind kind, bool count_include_pad, double p, const T* x, T* y,
+              int64_t* idx, bool col_major) {
+  const int64_t insz = c.in_size(), outsz = c.out_size();
+  const int64_t ksz = c.k[0] * c.k[1] * c.k[2];
+  // Strides of the flat index per spatial dim (the padded leading dims have extent 1, any stride works).
+  int64_t istr[3];
+  if (!col_major) {
+    istr[2] = 1, istr[1] = c.in[2], istr[0] = c.in[1] * c.in[2];
+  } else {
+    // Column-major over the real spatial dims: the first spatial dim varies fastest.
+    int64_t acc = 1;
+    for (int i = 3 - c.rank; i < 3; ++i) {
+      istr[i] = acc;
+      acc *= c.in[i];
+    }
+    for (int i = 0; i < 3 - c.rank; ++i) istr[i] = 0;
+  }
+  parallel_for(c.planes, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, outsz * ksz)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t pl = b; pl < e; ++pl) {
+                   const T* xp = x + pl * insz;
+                   T* yp = y + pl * outsz;
+                   int64_t* ip = idx ? idx + pl * outsz : nullptr;
+                   for (int64_t od = 0; od < c.out[0]; ++od)
+                     for (int64_t oh = 0; oh < c.out[1]; ++oh)
+                       for (int64_t ow = 0; ow < c.out[2]; ++ow) {
+                         const int64_t o = (od * c.out[1] + oh) * c.out[2] + ow;
+                         const int64_t d0 = od * c.s[0] - c.pb[0], h0 = oh * c.s[1] - c.pb[1],
+                                       w0 = ow * c.s[2] - c.pb[2];
+                         double sum = 0.0;
+                         int64_t valid = 0, in_pads = 0;
+                         T best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                                       : std::numeric_limits<T>::lowest();
+                         int64_t best_i = -1;
+                         for (int64_t kd = 0; kd < c.k[0]; ++kd) {
+                           const int64_t id = d0 + kd * c.d[0];
+                           if (id < -c.pb[0] || id >= c.in[0] + c.pe[0]) continue;
+                           const bool vd = id >= 0 && id < c.in[0];
+                           for (int64_t kh = 0; kh < c.k[1]; ++kh) {
+                             const int64_t ih = h0 + kh * c.d[1];
+                             if (ih < -c.pb[1] || ih >= c.in[1] + c.pe[1]) continue;
+                             const bool vh = vd && ih >= 0 && ih < c.in[1];
+                             for (int64_t kw = 0; kw < c.k[2]; ++kw) {
+                               const int64_t iw = w0 + kw * c.d[2];
+                               if (iw < -c.pb[2] || iw >= c.in[2] + c.pe[2]) continue;
+                               ++in_pads;
+                               if (!vh || iw < 0 || iw >= c.in[2]) continue;
+                               const T v = xp[(id * c.in[1] + ih) * c.in[2] + iw];
+                               ++valid;
+                               if (kind == PoolKind::Max) {
+                                 if (v > best || best_i < 0) {
+                                   best = v;
+                                   best_i = id * istr[0] + ih * istr[1] + iw * istr[2];
+                                 }
+                               } else if (kind == PoolKind::Avg) {
+                                 sum += double(v);
+                               } else {
+                                 sum += p == 2.0 ? double(v) * double(v) : std::pow(std::fabs(double(v)), p);
+                               }
+                             }
+                           }
+                         }
+                         if (kind == PoolKind::Max) {
+                           yp[o] = best;
+                           if (ip) ip[o] = best_i < 0 ? -1 : pl * insz + best_i;
+                         } else if (kind == PoolKind::Avg) {
+                           const int64_t div = count_include_pad ? in_pads : valid;
+                           yp[o] = div ? T(sum / double(div)) : T(0);
+                         } else {
+                           yp[o] = T(p == 2.0 ? std::sqrt(sum) : p == 1.0 ? sum : std::pow(sum, 1.0 / p));
+                         }
+                       }
+                 }
+               });
+}
+
+class PoolKernel final : public Kernel {
+  using dt_t = memory::data_type;
+
+ public:
+  PoolKernel(const Node& node, PoolKind kind) : node_(node), kind_(kind) {
+    attrs_ = WindowAttrs::parse(node);
+    GAF_CHECK(!attrs_.kernel_shape.empty(), "{}: required attribute 'kernel_shape' is missing",
+              node.describe());
+    count_include_pad_ = node.attr_int("count_include_pad", 0) != 0;
+    storage_order_ = node.attr_int("storage_order", 0);
+    GAF_CHECK(storage_order_ == 0 || storage_order_ == 1, "{}: storage_order must be 0 or 1, got {}",
+              node.describe(), storage_order_);
+    p_ = double(node.attr_int("p", 2));
+    GAF_CHECK(kind != PoolKind::Lp || p_ > 0, "{}: p must be positive, got {}", node.describe(), p_);
+    want_indices_ = kind == PoolKind::Max && node.num_outputs() > 1 && !node.output(1)->absent_output;
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& X = ctx.in(0);
+    Dims key;
+    key_append(key, &X);
+    Entry* e = cache_.find(key);
+    if (!e) e = &cache_.insert(key, build(X));
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), e->out);
+    Tensor* I = want_indices_ ? &ctx.allocate_output(1, DType::Int64, e->out) : nullptr;
+    if (Y.numel() == 0) return;
+    if (e->use_dnnl) {
+      run_dnnl(ctx, *e, X, Y);
+      return;
+    }
+    PoolDims pd(X.dim(0) * X.dim(1), e->win);
+    const bool col = storage_order_ == 1;
+    int64_t* idx = I ? I->data<int64_t>() : nullptr;
+    if (is_dnnl_float(X.dtype())) {
+      Tensor Xf = to_float(X, ctx.allocator());
+      Tensor Yf = Y.dtype() == DType::Float ? Y : Tensor(DType::Float, Y.dims(), ctx.allocator());
+      ref_pool<float>(pd, kind_, count_include_pad_, p_, Xf.data<float>(), Yf.data<float>(), idx, col);
+      if (Y.dtype() != DType::Float) store_from_float(Yf.data<float>(), Y);
+      return;
+    }
+    visit_dtype(X.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+        unsupported("{}: element type {} is not supported", node_.describe(), dtype_name(X.dtype()));
+      } else {
+        if (kind_ != PoolKind::Max && !std::is_floating_point_v<T>)
+          unsupported("{}: {} of element type {} is not supported", node_.describe(), pool_name(kind_),
+                      dtype_name(X.dtype()));
+        ref_pool<T>(pd, kind_, count_include_pad_, p_, X.data<T>(), Y.data<T>(), idx, col);
+      }
+    });
+  }
+
+ private:
+  struct Entry {
+    Window win;
+    Dims out;
+    bool use_dnnl = false;
+    dnnl::pooling_v2_forward prim;
+    size_t scratch = 0;
+    memory::desc src_md, dst_md;
+  };
+
+  std::unique_ptr<Entry> build(const Tensor& X) {
+    GAF_CHECK(X.rank() >= 3, "{}: input must be N x C x spatial (rank >= 3), got {}", node_.describe(),
+              dims_to_string(X.dims()));
+    auto e = std::make_unique<Entry>();
+    Dims in(X.dims().begin() + 2, X.dims().end());
+    e->win = forward_window(node_, attrs_, in, attrs_.kernel_shape);
+    e->out = {X.dim(0), X.dim(1)};
+    e->out.insert(e->out.end(), e->win.out.begin(), e->win.out.end());
+    if (e->win.rank() > 3)
+      unsupported("{}: {} spatial dimensions are not supported (at most 3)", node_.describe(), e->win.rank());
+    const DType t = X.dtype();
+    bool ok = kind_ != PoolKind::Lp && !want_indices_ && X.numel() > 0 && numel_of(e->out) > 0 &&
+              (is_dnnl_float(t) || (kind_ == PoolKind::Max && (t == DType::Int8 || t == DType::UInt8)));
+    if (!ok) return e;
+    const Window& w = e->win;
+    memory::dims strides, kernel, dil, pl, pr;
+    bool overhang = false;
+    for (int i = 0; i < w.rank(); ++i) {
+      // oneDNN sizes the output with floor((in + pl + pr - extent) / s) + 1; ceil_mode needs a larger pr.
+      int64_t r = w.pe[i];
+      if ((w.in[i] + w.pb[i] + r - w.extent(i)) / w.s[i] + 1 != w.out[i]) {
+        r = (w.out[i] - 1) * w.s[i] + w.extent(i) - w.in[i] - w.pb[i];
+        overhang |= r > w.pe[i];
+      }
+      if (r < 0) return e;
+      strides.push_back(w.s[i]);
+      kernel.push_back(w.k[i]);
+      dil.push_back(w.d[i] - 1);
+      pl.push_back(w.pb[i]);
+      pr.push_back(r);
+    }
+    // oneDNN counts a ceil_mode overhang as padding; ONNX's count_include_pad counts only the given pads.
+    if (kind_ == PoolKind::Avg && count_include_pad_ && overhang) return e;
+    const dt_t data_type = t == DType::Int8 ? dt_t::s8 : t == DType::UInt8 ? dt_t::u8 : dt_t::f32;
+    e->src_md = plain_desc(X.dims(), data_type);
+    e->dst_md = plain_desc(e->out, data_type);
+    const dnnl::algorithm alg = kind_ == PoolKind::Max ? dnnl::algorithm::pooling_max
+                                : count_include_pad_   ? dnnl::algorithm::pooling_avg_include_padding
+                                                       : dnnl::algorithm::pooling_avg_exclude_padding;
+    try {
+      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, e->src_md, e->dst_md, strides,
+                                       kernel, dil, pl, pr);
+      dnnl::pooling_v2_forward::primitive_desc pd(d, base_attr(), engine());
+      if (is_reference_impl(pd)) return e;  // the plain loop is as good and shares the ONNX semantics
+      e->prim = dnnl::pooling_v2_forward(pd);
+      e->scratch = pd.scratchpad_desc().get_size();
+      e->use_dnnl = true;
+    } catch (const dnnl::error&) {
+      // Window configurations oneDNN rejects (e.g. pads as large as the kernel) take the plain loop.
+    }
+    return e;
+  }
+
+  void run_dnnl(KernelContext& ctx, Entry& e, const Tensor& X, Tensor& Y) {
+    const bool staged = X.dtype() == DType::Float16 || X.dtype() == DType::BFloat16;
+    Tensor Xf = staged ? to_float(X, ctx.allocator()) : X;
+    Tensor Yf = staged ? Tensor(DType::Float, Y.dims(), ctx.allocator()) : Y;
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(e.src_md, Xf.raw())},
+                                         {DNNL_ARG_DST, wrap(e.dst_md, Yf.raw())}};
+    execute(e.prim, e.scratch, args);
+    if (staged) store_from_float(Yf.data<float>(), Y);
+  }
+
+  const Node& node_;
+  PoolKind kind_;
+  WindowAttrs attrs_;
+  bool count_include_pad_ = false, want_indices_ = false;
+  int64_t storage_order_ = 0;
+  double p_ = 2.0;
+  ShapeCache<Entry> cache_;
+};
+
+// Sum of n floats with 16 independent partial sums (vectorises without reassociation flags).
+inline float sum_floats(const float* x, int64_t n) {
+  float acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += x[i + j];
+  float s = 0.f;
+  for (int j = 0; j < 16; ++j) s += acc[j];
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+inline float max_floats(const float* x, int64_t n) {
+  float acc[16];
+  for (int j = 0; j < 16; ++j) acc[j] = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] = std::max(acc[j], x[i + j]);
+  float m = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < 16; ++j) m = std::max(m, acc[j]);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// GlobalAveragePool / GlobalMaxPool / GlobalLpPool: one value per (n, c) plane.
+template <PoolKind kKind>
+void global_pool_kernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& X = ctx.in(0);
+  GAF_CHECK(X.rank() >= 3, "{}: input must be N x C x spatial (rank >= 3), got {}", node.describe(),
+            dims_to_string(X.dims()));
+  Dims out = X.dims();
+  for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+  const int64_t planes = X.dim(0) * X.dim(1);
+  const int64_t size = planes ? X.numel() / planes : 0;
+  Tensor& Y = ctx.allocate_output(0, X.dtype(), out);
+  if (planes == 0) return;
+  GAF_CHECK(size > 0, "{}: the spatial size of {} is zero", node.describe(), dims_to_string(X.dims()));
+  const double p = kKind == PoolKind::Lp ? double(node.attr_int("p", 2)) : 0.0;
+  const int64_t grain = std::max<int64_t>(1, 32768 / size);
+  if (is_dnnl_float(X.dtype())) {
+    Tensor Xf = to_float(X, ctx.allocator());
+    Tensor Yf = Y.dtype() == DType::Float ? Y : Tensor(DType::Float, out, ctx.allocator());
+    const float* x = Xf.data<float>();
+    float* y = Yf.data<float>();
+    parallel_for(planes, grain, [&](int64_t b, int64_t e) {
+      for (int64_t pl = b; pl < e; ++pl) {
+        const float* xp = x + pl * size;
+        if constexpr (kKind == PoolKind::Avg) {
+          y[pl] = sum_floats(xp, size) / float(size);
+        } else if constexpr (kKind == PoolKind::Max) {
+          y[pl] = max_floats(xp, size);
+        } else {
+          double s = 0.0;
+          for (int64_t i = 0; i < size; ++i) s += std::pow(std::fabs(double(xp[i])), p);
+          y[pl] = float(std::pow(s, 1.0 / p));
+        }
+      }
+    });
+    if (Y.dtype() != DType::Float) store_from_float(y, Y);
+    return;
+  }
+  if (X.dtype() != DType::Double)
+    unsupported("{}: element type {} is not supported (float, float16, bfloat16, double)", node.describe(),
+                dtype_name(X.dtype()));
+  const double* x = X.data<double>();
+  double* y = Y.data<double>();
+  parallel_for(planes, grain, [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const double* xp = x + pl * size;
+      double s = kKind == PoolKind::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+      for (int64_t i = 0; i < size; ++i) {
+        if constexpr (kKind == PoolKind::Avg)
+          s += xp[i];
+        else if constexpr (kKind == PoolKind::Max)
+          s = std::max(s, xp[i]);
+        else
+          s += std::pow(std::fabs(xp[i]), p);
+      }
+      y[pl] = kKind == PoolKind::Avg ? s / double(size) : kKind == PoolKind::Max ? s : std::pow(s, 1.0 / p);
+    }
+  });
+}
+
+double pool_flops(const Node& n, double per_tap) {
+  auto x = static_input_dims(n, 0);
+  if (!x || x->size() < 3) return 0;
+  try {
+    WindowAttrs a = WindowAttrs::parse(n);
+    Window w = forward_window(n, a, Dims(x->begin() + 2, x->end()), a.kernel_shape);
+    return per_tap * double((*x)[0]) * double((*x)[1]) * double(numel_of(w.out)) * double(numel_of(w.k));
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
+double global_pool_flops(const Node& n, double per_element) {
+  auto x = static_input_dims(n, 0);
+  return x ? per_element * double(numel_of(*x)) : 0.0;
+}
+
+}  // namespace
+
+void register_pool_ops(OpRegistry& r) {
+  r.add("MaxPool", OpKind::Anchor)
+      .set_flops([](const Node& n) { return pool_flops(n, 1.0); })
+      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+        return std::make_unique<PoolKernel>(n, PoolKind::Max);
+      });
+  r.add("AveragePool", OpKind::Anchor)
+      .set_flops([](const Node& n) { return pool_flops(n, 1.0); })
+      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+        return std::make_unique<PoolKernel>(n, PoolKind::Avg);
+      });
+  r.add("LpPool", OpKind::Anchor)
+      .set_flags(kPrecisionSensitive)
+      .set_flops([](const Node& n) { return pool_flops(n, 3.0); })
+      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+        return std::make_unique<PoolKernel>(n, PoolKind::Lp);
+      });
+  r.add("GlobalAveragePool", OpKind::Anchor)
+      .set_flops([](const Node& n) { return global_pool_flops(n, 1.0); })
+      .set_kernel(fn_kernel(global_pool_kernel<PoolKind::Avg>));
+  r.add("GlobalMaxPool", OpKind::Anchor)
+      .set_flops([](const Node& n) { return global_pool_flops(n, 1.0); })
+      .set_kernel(fn_kernel(global_pool_kernel<PoolKind::Max>));
+  r.add("GlobalLpPool", OpKind::Anchor)
+      .set_flags(kPrecisionSensitive)
+      .set_flops([](const Node& n) { return global_pool_flops(n, 3.0); })
+      .set_kernel(fn_kernel(global_pool_kernel<PoolKind::Lp>));
+}
+
+}  // namespace gaf::runtime::dnnl_detail

@@ -1,0 +1,285 @@
+#include "runtime/kernels/dnnl_util.h"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace gaf::runtime::dnnl_detail {
+
+using dnnl_ops::PostOp;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& stream() {
+  static dnnl::stream s(engine());
+  return s;
+}
+
+memory::desc plain_desc(const Dims& dims, memory::data_type dt) {
+  return strided_desc(dims, contiguous_strides(dims), dt);
+}
+
+memory::desc strided_desc(const Dims& dims, const Dims& strides, memory::data_type dt) {
+  if (dims.empty()) return memory::desc(memory::dims{1}, dt, memory::dims{1});
+  return memory::desc(memory::dims(dims.begin(), dims.end()), dt,
+                      memory::dims(strides.begin(), strides.end()));
+}
+
+dnnl::primitive_attr base_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+namespace {
+// One growing 64-byte aligned buffer per thread; primitives run one at a time on a thread.
+struct Scratch {
+  void* p = nullptr;
+  size_t size = 0;
+  ~Scratch() { std::free(p); }
+  void* get(size_t bytes) {
+    if (bytes > size) {
+      std::free(p);
+      size = (bytes + 4095) / 4096 * 4096;
+      p = std::aligned_alloc(64, size);
+      if (!p) throw std::bad_alloc();
+    }
+    return p;
+  }
+};
+thread_local Scratch t_scratch;
+}  // namespace
+
+void execute(const dnnl::primitive& prim, size_t scratch_bytes, std::unordered_map<int, memory>& args) {
+  if (scratch_bytes > 0) {
+    memory::desc sd(memory::dims{int64_t(scratch_bytes)}, memory::data_type::u8, memory::format_tag::a);
+    args[DNNL_ARG_SCRATCHPAD] = memory(sd, engine(), t_scratch.get(scratch_bytes));
+  }
+  prim.execute(stream(), args);
+  stream().wait();
+}
+
+void reorder_memory(const memory& from, const memory& to) {
+  dnnl::reorder r(from, to);
+  r.execute(stream(), const_cast<memory&>(from), const_cast<memory&>(to));
+  stream().wait();
+}
+
+bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
+  std::string impl = pd.impl_info_str();
+  return impl.rfind("ref", 0) == 0;
+}
+
+Tensor to_float(const Tensor& t, Allocator& alloc) {
+  if (t.dtype() == DType::Float) return t;
+  Tensor out(DType::Float, t.dims(), alloc);
+  float* o = out.data<float>();
+  const uint16_t* in = static_cast<const uint16_t*>(t.raw());
+  if (t.dtype() == DType::Float16) {
+    parallel_for(t.numel(), 32768, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = half_to_float(in[i]);
+    });
+  } else {
+    GAF_ASSERT(t.dtype() == DType::BFloat16, "to_float: unexpected element type");
+    parallel_for(t.numel(), 32768, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = bf16_to_float(in[i]);
+    });
+  }
+  return out;
+}
+
+void store_from_float(const float* src, Tensor& dst) {
+  if (dst.dtype() == DType::Float) {
+    if (dst.raw() != src) std::memcpy(dst.raw(), src, dst.nbytes());
+    return;
+  }
+  uint16_t* o = static_cast<uint16_t*>(dst.raw());
+  if (dst.dtype() == DType::Float16) {
+    parallel_for(dst.numel(), 32768, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = float_to_half(src[i]);
+    });
+  } else {
+    GAF_ASSERT(dst.dtype() == DType::BFloat16, "store_from_float: unexpected element type");
+    parallel_for(dst.numel(), 32768, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = float_to_bf16(src[i]);
+    });
+  }
+}
+
+Tensor scaled_float(const Tensor& t, float scale, Allocator& alloc) {
+  Tensor out(DType::Float, t.dims(), alloc);
+  float* o = out.data<float>();
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(t.raw());
+    parallel_for(t.numel(), 32768, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = float(to_double(in[i])) * scale;
+    });
+  });
+  return out;
+}
+
+Tensor expand_float(const Tensor& t, const Dims& padded, const Dims& full, Allocator& alloc) {
+  Tensor out(DType::Float, full, alloc);
+  float* o = out.data<float>();
+  const float* in = t.data<float>();
+  std::array<Dims, 1> strides{broadcast_strides(padded, full)};
+  parallel_for(out.numel(), 32768, [&](int64_t b, int64_t e) {
+    strided_walk<1>(full, strides, b, e,
+                    [&](int64_t pos, const std::array<int64_t, 1>& offs, int64_t run,
+                        const std::array<int64_t, 1>& inner) {
+                      for (int64_t j = 0; j < run; ++j) o[pos + j] = in[offs[0] + j * inner[0]];
+                    });
+  });
+  return out;
+}
+
+memory wrap(const memory::desc& md, const void* data) {
+  return memory(md, engine(), const_cast<void*>(data));
+}
+
+void append_post_ops(dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
+                     const std::vector<memory::desc>& addend_descs) {
+  if (ops.empty()) return;
+  dnnl::post_ops po;
+  size_t addend = 0;
+  using A = dnnl::algorithm;
+  for (const PostOp& op : ops) {
+    switch (op.kind) {
+      case PostOp::Kind::Relu:
+        po.append_eltwise(1.f, A::eltwise_relu, op.alpha, 0.f);
+        break;
+      case PostOp::Kind::GeluErf:
+        po.append_eltwise(1.f, A::eltwise_gelu_erf, 0.f, 0.f);
+        break;
+      case PostOp::Kind::GeluTanh:
+        po.append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f);
+        break;
+      case PostOp::Kind::Swish:
+        po.append_eltwise(1.f, A::eltwise_swish, op.alpha, 0.f);
+        break;
+      case PostOp::Kind::HardSwish:
+        po.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
+        break;
+      case PostOp::Kind::Clip:
+        po.append_eltwise(1.f, A::eltwise_clip_v2, op.alpha, op.beta);
+        break;
+      case PostOp::Kind::Linear:
+        po.append_eltwise(1.f, A::eltwise_linear, op.alpha, op.beta);
+        break;
+      case PostOp::Kind::Add:
+        GAF_ASSERT(addend < addend_descs.size(), "append_post_ops: missing addend descriptor");
+        po.append_binary(A::binary_add, addend_descs[addend++]);
+        break;
+    }
+  }
+  attr.set_post_ops(po);
+}
+
+void check_post_ops(const Node& node, const std::vector<PostOp>& ops, int first_extra_input) {
+  for (const PostOp& op : ops) {
+    if (op.kind == PostOp::Kind::Add)
+      GAF_CHECK(op.input >= first_extra_input, "{}: post-op Add needs a context input index >= {} (got {})",
+                node.describe(), first_extra_input, op.input);
+    if (op.kind == PostOp::Kind::Clip)
+      GAF_CHECK(!(op.alpha > op.beta), "{}: post-op Clip has min {} > max {}", node.describe(), op.alpha,
+                op.beta);
+  }
+}
+
+Dims addend_dims(const Node& node, const Dims& addend, const Dims& out) {
+  GAF_CHECK(addend.size() <= out.size(), "{}: addend of shape {} has a higher rank than the output {}",
+            node.describe(), dims_to_string(addend), dims_to_string(out));
+  Dims d(out.size() - addend.size(), 1);
+  d.insert(d.end(), addend.begin(), addend.end());
+  for (size_t i = 0; i < d.size(); ++i)
+    GAF_CHECK(d[i] == out[i] || d[i] == 1, "{}: addend of shape {} does not broadcast to the output shape {}",
+              node.describe(), dims_to_string(addend), dims_to_string(out));
+  return d;
+}
+
+namespace {
+float eltwise_ref(const PostOp& op, float x) {
+  switch (op.kind) {
+    case PostOp::Kind::Relu:
+      return x > 0.f ? x : op.alpha * x;
+    case PostOp::Kind::GeluErf:
+      return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f));
+    case PostOp::Kind::GeluTanh:
+      return 0.5f * x * (1.f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case PostOp::Kind::Swish:
+      return x / (1.f + std::exp(-op.alpha * x));
+    case PostOp::Kind::HardSwish:
+      return x * std::min(std::max(x + 3.f, 0.f), 6.f) / 6.f;
+    case PostOp::Kind::Clip:
+      return std::min(std::max(x, op.alpha), op.beta);
+    case PostOp::Kind::Linear:
+      return op.alpha * x + op.beta;
+    case PostOp::Kind::Add:
+      break;
+  }
+  return x;
+}
+}  // namespace
+
+void apply_post_ops_ref(const Node& node, const std::vector<PostOp>& ops, KernelContext& ctx, float* y,
+                        const Dims& out) {
+  const int64_t n = numel_of(out);
+  for (const PostOp& op : ops) {
+    if (op.kind != PostOp::Kind::Add) {
+      parallel_for(n, 32768, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) y[i] = eltwise_ref(op, y[i]);
+      });
+      continue;
+    }
+    const Tensor& a = ctx.in(op.input);
+    Dims ad = addend_dims(node, a.dims(), out);
+    std::array<Dims, 1> strides{broadcast_strides(ad, out)};
+    visit_dtype(a.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = static_cast<const T*>(a.raw());
+      strided_walk<1>(out, strides, 0, n,
+                      [&](int64_t pos, const std::array<int64_t, 1>& offs, int64_t run,
+                          const std::array<int64_t, 1>& inner) {
+                        for (int64_t j = 0; j < run; ++j)
+                          y[pos + j] += float(to_double(src[offs[0] + j * inner[0]]));
+                      });
+    });
+  }
+}
+
+std::optional<Dims> static_input_dims(const Node& n, int i) {
+  const Value* v = n.input(i);
+  if (!v || !v->type.has_static_shape()) return std::nullopt;
+  return v->type.static_dims();
+}
+
+}  // namespace gaf::runtime::dnnl_detail
+
+namespace gaf::runtime::dnnl_ops {
+
+std::string_view post_op_name(PostOp::Kind k) {
+  switch (k) {
+    case PostOp::Kind::Relu:
+      return "Relu";
+    case PostOp::Kind::GeluErf:
+      return "GeluErf";
+    case PostOp::Kind::GeluTanh:
+      return "GeluTanh";
+    case PostOp::Kind::Swish:
+      return "Swish";
+    case PostOp::Kind::HardSwish:
+      return "HardSwish";
+    case PostOp::Kind::Clip:
+      return "Clip";
+    case PostOp::Kind::Linear:
+      return "Linear";
+    case PostOp::Kind::Add:
+      return "Add";
+  }
+  return "?";
+}
+
+}  // namespace gaf::runtime::dnnl_ops

@@ -1,0 +1,1008 @@
+// Unit tests of the oneDNN kernel family (MatMul, Gemm, Conv, ConvTranspose, pooling, integer / quantized ops
+// and the fused post-op API), against naive double-precision references written independently here. They
+// cover what the ONNX conformance data does not: fp16 / bf16 staging, batch broadcasting, constant (packed)
+// vs fed weights, shapes that change between runs, large tensors on the parallel paths, plain-loop dtypes and
+// error messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "gaf/builder.h"
+#include "gaf/onnx_io.h"
+#include "gaf/session.h"
+#include "runtime/kernels/dnnl_ops.h"
+
+namespace gaf {
+namespace {
+
+using runtime::Session;
+namespace dnnl_ops = runtime::dnnl_ops;
+using Dims = std::vector<int64_t>;
+
+// ---- helpers
+// ---------------------------------------------------------------------------------------------------
+
+std::vector<double> random_values(int64_t n, uint32_t seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<double> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// A tensor of `dtype` holding `vals` (converted through the dtype's compute type).
+Tensor make_tensor(DType dtype, const Dims& dims, const std::vector<double>& vals) {
+  Tensor t(dtype, dims);
+  EXPECT_EQ(t.numel(), int64_t(vals.size()));
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(t.raw());
+    for (size_t i = 0; i < vals.size(); ++i) p[i] = from_double<T>(vals[i]);
+  });
+  return t;
+}
+
+Tensor random_tensor(DType dtype, const Dims& dims, uint32_t seed, double lo = -1.0, double hi = 1.0) {
+  auto v = random_values(numel_of(dims), seed, lo, hi);
+  if (is_integer(dtype))
+    for (auto& x : v) x = std::round(x);
+  return make_tensor(dtype, dims, v);
+}
+
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> v(t.numel());
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = static_cast<const T*>(t.raw());
+    for (int64_t i = 0; i < t.numel(); ++i) v[i] = to_double(p[i]);
+  });
+  return v;
+}
+
+void expect_close(const Tensor& got, const Dims& dims, const std::vector<double>& want, double rtol = 1e-4,
+                  double atol = 1e-5) {
+  ASSERT_EQ(got.dims(), dims);
+  auto g = values(got);
+  ASSERT_EQ(g.size(), want.size());
+  int bad = 0;
+  for (size_t i = 0; i < g.size() && bad < 5; ++i) {
+    if (std::isnan(want[i]) && std::isnan(g[i])) continue;
+    if (!(std::fabs(g[i] - want[i]) <= atol + rtol * std::fabs(want[i]))) {
+      ADD_FAILURE() << "element " << i << ": got " << g[i] << ", want " << want[i];
+      ++bad;
+    }
+  }
+}
+
+// One op in a model: inputs flagged constant become initializers (packed weights path), null tensors are
+// absent optional inputs. With `infer` false the model skips ONNX shape inference (for deliberately bad
+// shapes).
+struct OpGraph {
+  Model model;
+  std::unique_ptr<Session> session;
+  std::vector<Tensor> feeds;
+
+  OpGraph(const std::string& op, const std::vector<const Tensor*>& inputs,
+          std::map<std::string, Attribute> attrs, std::vector<bool> constant = {}, int num_outputs = 1,
+          bool infer = true, int opset = 17) {
+    GraphBuilder b(model, opset);
+    std::vector<Value*> ins;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i]) {
+        ins.push_back(nullptr);
+        continue;
+      }
+      if (i < constant.size() && constant[i]) {
+        ins.push_back(b.constant(*inputs[i], fmt::format("c{}", i)));
+      } else {
+        Shape s;
+        for (int64_t d : inputs[i]->dims()) s.push_back(Dim(d));
+        ins.push_back(b.input(fmt::format("in{}", i), inputs[i]->dtype(), s));
+        feeds.push_back(*inputs[i]);
+      }
+    }
+    for (Value* v : b.op_n(op, ins, num_outputs, std::move(attrs), "op")) b.output(v);
+    if (infer)
+      b.finish();
+    else
+      model.graph->topo_sort();
+    session = std::make_unique<Session>(*model.graph);
+  }
+  std::vector<Tensor> run() { return session->run(feeds); }
+};
+
+Tensor run1(const std::string& op, const std::vector<const Tensor*>& inputs,
+            std::map<std::string, Attribute> attrs = {}, std::vector<bool> constant = {}) {
+  OpGraph g(op, inputs, std::move(attrs), std::move(constant));
+  return g.run().at(0);
+}
+
+// Expects running the op to throw gaf::Error whose message contains every fragment.
+void expect_error(const std::string& op, const std::vector<const Tensor*>& inputs,
+                  std::map<std::string, Attribute> attrs, const std::vector<std::string>& fragments) {
+  try {
+    OpGraph g(op, inputs, std::move(attrs), {}, 1, false);
+    g.run();
+    ADD_FAILURE() << op << ": expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg;
+  }
+}
+
+// Flat index <-> coordinates of a row-major shape.
+Dims unravel(int64_t i, const Dims& dims) {
+  Dims c(dims.size());
+  for (int d = int(dims.size()) - 1; d >= 0; --d) {
+    c[d] = i % dims[d];
+    i /= dims[d];
+  }
+  return c;
+}
+int64_t ravel(const Dims& c, const Dims& dims) {
+  int64_t i = 0;
+  for (size_t d = 0; d < dims.size(); ++d) i = i * dims[d] + c[d];
+  return i;
+}
+
+// ---- naive references (double)
+// ----------------------------------------------------------------------------------
+
+// numpy matmul.
+std::vector<double> ref_matmul(const std::vector<double>& a, Dims ad, const std::vector<double>& b, Dims bd,
+                               Dims* out_dims) {
+  bool av = ad.size() == 1, bv = bd.size() == 1;
+  if (av) ad.insert(ad.begin(), 1);
+  if (bv) bd.push_back(1);
+  size_t r = std::max(ad.size(), bd.size());
+  while (ad.size() < r) ad.insert(ad.begin(), 1);
+  while (bd.size() < r) bd.insert(bd.begin(), 1);
+  Dims od(r);
+  for (size_t i = 0; i + 2 < r; ++i) od[i] = std::max(ad[i], bd[i]);
+  int64_t M = ad[r - 2], K = ad[r - 1], N = bd[r - 1];
+  od[r - 2] = M;
+  od[r - 1] = N;
+  std::vector<double> y(numel_of(od));
+  for (int64_t i = 0; i < int64_t(y.size()); ++i) {
+    Dims c = unravel(i, od);
+    Dims ca = c, cb = c;
+    for (size_t d = 0; d + 2 < r; ++d) {
+      ca[d] = ad[d] == 1 ? 0 : c[d];
+      cb[d] = bd[d] == 1 ? 0 : c[d];
+    }
+    double s = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      ca[r - 1] = k;
+      cb[r - 2] = k;
+      ca[r - 2] = c[r - 2];
+      cb[r - 1] = c[r - 1];
+      s += a[ravel(ca, ad)] * b[ravel(cb, bd)];
+    }
+    y[i] = s;
+  }
+  Dims out(od.begin(), od.end() - 2);
+  if (!av) out.push_back(M);
+  if (!bv) out.push_back(N);
+  *out_dims = out;
+  return y;
+}
+
+struct ConvParams {
+  Dims strides, pads, dilations;  // pads: begin..., end...
+  int64_t group = 1;
+};
+
+// Conv: x [N, C, sp...], w [M, C/g, k...].
+std::vector<double> ref_conv(const std::vector<double>& x, const Dims& xd, const std::vector<double>& w,
+                             const Dims& wd, const std::vector<double>* bias, const ConvParams& p,
+                             Dims* out_dims) {
+  const size_t S = xd.size() - 2;
+  const int64_t N = xd[0], C = xd[1], M = wd[0], G = p.group, cg = C / G, mg = M / G;
+  Dims od = {N, M}, ks(wd.begin() + 2, wd.end()), in(xd.begin() + 2, xd.end());
+  for (size_t i = 0; i < S; ++i)
+    od.push_back((in[i] + p.pads[i] + p.pads[S + i] - ((ks[i] - 1) * p.dilations[i] + 1)) / p.strides[i] + 1);
+  Dims osp(od.begin() + 2, od.end());
+  std::vector<double> y(numel_of(od));
+  for (int64_t i = 0; i < int64_t(y.size()); ++i) {
+    Dims c = unravel(i, od);
+    int64_t n = c[0], m = c[1], g = m / mg;
+    double s = bias ? (*bias)[m] : 0.0;
+    for (int64_t ci = 0; ci < cg; ++ci)
+      for (int64_t t = 0; t < numel_of(ks); ++t) {
+        Dims kc = unravel(t, ks);
+        Dims xc = {n, g * cg + ci};
+        bool ok = true;
+        for (size_t d = 0; d < S; ++d) {
+          int64_t pos = c[2 + d] * p.strides[d] - p.pads[d] + kc[d] * p.dilations[d];
+          ok &= pos >= 0 && pos < in[d];
+          xc.push_back(pos);
+        }
+        if (!ok) continue;
+        Dims wc = {m, ci};
+        wc.insert(wc.end(), kc.begin(), kc.end());
+        s += x[ravel(xc, xd)] * w[ravel(wc, wd)];
+      }
+    y[i] = s;
+  }
+  *out_dims = od;
+  return y;
+}
+
+// ConvTranspose: x [N, C, sp...], w [C, M/g, k...]; output size from pads and output_padding.
+std::vector<double> ref_conv_transpose(const std::vector<double>& x, const Dims& xd,
+                                       const std::vector<double>& w, const Dims& wd,
+                                       const std::vector<double>* bias, const ConvParams& p,
+                                       const Dims& output_padding, Dims* out_dims) {
+  const size_t S = xd.size() - 2;
+  const int64_t N = xd[0], C = xd[1], G = p.group, cg = C / G, mg = wd[1], M = mg * G;
+  Dims od = {N, M}, ks(wd.begin() + 2, wd.end()), in(xd.begin() + 2, xd.end());
+  for (size_t i = 0; i < S; ++i)
+    od.push_back(p.strides[i] * (in[i] - 1) + output_padding[i] + (ks[i] - 1) * p.dilations[i] + 1 -
+                 p.pads[i] - p.pads[S + i]);
+  std::vector<double> y(numel_of(od), 0.0);
+  for (int64_t i = 0; i < int64_t(x.size()); ++i) {
+    Dims c = unravel(i, xd);
+    int64_t n = c[0], ch = c[1], g = ch / cg;
+    for (int64_t ml = 0; ml < mg; ++ml)
+      for (int64_t t = 0; t < numel_of(ks); ++t) {
+        Dims kc = unravel(t, ks);
+        Dims oc = {n, g * mg + ml};
+        bool ok = true;
+        for (size_t d = 0; d < S; ++d) {
+          int64_t pos = c[2 + d] * p.strides[d] - p.pads[d] + kc[d] * p.dilations[d];
+          ok &= pos >= 0 && pos < od[2 + d];
+          oc.push_back(pos);
+        }
+        if (!ok) continue;
+        Dims wc = {ch, ml};
+        wc.insert(wc.end(), kc.begin(), kc.end());
+        y[ravel(oc, od)] += x[i] * w[ravel(wc, wd)];
+      }
+  }
+  if (bias)
+    for (int64_t i = 0; i < int64_t(y.size()); ++i) y[i] += (*bias)[unravel(i, od)[1]];
+  *out_dims = od;
+  return y;
+}
+
+// Pooling with explicit output sizes (PyTorch / ONNX semantics: count_include_pad counts the given pads but
+// not a ceil_mode overhang). kind: 0 max, 1 avg, 2 lp. `argmax` gets flat row-major indices.
+std::vector<double> ref_pool(int kind, const std::vector<double>& x, const Dims& xd, const Dims& k,
+                             const Dims& s, const Dims& pads, const Dims& dil, const Dims& out_sp,
+                             bool include_pad, double p, std::vector<int64_t>* argmax) {
+  const size_t S = xd.size() - 2;
+  Dims od = {xd[0], xd[1]};
+  od.insert(od.end(), out_sp.begin(), out_sp.end());
+  Dims in(xd.begin() + 2, xd.end());
+  std::vector<double> y(numel_of(od));
+  if (argmax) argmax->assign(y.size(), -1);
+  for (int64_t i = 0; i < int64_t(y.size()); ++i) {
+    Dims c = unravel(i, od);
+    double best = -INFINITY, sum = 0;
+    int64_t best_i = -1, valid = 0, counted = 0;
+    for (int64_t t = 0; t < numel_of(k); ++t) {
+      Dims kc = unravel(t, k);
+      Dims xc = {c[0], c[1]};
+      bool ok = true, in_pad = true;
+      for (size_t d = 0; d < S; ++d) {
+        int64_t pos = c[2 + d] * s[d] - pads[d] + kc[d] * dil[d];
+        ok &= pos >= 0 && pos < in[d];
+        in_pad &= pos >= -pads[d] && pos < in[d] + pads[S + d];
+        xc.push_back(pos);
+      }
+      counted += in_pad;
+      if (!ok) continue;
+      ++valid;
+      double v = x[ravel(xc, xd)];
+      if (v > best) {
+        best = v;
+        best_i = ravel(xc, xd);
+      }
+      sum += kind == 2 ? std::pow(std::fabs(v), p) : v;
+    }
+    y[i] = kind == 0   ? best
+           : kind == 1 ? sum / double(include_pad ? counted : valid)
+                       : std::pow(sum, 1.0 / p);
+    if (argmax) (*argmax)[i] = best_i;
+  }
+  return y;
+}
+
+std::vector<double> as_double(const Tensor& t) { return values(t); }
+
+// ---- registry
+// ---------------------------------------------------------------------------------------------------
+
+TEST(DnnlRegistry, OpsAreAnchorsWithFlops) {
+  for (const char* op :
+       {"MatMul", "Gemm", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
+        "GlobalMaxPool", "GlobalLpPool", "MatMulInteger", "QLinearMatMul", "ConvInteger", "QLinearConv"}) {
+    const OpInfo* info = OpRegistry::instance().find(op);
+    ASSERT_NE(info, nullptr) << op;
+    EXPECT_EQ(info->kind, OpKind::Anchor) << op;
+    EXPECT_TRUE(info->kernel) << op;
+    EXPECT_TRUE(info->flops) << op;
+  }
+  EXPECT_TRUE(OpRegistry::instance().find("LpPool")->flags & kPrecisionSensitive);
+}
+
+TEST(DnnlRegistry, FlopsFromStaticShapes) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::Float, {2, 8, 16, 16});
+  Value* w = b.random_constant("w", {32, 4, 3, 3}, 0.1f);
+  Value* y = b.op("Conv", {x, w}, {{"group", int64_t(2)}, {"strides", Dims{2, 2}}});
+  Value* a = b.input("a", DType::Float, {3, 5, 7});
+  Value* bm = b.input("b", DType::Float, {7, 11});
+  Value* z = b.op("MatMul", {a, bm});
+  Value* u = b.input("u", DType::Float, {Dim(std::string("n")), 7});
+  Value* v = b.op("MatMul", {u, bm});
+  b.output(y);
+  b.output(z);
+  b.output(v);
+  b.finish();
+  auto nodes = m.graph->nodes();
+  // Conv: out 7x7, 2 * N * M * 49 * (C/g) * 9
+  EXPECT_DOUBLE_EQ(find_op(*nodes[0])->flops(*nodes[0]), 2.0 * 2 * 32 * 49 * 4 * 9);
+  EXPECT_DOUBLE_EQ(find_op(*nodes[1])->flops(*nodes[1]), 2.0 * 3 * 5 * 7 * 11);
+  EXPECT_DOUBLE_EQ(find_op(*nodes[2])->flops(*nodes[2]), 0.0);  // symbolic batch: unknown
+}
+
+// ---- MatMul
+// -----------------------------------------------------------------------------------------------------
+
+struct MatMulCase {
+  Dims a, b;
+};
+
+TEST(DnnlMatMul, NumpySemanticsFedAndConstant) {
+  std::vector<MatMulCase> cases = {
+      {{3, 4}, {4, 5}},       {{4}, {4, 5}},       {{3, 4}, {4}},          {{4}, {4}},
+      {{2, 3, 4}, {4, 5}},    {{4}, {2, 4, 5}},    {{2, 3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {3, 4, 5}},
+      {{1, 3, 4}, {2, 4, 5}}, {{2, 3, 3, 4}, {4}}, {{3, 4}, {2, 2, 4, 5}}, {{1, 1, 3, 4}, {4, 6}},
+      {{2, 3, 1, 4}, {4, 7}},
+  };
+  uint32_t seed = 1;
+  for (const auto& c : cases) {
+    for (bool constant_b : {false, true}) {
+      SCOPED_TRACE(dims_to_string(c.a) + " x " + dims_to_string(c.b) + (constant_b ? " const" : ""));
+      Tensor a = random_tensor(DType::Float, c.a, seed++), b = random_tensor(DType::Float, c.b, seed++);
+      Dims od;
+      auto want = ref_matmul(as_double(a), c.a, as_double(b), c.b, &od);
+      expect_close(run1("MatMul", {&a, &b}, {}, {false, constant_b}), od, want);
+    }
+  }
+}
+
+TEST(DnnlMatMul, LargeParallelAndConstantWeights) {
+  Tensor a = random_tensor(DType::Float, {3, 67, 130}, 11), b = random_tensor(DType::Float, {130, 259}, 12);
+  Dims od;
+  auto want = ref_matmul(as_double(a), a.dims(), as_double(b), b.dims(), &od);
+  expect_close(run1("MatMul", {&a, &b}, {}, {false, true}), od, want, 1e-4, 1e-4);
+  expect_close(run1("MatMul", {&a, &b}), od, want, 1e-4, 1e-4);
+}
+
+TEST(DnnlMatMul, Fp16AndBf16ThroughFp32) {
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    for (bool constant_b : {false, true}) {
+      Tensor a = random_tensor(t, {2, 5, 24}, 3), b = random_tensor(t, {24, 9}, 4);
+      Dims od;
+      auto want = ref_matmul(as_double(a), a.dims(), as_double(b), b.dims(), &od);
+      Tensor y = run1("MatMul", {&a, &b}, {}, {false, constant_b});
+      EXPECT_EQ(y.dtype(), t);
+      // One rounding of the fp32 result to the 16-bit type.
+      expect_close(y, od, want, t == DType::Float16 ? 2e-3 : 1e-2, 1e-2);
+    }
+  }
+}
+
+TEST(DnnlMatMul, DoubleAndIntegersOnPlainLoops) {
+  Tensor a = random_tensor(DType::Double, {2, 3, 17}, 5), b = random_tensor(DType::Double, {17, 4}, 6);
+  Dims od;
+  auto want = ref_matmul(as_double(a), a.dims(), as_double(b), b.dims(), &od);
+  expect_close(run1("MatMul", {&a, &b}), od, want, 1e-12, 1e-12);
+  for (DType t : {DType::Int32, DType::Int64, DType::UInt32, DType::UInt64}) {
+    Tensor ai = random_tensor(t, {2, 3, 6}, 7, 0, 9), bi = random_tensor(t, {1, 6, 5}, 8, 0, 9);
+    auto wi = ref_matmul(as_double(ai), ai.dims(), as_double(bi), bi.dims(), &od);
+    Tensor y = run1("MatMul", {&ai, &bi});
+    EXPECT_EQ(y.dtype(), t);
+    expect_close(y, od, wi, 0, 0);
+  }
+  // Signed integers with negative values.
+  Tensor an = random_tensor(DType::Int64, {4, 6}, 9, -50, 50),
+         bn = random_tensor(DType::Int64, {6, 3}, 10, -50, 50);
+  auto wn = ref_matmul(as_double(an), an.dims(), as_double(bn), bn.dims(), &od);
+  expect_close(run1("MatMul", {&an, &bn}), od, wn, 0, 0);
+}
+
+TEST(DnnlMatMul, EmptyAndZeroInnerDimension) {
+  Tensor a = random_tensor(DType::Float, {3, 0}, 1), b = random_tensor(DType::Float, {0, 4}, 2);
+  Tensor y = run1("MatMul", {&a, &b});
+  expect_close(y, {3, 4}, std::vector<double>(12, 0.0));
+  Tensor a2 = random_tensor(DType::Float, {0, 5}, 1), b2 = random_tensor(DType::Float, {5, 4}, 2);
+  EXPECT_EQ(run1("MatMul", {&a2, &b2}).dims(), (Dims{0, 4}));
+}
+
+TEST(DnnlMatMul, ShapesChangingBetweenRuns) {
+  Model m;
+  GraphBuilder b(m);
+  Value* a = b.input("a", DType::Float, {Dim(std::string("n")), Dim(std::string("m")), 8});
+  Value* w = b.random_constant("w", {8, 6}, 1.f);
+  b.output(b.op("MatMul", {a, w}));
+  b.finish();
+  Session s(*m.graph);
+  std::vector<double> wv = as_double(m.graph->find_value("w")->constant());
+  for (Dims d : {Dims{1, 3, 8}, Dims{4, 5, 8}, Dims{1, 3, 8}, Dims{2, 1, 8}}) {
+    Tensor x = random_tensor(DType::Float, d, uint32_t(d[0] * 10 + d[1]));
+    Dims od;
+    auto want = ref_matmul(as_double(x), d, wv, {8, 6}, &od);
+    expect_close(s.run(std::vector<Tensor>{x}).at(0), od, want);
+  }
+}
+
+TEST(DnnlMatMul, BadShapesNameTheNode) {
+  Tensor a = random_tensor(DType::Float, {3, 4}, 1), b = random_tensor(DType::Float, {5, 6}, 2);
+  expect_error("MatMul", {&a, &b}, {}, {"'op'", "inner dimensions", "[3,4]", "[5,6]"});
+  Tensor c = random_tensor(DType::Float, {2, 3, 4}, 3), d = random_tensor(DType::Float, {3, 4, 5}, 4);
+  expect_error("MatMul", {&c, &d}, {}, {"'op'", "broadcast"});
+  Tensor e = random_tensor(DType::Double, {3, 4}, 5);
+  Tensor f = random_tensor(DType::Float, {4, 2}, 6);
+  expect_error("MatMul", {&e, &f}, {}, {"'op'", "double", "float"});
+}
+
+// ---- Gemm
+// -------------------------------------------------------------------------------------------------------
+
+std::vector<double> ref_gemm(const Tensor& A, const Tensor& B, const Tensor* C, bool ta, bool tb,
+                             double alpha, double beta, int64_t M, int64_t N, int64_t K) {
+  auto a = as_double(A), b = as_double(B);
+  std::vector<double> c = C ? as_double(*C) : std::vector<double>{};
+  Dims cd = C ? C->dims() : Dims{};
+  while (cd.size() < 2) cd.insert(cd.begin(), 1);
+  std::vector<double> y(M * N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += (ta ? a[k * M + i] : a[i * K + k]) * (tb ? b[j * K + k] : b[k * N + j]);
+      double cv = C ? c[(cd[0] == 1 ? 0 : i) * cd[1] + (cd[1] == 1 ? 0 : j)] : 0.0;
+      y[i * N + j] = alpha * s + beta * cv;
+    }
+  return y;
+}
+
+TEST(DnnlGemm, TransposesScalesAndBiasBroadcasts) {
+  const int64_t M = 6, N = 10, K = 7;
+  uint32_t seed = 20;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (Dims cdims : {Dims{}, Dims{N}, Dims{1, N}, Dims{M, 1}, Dims{M, N}, Dims{1}})
+        for (bool constant : {false, true}) {
+          SCOPED_TRACE(fmt::format("ta {} tb {} C {} const {}", ta, tb, dims_to_string(cdims), constant));
+          Tensor A = random_tensor(DType::Float, ta ? Dims{K, M} : Dims{M, K}, seed++);
+          Tensor B = random_tensor(DType::Float, tb ? Dims{N, K} : Dims{K, N}, seed++);
+          Tensor C = random_tensor(DType::Float, cdims, seed++);
+          float alpha = 0.75f, beta = cdims.size() == 1 ? 1.0f : -1.5f;
+          std::map<std::string, Attribute> attrs = {
+              {"transA", int64_t(ta)}, {"transB", int64_t(tb)}, {"alpha", alpha}, {"beta", beta}};
+          auto want = ref_gemm(A, B, &C, ta, tb, alpha, beta, M, N, K);
+          expect_close(run1("Gemm", {&A, &B, &C}, attrs, {false, constant, constant}), {M, N}, want);
+        }
+}
+
+TEST(DnnlGemm, NoBiasBetaZeroAndDouble) {
+  Tensor A = random_tensor(DType::Float, {4, 3}, 1), B = random_tensor(DType::Float, {3, 5}, 2);
+  expect_close(run1("Gemm", {&A, &B}), {4, 5}, ref_gemm(A, B, nullptr, false, false, 1, 0, 4, 5, 3));
+  Tensor C = make_tensor(DType::Float, {5}, std::vector<double>(5, NAN));
+  expect_close(run1("Gemm", {&A, &B, &C}, {{"beta", 0.f}}), {4, 5},
+               ref_gemm(A, B, nullptr, false, false, 1, 0, 4, 5, 3));
+  Tensor Ad = random_tensor(DType::Double, {3, 4}, 3), Bd = random_tensor(DType::Double, {5, 3}, 4);
+  Tensor Cd = random_tensor(DType::Double, {4, 1}, 5);
+  std::map<std::string, Attribute> attrs = {{"transA", int64_t(1)}, {"transB", int64_t(1)}, {"alpha", 2.f}};
+  expect_close(run1("Gemm", {&Ad, &Bd, &Cd}, attrs), {4, 5}, ref_gemm(Ad, Bd, &Cd, true, true, 2, 1, 4, 5, 3),
+               1e-6, 1e-6);
+  Tensor Ah = random_tensor(DType::Float16, {8, 16}, 6), Bh = random_tensor(DType::Float16, {16, 4}, 7);
+  Tensor Ch = random_tensor(DType::Float16, {4}, 8);
+  expect_close(run1("Gemm", {&Ah, &Bh, &Ch}, {}, {false, true, true}), {8, 4},
+               ref_gemm(Ah, Bh, &Ch, false, false, 1, 1, 8, 4, 16), 2e-3, 2e-3);
+}
+
+TEST(DnnlGemm, BadShapes) {
+  Tensor A = random_tensor(DType::Float, {4, 3}, 1), B = random_tensor(DType::Float, {4, 5}, 2);
+  expect_error("Gemm", {&A, &B}, {}, {"'op'", "inner dimensions"});
+  Tensor B2 = random_tensor(DType::Float, {3, 5}, 2), C = random_tensor(DType::Float, {3}, 3);
+  expect_error("Gemm", {&A, &B2, &C}, {}, {"'op'", "[3]", "broadcast", "[4,5]"});
+  Tensor A3 = random_tensor(DType::Float, {2, 4, 3}, 1);
+  expect_error("Gemm", {&A3, &B2}, {}, {"'op'", "2-D"});
+}
+
+// ---- Conv
+// -------------------------------------------------------------------------------------------------------
+
+struct ConvCase {
+  Dims x, w;
+  ConvParams p;
+  bool bias;
+};
+
+std::map<std::string, Attribute> conv_attrs(const ConvParams& p) {
+  return {{"strides", p.strides}, {"pads", p.pads}, {"dilations", p.dilations}, {"group", p.group}};
+}
+
+TEST(DnnlConv, AgainstNaiveReference) {
+  std::vector<ConvCase> cases = {
+      {{1, 3, 11}, {4, 3, 3}, {{1}, {1, 1}, {1}, 1}, true},
+      {{2, 4, 13}, {6, 2, 4}, {{2}, {0, 2}, {2}, 2}, false},
+      {{1, 3, 9, 10}, {5, 3, 3, 3}, {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, true},
+      {{2, 8, 12, 9}, {8, 4, 3, 2}, {{2, 1}, {1, 0, 2, 1}, {1, 2}, 2}, true},
+      {{1, 6, 10, 10}, {6, 1, 3, 3}, {{1, 1}, {1, 1, 1, 1}, {1, 1}, 6}, true},    // depthwise
+      {{1, 4, 10, 10}, {12, 1, 5, 5}, {{2, 2}, {2, 2, 2, 2}, {1, 1}, 4}, false},  // depthwise, multiplier 3
+      {{1, 16, 7, 7}, {24, 16, 1, 1}, {{1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, true},   // pointwise (plain layout)
+      {{2, 16, 8, 8}, {8, 16, 1, 1}, {{2, 2}, {0, 0, 0, 0}, {1, 1}, 1}, false},   // strided pointwise
+      {{1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, {{1, 2, 1}, {1, 0, 1, 0, 1, 1}, {2, 1, 1}, 1}, true},
+  };
+  uint32_t seed = 100;
+  for (const auto& c : cases) {
+    for (bool constant : {false, true}) {
+      SCOPED_TRACE(dims_to_string(c.x) + " * " + dims_to_string(c.w) + (constant ? " const" : ""));
+      Tensor x = random_tensor(DType::Float, c.x, seed++), w = random_tensor(DType::Float, c.w, seed++);
+      Tensor b = random_tensor(DType::Float, {c.w[0]}, seed++);
+      std::vector<double> bv = as_double(b);
+      Dims od;
+      auto want = ref_conv(as_double(x), c.x, as_double(w), c.w, c.bias ? &bv : nullptr, c.p, &od);
+      std::vector<const Tensor*> ins = {&x, &w};
+      if (c.bias) ins.push_back(&b);
+      expect_close(run1("Conv", ins, conv_attrs(c.p), {false, constant, constant}), od, want);
+    }
+  }
+}
+
+TEST(DnnlConv, AutoPad) {
+  Tensor x = random_tensor(DType::Float, {1, 2, 7, 8}, 1), w = random_tensor(DType::Float, {3, 2, 4, 3}, 2);
+  // SAME: out = ceil(in / stride); total pad = (out - 1) * s + k - in, the odd unit at the end (UPPER) or
+  // the beginning (LOWER). Here H: out 4, total 4+... computed below per dim.
+  for (const char* mode : {"SAME_UPPER", "SAME_LOWER", "VALID"}) {
+    SCOPED_TRACE(mode);
+    Dims s = {2, 2}, k = {4, 3}, in = {7, 8}, pads(4, 0);
+    if (std::string(mode) != "VALID")
+      for (int i = 0; i < 2; ++i) {
+        int64_t out = (in[i] + s[i] - 1) / s[i],
+                total = std::max<int64_t>(0, (out - 1) * s[i] + k[i] - in[i]);
+        int64_t small = total / 2;
+        pads[i] = std::string(mode) == "SAME_UPPER" ? small : total - small;
+        pads[2 + i] = total - pads[i];
+      }
+    ConvParams p{s, pads, {1, 1}, 1};
+    Dims od;
+    auto want = ref_conv(as_double(x), x.dims(), as_double(w), w.dims(), nullptr, p, &od);
+    expect_close(run1("Conv", {&x, &w}, {{"strides", s}, {"auto_pad", std::string(mode)}}, {false, true}), od,
+                 want);
+  }
+}
+
+TEST(DnnlConv, LargeParallelFp16Bf16AndDouble) {
+  Tensor x = random_tensor(DType::Float, {2, 32, 20, 20}, 1),
+         w = random_tensor(DType::Float, {48, 32, 3, 3}, 2);
+  ConvParams p{{1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  Dims od;
+  auto want = ref_conv(as_double(x), x.dims(), as_double(w), w.dims(), nullptr, p, &od);
+  expect_close(run1("Conv", {&x, &w}, conv_attrs(p), {false, true}), od, want, 1e-4, 1e-4);
+  for (DType t : {DType::Float16, DType::BFloat16, DType::Double}) {
+    SCOPED_TRACE(dtype_name(t));
+    Tensor xs = random_tensor(t, {1, 4, 9, 9}, 3), ws = random_tensor(t, {6, 2, 3, 3}, 4);
+    Tensor bs = random_tensor(t, {6}, 5);
+    ConvParams q{{2, 1}, {1, 1, 0, 1}, {1, 2}, 2};
+    auto bv = as_double(bs);
+    auto want2 = ref_conv(as_double(xs), xs.dims(), as_double(ws), ws.dims(), &bv, q, &od);
+    Tensor y = run1("Conv", {&xs, &ws, &bs}, conv_attrs(q));
+    EXPECT_EQ(y.dtype(), t);
+    double tol = t == DType::Double ? 1e-12 : t == DType::Float16 ? 2e-3 : 1e-2;
+    expect_close(y, od, want2, tol, tol);
+  }
+}
+
+TEST(DnnlConv, BadInputs) {
+  Tensor x = random_tensor(DType::Float, {1, 4, 8, 8}, 1), w = random_tensor(DType::Float, {6, 3, 3, 3}, 2);
+  expect_error("Conv", {&x, &w}, {}, {"'op'", "4 channels", "expects 3"});
+  Tensor w2 = random_tensor(DType::Float, {6, 4, 3, 3}, 2), b = random_tensor(DType::Float, {5}, 3);
+  expect_error("Conv", {&x, &w2, &b}, {}, {"'op'", "bias", "[6]"});
+  Tensor w3 = random_tensor(DType::Float, {6, 4, 9, 9}, 2);
+  expect_error("Conv", {&x, &w3}, {}, {"'op'", "larger than the padded input"});
+  expect_error("Conv", {&x, &w2}, {{"strides", Dims{1, 1, 1}}}, {"'op'", "strides", "3 values"});
+  expect_error("Conv", {&x, &w2}, {{"kernel_shape", Dims{2, 2}}}, {"'op'", "kernel_shape"});
+  expect_error("Conv", {&x, &w2}, {{"auto_pad", std::string("SAME")}}, {"'op'", "auto_pad 'SAME'"});
+  Tensor xi = random_tensor(DType::Int32, {1, 4, 8, 8}, 1), wi = random_tensor(DType::Int32, {6, 4, 3, 3}, 2);
+  try {
+    OpGraph g("Conv", {&xi, &wi}, {}, {}, 1, false);
+    g.run();
+    ADD_FAILURE() << "int32 Conv should be unsupported";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("int32"), std::string::npos) << e.what();
+  }
+}
+
+// ---- ConvTranspose
+// ----------------------------------------------------------------------------------------------
+
+TEST(DnnlConvTranspose, AgainstNaiveReference) {
+  struct Case {
+    Dims x, w;
+    ConvParams p;
+    Dims output_padding;
+    bool bias;
+  };
+  std::vector<Case> cases = {
+      {{1, 3, 6}, {3, 2, 3}, {{2}, {1, 0}, {1}, 1}, {1}, true},
+      {{1, 2, 4, 5}, {2, 3, 3, 3}, {{1, 1}, {0, 0, 0, 0}, {1, 1}, 1}, {0, 0}, false},
+      {{2, 4, 5, 4}, {4, 3, 3, 2}, {{2, 3}, {1, 0, 0, 1}, {1, 2}, 2}, {1, 2}, true},
+      {{1, 4, 6, 6}, {4, 1, 4, 4}, {{2, 2}, {1, 1, 1, 1}, {1, 1}, 4}, {0, 0}, true},  // depthwise upsampling
+      {{1, 2, 3, 4, 3}, {2, 2, 2, 3, 2}, {{2, 1, 2}, {0, 1, 0, 0, 1, 1}, {1, 1, 2}, 1}, {1, 0, 1}, false},
+  };
+  uint32_t seed = 300;
+  for (const auto& c : cases)
+    for (bool constant : {false, true})
+      for (DType t : {DType::Float, DType::Double}) {
+        SCOPED_TRACE(dims_to_string(c.x) + " * " + dims_to_string(c.w) + (constant ? " const " : " ") +
+                     std::string(dtype_name(t)));
+        Tensor x = random_tensor(t, c.x, seed++), w = random_tensor(t, c.w, seed++);
+        Tensor b = random_tensor(t, {c.w[1] * c.p.group}, seed++);
+        auto bv = as_double(b);
+        Dims od;
+        auto want = ref_conv_transpose(as_double(x), c.x, as_double(w), c.w, c.bias ? &bv : nullptr, c.p,
+                                       c.output_padding, &od);
+        auto attrs = conv_attrs(c.p);
+        attrs["output_padding"] = c.output_padding;
+        std::vector<const Tensor*> ins = {&x, &w};
+        if (c.bias) ins.push_back(&b);
+        expect_close(run1("ConvTranspose", ins, attrs, {false, constant, constant}), od, want, 1e-5, 1e-5);
+      }
+}
+
+TEST(DnnlConvTranspose, OutputShapeLargerThanNaturalGetsBiasOnly) {
+  Tensor x = random_tensor(DType::Float, {1, 1, 3, 3}, 1), w = random_tensor(DType::Float, {1, 2, 3, 3}, 2);
+  Tensor b = make_tensor(DType::Float, {2}, {0.5, -0.25});
+  // Natural output 9x7; asking 10x8 pads the end (total padding -1 -> begin 0, end -1).
+  Tensor y = run1("ConvTranspose", {&x, &w, &b}, {{"strides", Dims{3, 2}}, {"output_shape", Dims{10, 8}}});
+  ConvParams p{{3, 2}, {0, 0, 0, 0}, {1, 1}, 1};
+  auto bv = as_double(b);
+  Dims od;
+  auto want = ref_conv_transpose(as_double(x), x.dims(), as_double(w), w.dims(), &bv, p, {1, 1}, &od);
+  expect_close(y, od, want);
+  EXPECT_EQ(od, (Dims{1, 2, 10, 8}));
+}
+
+// ---- pooling
+// ----------------------------------------------------------------------------------------------------
+
+TEST(DnnlPool, MaxPoolWithIndicesBothStorageOrders) {
+  Tensor x = random_tensor(DType::Float, {2, 3, 7, 6}, 1);
+  Dims k = {3, 2}, s = {2, 2}, pads = {1, 0, 1, 1}, dil = {1, 1};
+  std::vector<int64_t> argmax;
+  Dims out_sp = {(7 + 2 - 3) / 2 + 1, (6 + 1 - 2) / 2 + 1};
+  auto want = ref_pool(0, as_double(x), x.dims(), k, s, pads, dil, out_sp, false, 0, &argmax);
+  for (int64_t order : {0, 1}) {
+    OpGraph g("MaxPool", {&x},
+              {{"kernel_shape", k}, {"strides", s}, {"pads", pads}, {"storage_order", order}}, {}, 2);
+    auto outs = g.run();
+    Dims od = {2, 3, out_sp[0], out_sp[1]};
+    expect_close(outs[0], od, want);
+    ASSERT_EQ(outs[1].dtype(), DType::Int64);
+    auto idx = values(outs[1]);
+    for (size_t i = 0; i < argmax.size(); ++i) {
+      int64_t e = argmax[i];
+      if (order == 1) {  // column-major within the plane: h + w * H
+        int64_t plane = e / 42, hw = e % 42;
+        e = plane * 42 + (hw / 6) + (hw % 6) * 7;
+      }
+      EXPECT_EQ(int64_t(idx[i]), e) << "element " << i << " storage_order " << order;
+    }
+  }
+}
+
+TEST(DnnlPool, CeilModeDilationsAndAveragePadCounting) {
+  Tensor x = random_tensor(DType::Float, {1, 2, 9, 8}, 2);
+  struct Case {
+    Dims k, s, pads, dil;
+    bool ceil, include;
+  };
+  std::vector<Case> cases = {
+      {{3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true, false},
+      {{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true},  // overhang not counted by count_include_pad
+      {{2, 3}, {3, 2}, {1, 0, 0, 1}, {1, 1}, false, true},
+      {{2, 2}, {1, 2}, {0, 1, 1, 0}, {2, 3}, true, false},
+  };
+  for (const auto& c : cases) {
+    Dims out_sp;
+    for (int i = 0; i < 2; ++i) {
+      int64_t in = x.dim(2 + i), ext = (c.k[i] - 1) * c.dil[i] + 1,
+              span = in + c.pads[i] + c.pads[2 + i] - ext;
+      int64_t o = (c.ceil ? (span + c.s[i] - 1) / c.s[i] : span / c.s[i]) + 1;
+      if (c.ceil && (o - 1) * c.s[i] >= in + c.pads[i]) --o;
+      out_sp.push_back(o);
+    }
+    Dims od = {1, 2, out_sp[0], out_sp[1]};
+    std::map<std::string, Attribute> attrs = {
+        {"kernel_shape", c.k}, {"strides", c.s}, {"pads", c.pads}, {"ceil_mode", int64_t(c.ceil)}};
+    SCOPED_TRACE(fmt::format("k {} s {} pads {} dil {} ceil {}", dims_to_string(c.k), dims_to_string(c.s),
+                             dims_to_string(c.pads), dims_to_string(c.dil), c.ceil));
+    auto mx = ref_pool(0, as_double(x), x.dims(), c.k, c.s, c.pads, c.dil, out_sp, false, 0, nullptr);
+    auto attrs_max = attrs;
+    attrs_max["dilations"] = c.dil;
+    expect_close(run1("MaxPool", {&x}, attrs_max), od, mx);
+    if (c.dil == Dims{1, 1}) {
+      auto av = ref_pool(1, as_double(x), x.dims(), c.k, c.s, c.pads, c.dil, out_sp, c.include, 0, nullptr);
+      auto attrs_avg = attrs;
+      attrs_avg["count_include_pad"] = int64_t(c.include);
+      expect_close(run1("AveragePool", {&x}, attrs_avg), od, av);
+      for (double p : {1.0, 2.0, 3.0}) {
+        if (c.ceil) break;  // LpPool has no ceil_mode before opset 18
+        auto lp = ref_pool(2, as_double(x), x.dims(), c.k, c.s, c.pads, c.dil, out_sp, false, p, nullptr);
+        auto attrs_lp = attrs;
+        attrs_lp.erase("ceil_mode");
+        attrs_lp["p"] = int64_t(p);
+        expect_close(run1("LpPool", {&x}, attrs_lp), od, lp);
+      }
+    }
+  }
+}
+
+TEST(DnnlPool, TypesAndSpatialRanks) {
+  // 1-D and 3-D, int8 / uint8 / double / fp16 max, fp16 average.
+  Tensor x1 = random_tensor(DType::Float, {2, 3, 11}, 3);
+  auto w1 = ref_pool(0, as_double(x1), x1.dims(), {3}, {2}, {1, 1}, {1}, {6}, false, 0, nullptr);
+  expect_close(
+      run1("MaxPool", {&x1}, {{"kernel_shape", Dims{3}}, {"strides", Dims{2}}, {"pads", Dims{1, 1}}}),
+      {2, 3, 6}, w1);
+  Tensor x3 = random_tensor(DType::Float, {1, 2, 5, 6, 4}, 4);
+  // D: (5 + 0 + 1 - 2) / 1 + 1 = 5, H: (6 + 1 + 1 - 3) / 2 + 1 = 3, W: (4 - 2) / 2 + 1 = 2
+  auto w3 = ref_pool(1, as_double(x3), x3.dims(), {2, 3, 2}, {1, 2, 2}, {0, 1, 0, 1, 1, 0}, {1, 1, 1},
+                     {5, 3, 2}, false, 0, nullptr);
+  expect_close(
+      run1("AveragePool", {&x3},
+           {{"kernel_shape", Dims{2, 3, 2}}, {"strides", Dims{1, 2, 2}}, {"pads", Dims{0, 1, 0, 1, 1, 0}}}),
+      {1, 2, 5, 3, 2}, w3);
+  for (DType t : {DType::Int8, DType::UInt8, DType::Double, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Tensor x = random_tensor(t, {1, 2, 6, 6}, 5, t == DType::UInt8 ? 0 : -100, 100);
+    auto want =
+        ref_pool(0, as_double(x), x.dims(), {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, {3, 3}, false, 0, nullptr);
+    Tensor y = run1("MaxPool", {&x}, {{"kernel_shape", Dims{2, 2}}, {"strides", Dims{2, 2}}});
+    EXPECT_EQ(y.dtype(), t);
+    expect_close(y, {1, 2, 3, 3}, want, 0, 0);
+  }
+  Tensor xh = random_tensor(DType::Float16, {1, 2, 6, 6}, 6);
+  auto wh =
+      ref_pool(1, as_double(xh), xh.dims(), {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, {6, 6}, false, 0, nullptr);
+  expect_close(run1("AveragePool", {&xh}, {{"kernel_shape", Dims{3, 3}}, {"pads", Dims{1, 1, 1, 1}}}),
+               {1, 2, 6, 6}, wh, 2e-3, 2e-3);
+  expect_error("MaxPool", {&x1}, {}, {"'op'", "kernel_shape"});
+  Tensor x2 = random_tensor(DType::Float, {2, 3}, 3);
+  expect_error("MaxPool", {&x2}, {{"kernel_shape", Dims{2}}}, {"'op'", "rank >= 3"});
+}
+
+TEST(DnnlPool, GlobalPoolsLargePlanes) {
+  for (DType t : {DType::Float, DType::Float16, DType::Double}) {
+    SCOPED_TRACE(dtype_name(t));
+    Tensor x = random_tensor(t, {2, 40, 33, 31}, 7);  // 80 planes of 1023 elements: the parallel path
+    auto v = values(x);
+    const int64_t planes = 80, size = 33 * 31;
+    std::vector<double> avg(planes), mx(planes), lp(planes);
+    for (int64_t p = 0; p < planes; ++p) {
+      double s = 0, m = -INFINITY, q = 0;
+      for (int64_t i = 0; i < size; ++i) {
+        s += v[p * size + i];
+        m = std::max(m, v[p * size + i]);
+        q += std::pow(std::fabs(v[p * size + i]), 3.0);
+      }
+      avg[p] = s / size;
+      mx[p] = m;
+      lp[p] = std::cbrt(q);
+    }
+    double tol = t == DType::Float16 ? 2e-3 : 1e-5;
+    expect_close(run1("GlobalAveragePool", {&x}), {2, 40, 1, 1}, avg, tol, tol);
+    expect_close(run1("GlobalMaxPool", {&x}), {2, 40, 1, 1}, mx, 0, 0);
+    expect_close(run1("GlobalLpPool", {&x}, {{"p", int64_t(3)}}), {2, 40, 1, 1}, lp, tol, tol);
+  }
+}
+
+// ---- integer / quantized
+// ----------------------------------------------------------------------------------------
+
+TEST(DnnlQuant, MatMulIntegerZeroPointsPerRowAndColumn) {
+  Tensor a = random_tensor(DType::UInt8, {2, 3, 5}, 1, 0, 255),
+         b = random_tensor(DType::Int8, {5, 4}, 2, -128, 127);
+  Tensor za = make_tensor(DType::UInt8, {3}, {3, 128, 7});     // per row of A
+  Tensor zb = make_tensor(DType::Int8, {4}, {-1, 0, 5, -20});  // per column of B
+  Tensor y = run1("MatMulInteger", {&a, &b, &za, &zb});
+  auto av = values(a), bv = values(b);
+  std::vector<double> want;
+  for (int64_t bi = 0; bi < 2; ++bi)
+    for (int64_t m = 0; m < 3; ++m)
+      for (int64_t n = 0; n < 4; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < 5; ++k)
+          s += (av[(bi * 3 + m) * 5 + k] - values(za)[m]) * (bv[k * 4 + n] - values(zb)[n]);
+        want.push_back(s);
+      }
+  EXPECT_EQ(y.dtype(), DType::Int32);
+  expect_close(y, {2, 3, 4}, want, 0, 0);
+}
+
+TEST(DnnlQuant, QLinearMatMulRoundsHalfToEvenAndSaturates) {
+  // 1x2 * 2x3 with scales chosen so the products land on .5 and beyond the uint8 range.
+  Tensor a = make_tensor(DType::UInt8, {1, 2}, {3, 1}),
+         b = make_tensor(DType::UInt8, {2, 3}, {1, 2, 200, 0, 1, 0});
+  Tensor as = make_tensor(DType::Float, {}, {1.0}), bs = make_tensor(DType::Float, {}, {1.0});
+  Tensor ys = make_tensor(DType::Float, {}, {2.0});
+  Tensor z = make_tensor(DType::UInt8, {}, {0}), yz = make_tensor(DType::UInt8, {}, {10});
+  // acc = [3, 7, 600] -> /2 = [1.5, 3.5, 300] -> rint [2, 4, 300] + 10 -> [12, 14, 255 (saturated)]
+  Tensor y = run1("QLinearMatMul", {&a, &as, &z, &b, &bs, &z, &ys, &yz});
+  EXPECT_EQ(y.dtype(), DType::UInt8);
+  expect_close(y, {1, 3}, {12, 14, 255}, 0, 0);
+}
+
+TEST(DnnlQuant, ConvIntegerPerChannelWeightZeroPoint) {
+  Tensor x = random_tensor(DType::UInt8, {1, 2, 5, 5}, 3, 0, 255),
+         w = random_tensor(DType::Int8, {3, 2, 3, 3}, 4, -50, 50);
+  Tensor xz = make_tensor(DType::UInt8, {}, {100});
+  Tensor wz = make_tensor(DType::Int8, {3}, {1, -2, 0});
+  Tensor y = run1("ConvInteger", {&x, &w, &xz, &wz}, {{"pads", Dims{1, 1, 1, 1}}});
+  // Reference: (x - xz) with padding contributing zero, (w - wz[m]).
+  auto xv = values(x), wv = values(w);
+  for (auto& v : xv) v -= 100;
+  for (int64_t m = 0; m < 3; ++m)
+    for (int64_t i = 0; i < 18; ++i) wv[m * 18 + i] -= values(wz)[m];
+  Dims od;
+  auto want = ref_conv(xv, x.dims(), wv, w.dims(), nullptr, {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, &od);
+  EXPECT_EQ(y.dtype(), DType::Int32);
+  expect_close(y, od, want, 0, 0);
+}
+
+// ---- fused post-ops
+// ---------------------------------------------------------------------------------------------
+
+double apply_ref(const dnnl_ops::PostOp& op, double x) {
+  using K = dnnl_ops::PostOp::Kind;
+  switch (op.kind) {
+    case K::Relu:
+      return x > 0 ? x : op.alpha * x;
+    case K::GeluErf:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case K::GeluTanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case K::Swish:
+      return x / (1 + std::exp(-op.alpha * x));
+    case K::HardSwish:
+      return x * std::min(std::max(x + 3, 0.0), 6.0) / 6;
+    case K::Clip:
+      return std::min(std::max(x, double(op.alpha)), double(op.beta));
+    case K::Linear:
+      return op.alpha * x + op.beta;
+    case K::Add:
+      break;
+  }
+  return x;
+}
+
+// Runs `node` with a post-op chain through make_anchor_kernel; `extra` are the Add inputs after the anchor's
+// own.
+Tensor run_fused(const Node& node, std::vector<const Tensor*> inputs,
+                 const std::vector<dnnl_ops::PostOp>& ops) {
+  auto k = dnnl_ops::make_anchor_kernel(node, ops);
+  std::vector<Tensor> outs(1);
+  runtime::KernelContext ctx(node, std::move(inputs), outs, Allocator::heap());
+  k->run(ctx);
+  return outs[0];
+}
+
+TEST(DnnlPostOps, ConvWithResidualAndActivations) {
+  using P = dnnl_ops::PostOp;
+  Model m;
+  GraphBuilder b(m);
+  Value* xv = b.input("x", DType::Float, {2, 8, 9, 9});
+  Value* wv = b.random_constant("w", {16, 8, 3, 3}, 0.2f);
+  Value* bv = b.random_constant("b", {16}, 0.2f);
+  b.output(b.op("Conv", {xv, wv, bv}, {{"pads", Dims{1, 1, 1, 1}}}));
+  b.finish();
+  const Node& conv = *m.graph->nodes()[0];
+  ASSERT_TRUE(dnnl_ops::supports_post_ops(conv));
+  Tensor x = random_tensor(DType::Float, {2, 8, 9, 9}, 1);
+  const Tensor& w = m.graph->find_value("w")->constant();
+  const Tensor& bias = m.graph->find_value("b")->constant();
+  auto biasv = as_double(bias);
+  Dims od;
+  auto base = ref_conv(as_double(x), x.dims(), as_double(w), w.dims(), &biasv,
+                       {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, &od);
+  Tensor residual = random_tensor(DType::Float, od, 2);
+  Tensor per_channel = random_tensor(DType::Float, {16, 1, 1}, 3);
+  auto rv = as_double(residual), cv = as_double(per_channel);
+  for (const P& act : {P::relu(), P::relu(0.1f), P::gelu_erf(), P::gelu_tanh(), P::swish(1.5f),
+                       P::hard_swish(), P::clip(0.f, 0.6f), P::linear(2.f, -0.5f)}) {
+    SCOPED_TRACE(std::string(dnnl_ops::post_op_name(act.kind)));
+    // act(conv + residual) + per-channel
+    Tensor y = run_fused(conv, {&x, &w, &bias, &residual, &per_channel}, {P::add(3), act, P::add(4)});
+    std::vector<double> want(base.size());
+    for (size_t i = 0; i < base.size(); ++i) want[i] = apply_ref(act, base[i] + rv[i]) + cv[(i / 81) % 16];
+    expect_close(y, od, want, 1e-4, 1e-4);
+  }
+}
+
+TEST(DnnlPostOps, MatMulAndGemmEpilogues) {
+  using P = dnnl_ops::PostOp;
+  Model m;
+  GraphBuilder b(m);
+  Value* a = b.input("a", DType::Float, {3, 5, 12});
+  Value* w = b.random_constant("w", {12, 7}, 0.5f);
+  b.output(b.op("MatMul", {a, w}));
+  Value* ga = b.input("ga", DType::Float, {5, 12});
+  Value* gc = b.random_constant("gc", {7}, 0.5f);
+  b.output(b.op("Gemm", {ga, w, gc}, {{"alpha", 0.5f}, {"beta", 2.f}}));
+  b.finish();
+  auto nodes = m.graph->nodes();
+  const Node& mm = *nodes[0];
+  const Node& gemm = *nodes[1];
+  const Tensor& wt = m.graph->find_value("w")->constant();
+  Tensor x = random_tensor(DType::Float, {3, 5, 12}, 1);
+  Dims od;
+  auto base = ref_matmul(as_double(x), x.dims(), as_double(wt), wt.dims(), &od);
+  // Addends of every broadcast class: bias [7], full [3,5,7], per-row [5,1] (oneDNN's reference-only
+  // broadcast, which the kernel materialises), per-batch [3,1,1] (not foldable into a 2-D product).
+  for (Dims ad : {Dims{7}, Dims{3, 5, 7}, Dims{5, 1}, Dims{3, 1, 1}}) {
+    SCOPED_TRACE(dims_to_string(ad));
+    Tensor add = random_tensor(DType::Float, ad, 2);
+    Tensor y = run_fused(mm, {&x, &wt, &add}, {P::add(2), P::gelu_erf()});
+    auto av = as_double(add);
+    Dims pad(3 - ad.size(), 1);
+    pad.insert(pad.end(), ad.begin(), ad.end());
+    std::vector<double> want(base.size());
+    for (size_t i = 0; i < base.size(); ++i) {
+      Dims c = unravel(int64_t(i), od);
+      for (int d = 0; d < 3; ++d)
+        if (pad[d] == 1) c[d] = 0;
+      want[i] = apply_ref(P::gelu_erf(), base[i] + av[ravel(c, pad)]);
+    }
+    expect_close(y, od, want, 1e-4, 1e-4);
+  }
+  // Gemm: relu(0.5 * A W + 2 * C) + residual.
+  Tensor xa = random_tensor(DType::Float, {5, 12}, 3), res = random_tensor(DType::Float, {5, 7}, 4);
+  const Tensor& c = m.graph->find_value("gc")->constant();
+  Tensor y = run_fused(gemm, {&xa, &wt, &c, &res}, {P::relu(), P::add(3)});
+  auto g = ref_gemm(xa, wt, &c, false, false, 0.5, 2.0, 5, 7, 12);
+  auto rv = as_double(res);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = std::max(g[i], 0.0) + rv[i];
+  expect_close(y, {5, 7}, g, 1e-4, 1e-4);
+}
+
+TEST(DnnlPostOps, BadChainsAndUnsupportedOps) {
+  using P = dnnl_ops::PostOp;
+  Model m;
+  GraphBuilder b(m);
+  Value* a = b.input("a", DType::Float, {3, 4});
+  Value* w = b.random_constant("w", {4, 2}, 0.5f);
+  b.output(b.op("MatMul", {a, w}));
+  b.output(b.op("MaxPool", {b.op("Unsqueeze", {a, b.ints({0})})}, {{"kernel_shape", Dims{2}}}));
+  b.finish();
+  auto nodes = m.graph->nodes();
+  EXPECT_THROW(dnnl_ops::make_anchor_kernel(*nodes[0], {P::add(1)}), Error);  // collides with B
+  EXPECT_THROW(dnnl_ops::make_anchor_kernel(*nodes[0], {P::clip(1.f, 0.f)}), Error);
+  const Node* pool = nullptr;
+  for (const Node* n : nodes)
+    if (n->op_type == "MaxPool") pool = n;
+  ASSERT_NE(pool, nullptr);
+  EXPECT_FALSE(dnnl_ops::supports_post_ops(*pool));
+  EXPECT_THROW(dnnl_ops::make_anchor_kernel(*pool, {}), Error);
+  // An addend that does not broadcast into the output.
+  Tensor x = random_tensor(DType::Float, {3, 4}, 1), bad = random_tensor(DType::Float, {4}, 2);
+  const Tensor& wt = m.graph->find_value("w")->constant();
+  try {
+    run_fused(*nodes[0], {&x, &wt, &bad}, {P::add(2)});
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not broadcast"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gaf

@@ -107,7 +107,8 @@ KernelStats group_stats(const std::vector<const Node*>& nodes, const Graph& g) {
     // Reduce->broadcast->elementwise rows: every row-shaped value of the group lives on chip for a row.
     k.working_set = reduce_row * std::max(1, live);
   } else if (anchor_n > 0) {
-    k.working_set = double(kAnchorRowBlock * anchor_n) * 4.0 * std::max(1, k.num_ops);
+    // The epilogue runs on a block of output rows while it is in cache: the block plus one operand block.
+    k.working_set = double(kAnchorRowBlock * anchor_n) * 4.0 * 2;
   } else {
     k.working_set = double(kTileElements) * 4.0 * std::max(1, live);
   }

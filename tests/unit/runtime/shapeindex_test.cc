@@ -164,6 +164,24 @@ TEST(shapeindex, TransposeLarge2DAndBatchedTakeParallelBlockedPath) {
   }
 }
 
+TEST(shapeindex, TransposeLargeOfEveryWidthUsesRegisterTiles) {
+  // 8x8 (2- and 4-byte) and 4x4 (8-byte) register transposes plus scalar edges: odd sizes on both sides.
+  Tensor f = random_floats({2, 203, 141}, 21);
+  Tensor h(DType::Float16, f.dims()), d(DType::Double, f.dims()), b(DType::UInt8, f.dims());
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    h.data<Half>()[i] = Half{float_to_half(f.data<float>()[i])};
+    d.data<double>()[i] = f.data<float>()[i];
+    b.data<uint8_t>()[i] = uint8_t(i * 7);
+  }
+  for (const auto& [x, ty] : std::vector<std::pair<Tensor, std::string>>{
+           {f, "float"}, {h, "float16"}, {d, "double"}, {b, "uint8"}}) {
+    auto y = run(
+        model(13, fmt::format("g ({0}[a,b,c] x) => ({0} y) {{ y = Transpose <perm = [0, 2, 1]> (x) }}", ty)),
+        {x});
+    EXPECT_TRUE(same_bytes(y[0], naive_transpose(x, {0, 2, 1}))) << ty;
+  }
+}
+
 TEST(shapeindex, TransposeDefaultReversesAndOrderKeepingPermIsAView) {
   Tensor x = random_floats({2, 3, 4});
   auto y = run(model(13, "g (float[a,b,c] x) => (float y) { y = Transpose(x) }"), {x});

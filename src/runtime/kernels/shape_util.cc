@@ -65,6 +65,21 @@ void copy_rows(T* dst, const T* src, const CopyPlan& p) {
   const int64_t L = p.dims[r - 1], dl = p.ds[r - 1], sl = p.ss[r - 1];
   const int no = r - 1;
   const int64_t rows = prod(p.dims, 0, no);
+  const int threads = omp_get_max_threads();
+  if (rows < threads && L >= 2 * kCopyGrain) {
+    // Fewer rows than threads (a slice of leading rows merges into one run): split the runs too.
+    const int64_t pieces = (threads + rows - 1) / rows, len = (L + pieces - 1) / pieces;
+    parallel_for(rows * pieces, 1, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> idx(std::max(no, 1));
+      for (int64_t it = b; it < e; ++it) {
+        int64_t od, os;
+        offsets_of(it / pieces, p.dims.data(), p.ds.data(), p.ss.data(), no, idx.data(), od, os);
+        const int64_t j0 = (it % pieces) * len, n = std::min(L, j0 + len) - j0;
+        if (n > 0) copy_run(dst + od + j0 * dl, src + os + j0 * sl, n, dl, sl);
+      }
+    });
+    return;
+  }
   parallel_for(rows, std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(L, 1)), [&](int64_t b, int64_t e) {
     std::vector<int64_t> idx(std::max(no, 1));
     int64_t od, os;

@@ -356,6 +356,26 @@ TEST(shapeindex, SliceLargeStridedMatchesNaive) {
   EXPECT_TRUE(ok);
 }
 
+TEST(shapeindex, SliceIntoOneLongRunIsSplitAcrossThreads) {
+  // Leading rows of a matrix merge into one contiguous run; a strided 1-D slice is one long strided run.
+  Tensor x = random_floats({1000, 300}, 10);
+  const std::string text = model(13,
+                                 "g (float[a,b] x, int64[1] s, int64[1] e, int64[1] ax, int64[1] st) => "
+                                 "(float y) { y = Slice(x, s, e, ax, st) }");
+  auto y = run(text, {x, ints({100}), ints({900}), ints({0}), ints({1})});
+  ASSERT_EQ(y[0].dims(), (std::vector<int64_t>{800, 300}));
+  EXPECT_EQ(std::memcmp(y[0].raw(), x.data<float>() + 100 * 300, y[0].nbytes()), 0);
+  Tensor v = random_floats({300001}, 12);
+  auto z = run(model(13,
+                     "g (float[a] x, int64[1] s, int64[1] e, int64[1] ax, int64[1] st) => (float y) { y = "
+                     "Slice(x, s, e, ax, st) }"),
+               {v, ints({-1}), ints({INT64_MIN}), ints({0}), ints({-2})});
+  ASSERT_EQ(z[0].dims(), (std::vector<int64_t>{150001}));
+  bool ok = true;
+  for (int64_t i = 0; i < 150001; ++i) ok &= z[0].data<float>()[i] == v.data<float>()[300000 - 2 * i];
+  EXPECT_TRUE(ok);
+}
+
 TEST(shapeindex, ExpandBroadcastCornersAndBf16) {
   Tensor x = make<float>({3, 1}, {1, 2, 3});
   const std::string text = model(13, "g (float[a,b] x, int64[n] s) => (float y) { y = Expand(x, s) }");

@@ -71,8 +71,9 @@ class ConvKernel final : public Kernel {
     dnnl::primitive prim;
     size_t scratch = 0;
     memory::desc src_user, src_md, wei_user, wei_md, bias_md, dst_user, dst_md;
-    dnnl::reorder src_reorder, dst_reorder;  // plain <-> the primitive's layout, when they differ
-    memory packed;                           // packed constant weights
+    dnnl::reorder src_reorder, dst_reorder,
+        wei_reorder;  // plain <-> the primitive's layouts, when they differ
+    memory packed;    // packed constant weights
     std::vector<Dims> addend_padded;
     std::vector<memory::desc> addend_mds;
     std::vector<bool> addend_full;  // fallback: materialised to the full output in the dst layout
@@ -157,7 +158,9 @@ class ConvKernel final : public Kernel {
     const auto any = memory::format_tag::any;
     memory::desc src_req = pointwise ? e.src_user : memory::desc(e.src_user.dims(), dt::f32, any);
     memory::desc dst_req = pointwise ? e.dst_user : memory::desc(e.dst_user.dims(), dt::f32, any);
-    memory::desc wei_req = w_const_.defined() ? memory::desc(e.wei_user.dims(), dt::f32, any) : e.wei_user;
+    // Weights in the primitive's preferred layout: constant ones are packed once, fed ones reordered per run
+    // (a plain-layout request can push oneDNN onto a much slower implementation).
+    memory::desc wei_req = memory::desc(e.wei_user.dims(), dt::f32, any);
     memory::dims strides(win.s.begin(), win.s.end()), pl(win.pb.begin(), win.pb.end()),
         pr(win.pe.begin(), win.pe.end()), dil;
     for (int i = 0; i < r; ++i) dil.push_back(win.d[i] - 1);
@@ -206,7 +209,10 @@ class ConvKernel final : public Kernel {
       e.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.dst_md, engine(), e.dst_user));
     e.scratch = pd.scratchpad_desc().get_size();
     e.prim = dnnl::primitive(pd);
-    if (w_const_.defined()) e.packed = packed_weights(e.wei_user, e.wei_md);
+    if (w_const_.defined())
+      e.packed = packed_weights(e.wei_user, e.wei_md);
+    else if (e.wei_md != e.wei_user)
+      e.wei_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.wei_user, engine(), e.wei_md));
   }
 
   memory packed_weights(const memory::desc& user, const memory::desc& want) {
@@ -244,7 +250,15 @@ class ConvKernel final : public Kernel {
       args[DNNL_ARG_WEIGHTS] = e.packed;
     } else {
       keep.push_back(to_float(W, ctx.allocator()));
-      args[DNNL_ARG_WEIGHTS] = wrap(e.wei_md, keep.back().raw());
+      memory user = wrap(e.wei_user, keep.back().raw());
+      if (e.wei_reorder) {
+        keep.push_back(scratch_tensor(e.wei_md, ctx));
+        memory packed = wrap(e.wei_md, keep.back().raw());
+        e.wei_reorder.execute(stream(), user, packed);
+        args[DNNL_ARG_WEIGHTS] = packed;
+      } else {
+        args[DNNL_ARG_WEIGHTS] = user;
+      }
     }
     if (B) {
       keep.push_back(b_const_.defined() ? b_const_ : to_float(*B, ctx.allocator()));

@@ -13,7 +13,8 @@ dnnl::engine& engine() {
 }
 
 dnnl::stream& stream() {
-  static dnnl::stream s(engine());
+  // oneDNN streams are not meant to be shared between threads: one per thread (sessions may run concurrently).
+  thread_local dnnl::stream s(engine());
   return s;
 }
 

@@ -1,5 +1,5 @@
-// Internal helpers of the oneDNN kernel family: the process-wide engine and stream, a thread-local
-// scratchpad, memory descriptors for plain row-major tensors, fp32 staging of fp16/bf16 tensors, the post-op
+// Internal helpers of the oneDNN kernel family: the process-wide engine, a stream and a scratchpad per
+// thread, memory descriptors for plain row-major tensors, fp32 staging of fp16/bf16 tensors, the post-op
 // chain, a per-kernel cache of primitives keyed by input shapes, and conversion of oneDNN errors into gaf
 // errors.
 #pragma once
@@ -33,7 +33,8 @@ memory::desc strided_desc(const Dims& dims, const Dims& strides,
 // Primitive attributes with a user-managed scratchpad (one thread-local buffer serves every primitive).
 dnnl::primitive_attr base_attr();
 
-// Runs `prim` on the shared stream; `scratch_bytes` comes from the primitive descriptor's scratchpad_desc().
+// Runs `prim` on this thread's stream; `scratch_bytes` comes from the primitive descriptor's
+// scratchpad_desc().
 void execute(const dnnl::primitive& prim, size_t scratch_bytes, std::unordered_map<int, memory>& args);
 
 // Runs a reorder between two memories (plain <-> blocked layouts, weights packing).

@@ -782,6 +782,21 @@ TEST(DnnlPool, TypesAndSpatialRanks) {
   expect_error("MaxPool", {&x2}, {{"kernel_shape", Dims{2}}}, {"'op'", "rank >= 3"});
 }
 
+TEST(DnnlPool, LpPoolOpset1TakesAFloatP) {
+  Tensor x = random_tensor(DType::Float, {1, 3, 6, 5}, 9);
+  auto want =
+      ref_pool(2, as_double(x), x.dims(), {2, 2}, {2, 1}, {0, 0, 0, 0}, {1, 1}, {3, 4}, false, 3.0, nullptr);
+  OpGraph g("LpPool", {&x}, {{"kernel_shape", Dims{2, 2}}, {"strides", Dims{2, 1}}, {"p", 3.f}}, {}, 1, true,
+            1);
+  expect_close(g.run().at(0), {1, 3, 3, 4}, want);
+  OpGraph gg("GlobalLpPool", {&x}, {{"p", 1.5f}}, {}, 1, true, 1);
+  auto v = values(x);
+  std::vector<double> gw(3, 0.0);
+  for (size_t i = 0; i < v.size(); ++i) gw[i / 30] += std::pow(std::fabs(v[i]), 1.5);
+  for (auto& w : gw) w = std::pow(w, 1 / 1.5);
+  expect_close(gg.run().at(0), {1, 3, 1, 1}, gw);
+}
+
 TEST(DnnlPool, GlobalPoolsLargePlanes) {
   for (DType t : {DType::Float, DType::Float16, DType::Double}) {
     SCOPED_TRACE(dtype_name(t));

@@ -46,4 +46,9 @@ std::unique_ptr<Pass> make_constant_to_initializer();  // Constant nodes -> init
 std::unique_ptr<Pass> make_identity_elimination();     // Identity, inference Dropout -> their input
 std::unique_ptr<Pass> make_dead_code_elimination();    // nodes whose outputs nobody reads
 
+// Canonicalisation.
+std::unique_ptr<Pass> make_constant_folding();                  // all-constant nodes -> initializers
+std::unique_ptr<Pass> make_common_subexpression_elimination();  // identical nodes, constants -> one
+std::unique_ptr<Pass> make_shape_folding();                     // Shape/Size of static shapes, Reshape chains
+
 }  // namespace gaf

@@ -50,5 +50,8 @@ std::unique_ptr<Pass> make_dead_code_elimination();    // nodes whose outputs no
 std::unique_ptr<Pass> make_constant_folding();                  // all-constant nodes -> initializers
 std::unique_ptr<Pass> make_common_subexpression_elimination();  // identical nodes, constants -> one
 std::unique_ptr<Pass> make_shape_folding();                     // Shape/Size of static shapes, Reshape chains
+// Folding into anchors.
+std::unique_ptr<Pass> make_conv_bn_fold();          // Conv -> BatchNorm / per-channel Mul, Add -> Conv
+std::unique_ptr<Pass> make_matmul_add_to_gemm();    // 2-D MatMul + constant bias -> Gemm
 
 }  // namespace gaf

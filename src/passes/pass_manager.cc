@@ -36,6 +36,9 @@ PassManager PassManager::for_opt_level(int opt_level) {
   pm.add(make_shape_folding());
   pm.add(make_constant_folding());
   pm.add(make_common_subexpression_elimination());
+  // Sibling merge before Gemm formation: it looks for MatMuls with their bias Adds.
+  pm.add(make_conv_bn_fold());
+  pm.add(make_matmul_add_to_gemm());
   pm.add(make_dead_code_elimination());
   return pm;
 }

@@ -53,5 +53,12 @@ std::unique_ptr<Pass> make_shape_folding();                     // Shape/Size of
 // Folding into anchors.
 std::unique_ptr<Pass> make_conv_bn_fold();          // Conv -> BatchNorm / per-channel Mul, Add -> Conv
 std::unique_ptr<Pass> make_matmul_add_to_gemm();    // 2-D MatMul + constant bias -> Gemm
+// Recognition of decomposed ops.
+std::unique_ptr<Pass> make_layer_norm_recognition();  // mean/variance chain -> LayerNormalization
+std::unique_ptr<Pass> make_rms_norm_recognition();    // x / sqrt(mean(x^2) + eps) -> gaf.RMSNormalization
+std::unique_ptr<Pass> make_gelu_recognition();        // erf and tanh forms -> gaf.Gelu
+std::unique_ptr<Pass> make_silu_recognition();        // x * Sigmoid(x) -> gaf.Silu
+std::unique_ptr<Pass> make_hard_swish_recognition();  // x * HardSigmoid(x), x * Relu6(x + 3) / 6
+std::unique_ptr<Pass> make_softmax_recognition();     // Exp(x - ReduceMax) / ReduceSum -> Softmax
 
 }  // namespace gaf

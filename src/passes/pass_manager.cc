@@ -39,6 +39,13 @@ PassManager PassManager::for_opt_level(int opt_level) {
   // Sibling merge before Gemm formation: it looks for MatMuls with their bias Adds.
   pm.add(make_conv_bn_fold());
   pm.add(make_matmul_add_to_gemm());
+  // LayerNorm before RMSNorm: a LayerNorm contains an RMSNorm of its centred input.
+  pm.add(make_layer_norm_recognition());
+  pm.add(make_rms_norm_recognition());
+  pm.add(make_gelu_recognition());
+  pm.add(make_silu_recognition());
+  pm.add(make_hard_swish_recognition());
+  pm.add(make_softmax_recognition());
   pm.add(make_dead_code_elimination());
   return pm;
 }

@@ -53,6 +53,7 @@ std::unique_ptr<Pass> make_shape_folding();                     // Shape/Size of
 // Folding into anchors.
 std::unique_ptr<Pass> make_conv_bn_fold();          // Conv -> BatchNorm / per-channel Mul, Add -> Conv
 std::unique_ptr<Pass> make_matmul_add_to_gemm();    // 2-D MatMul + constant bias -> Gemm
+std::unique_ptr<Pass> make_transpose_fold();        // Transposes into Gemm flags, pairs, constants
 // Recognition of decomposed ops.
 std::unique_ptr<Pass> make_layer_norm_recognition();  // mean/variance chain -> LayerNormalization
 std::unique_ptr<Pass> make_rms_norm_recognition();    // x / sqrt(mean(x^2) + eps) -> gaf.RMSNormalization

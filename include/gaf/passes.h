@@ -54,6 +54,7 @@ std::unique_ptr<Pass> make_shape_folding();                     // Shape/Size of
 std::unique_ptr<Pass> make_conv_bn_fold();          // Conv -> BatchNorm / per-channel Mul, Add -> Conv
 std::unique_ptr<Pass> make_matmul_add_to_gemm();    // 2-D MatMul + constant bias -> Gemm
 std::unique_ptr<Pass> make_transpose_fold();        // Transposes into Gemm flags, pairs, constants
+std::unique_ptr<Pass> make_sibling_matmul_merge();  // MatMuls sharing an input -> MatMul + Split
 // Recognition of decomposed ops.
 std::unique_ptr<Pass> make_layer_norm_recognition();  // mean/variance chain -> LayerNormalization
 std::unique_ptr<Pass> make_rms_norm_recognition();    // x / sqrt(mean(x^2) + eps) -> gaf.RMSNormalization

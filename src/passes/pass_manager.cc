@@ -37,6 +37,7 @@ PassManager PassManager::for_opt_level(int opt_level) {
   pm.add(make_constant_folding());
   pm.add(make_common_subexpression_elimination());
   // Sibling merge before Gemm formation: it looks for MatMuls with their bias Adds.
+  if (opt_level >= 3) pm.add(make_sibling_matmul_merge());
   pm.add(make_transpose_fold());
   pm.add(make_conv_bn_fold());
   pm.add(make_matmul_add_to_gemm());

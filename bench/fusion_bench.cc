@@ -128,8 +128,8 @@ int main(int argc, char** argv) {
   }
   double bw = copy_bandwidth();
   std::cout << fmt::format("copy bandwidth (read+write, measured now): {:.1f} GB/s\n\n", bw / 1e9);
-  std::cout << fmt::format("{:<46} {:>8} {:>8} {:>10} {:>8} {:>10} {:>9}\n", "case", "kernels", "unfused", "fused",
-                           "ratio", "fused GB/s", "% of copy");
+  std::cout << fmt::format("{:<46} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>4} {:>8}\n", "case", "kernels", "unfused",
+                           "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
   std::vector<Case (*)()> cases = {elementwise_chain, add_relu_mul, reduce_mean, softmax_rows, layernorm_rows,
                                    matmul_bias_gelu};
   for (auto make : cases) {
@@ -142,9 +142,11 @@ int main(int argc, char** argv) {
     tools::FuseResult fr = tools::fuse_model(fused, opts);
     tools::BenchResult r = tools::bench_fusion(c.model, opts, inputs, iterations);
     double gbs = fr.after.bytes / r.fused.median_s;
-    std::cout << fmt::format("{:<46} {:>3}->{:<3} {:>7.2f}ms {:>8.2f}ms {:>7.2f}x {:>10.1f} {:>8.0f}%\n", c.name,
-                             r.unfused_kernels, r.fused_kernels, r.unfused.median_s * 1e3, r.fused.median_s * 1e3,
-                             r.ratio(), gbs / 1e9, 100.0 * gbs / bw);
+    std::cout << fmt::format("{:<46} {:>3}->{:<3} {:>7.2f}ms {:>7.2f}ms {:>6.2f}x {:>10.1f} {:>8.0f}% {:>4} {:>8.1e}\n",
+                             c.name, r.unfused_kernels, r.fused_kernels, r.unfused.median_s * 1e3,
+                             r.fused.median_s * 1e3, r.ratio(), gbs / 1e9, 100.0 * gbs / bw, r.generated,
+                             r.max_rel_err);
+    for (const auto& [node, why] : r.fallbacks) std::cout << "    op by op: " << node << ": " << why << "\n";
   }
   return 0;
 }

@@ -80,6 +80,9 @@ VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vec
 struct BenchResult {
   Timing unfused, fused;
   size_t unfused_kernels = 0, fused_kernels = 0;
+  size_t generated = 0;                           // fused nodes running as generated kernels
+  std::map<std::string, std::string> fallbacks;   // fused nodes running op by op, with the reason
+  double max_rel_err = 0;  // max |fused - unfused| / max |unfused| over the outputs of one run
   double ratio() const { return fused.median_s > 0 ? unfused.median_s / fused.median_s : 0; }
   std::string text() const;
 };

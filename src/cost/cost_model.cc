@@ -3,6 +3,7 @@
 #include <set>
 
 #include "gaf/cost.h"
+#include "fusion/group_util.h"
 #include "gaf/op_registry.h"
 
 namespace gaf {
@@ -81,9 +82,16 @@ KernelStats group_stats(const std::vector<const Node*>& nodes, const Graph& g) {
     }
     OpKind kind = op_kind(*n);
     if (kind == OpKind::Reduction && n->input(0)) {
-      double in = double(value_elements(n->input(0), 1));
-      double out = std::max<double>(1, double(value_elements(n->output(0), 1)));
-      reduce_row = std::max(reduce_row, (in / out) * elem_size(n->input(0)));
+      // Row length: the product of the reduced dims (softmax-like ops keep their shape, so in/out won't do).
+      double row = 0;
+      if (auto sig = fusion_detail::row_signature(*n)) {
+        row = 1;
+        for (int a : sig->axes) row *= double(std::max<int64_t>(1, sig->input_numel_dims[a]));
+      } else {
+        double in = double(value_elements(n->input(0), 1));
+        row = in / std::max<double>(1, double(value_elements(n->output(0), 1)));
+      }
+      reduce_row = std::max(reduce_row, row * elem_size(n->input(0)));
     }
     if (kind == OpKind::Anchor && n->output(0)->type.shape && !n->output(0)->type.shape->empty()) {
       const Dim& last = n->output(0)->type.shape->back();
@@ -99,7 +107,8 @@ KernelStats group_stats(const std::vector<const Node*>& nodes, const Graph& g) {
     // Reduce->broadcast->elementwise rows: every row-shaped value of the group lives on chip for a row.
     k.working_set = reduce_row * std::max(1, live);
   } else if (anchor_n > 0) {
-    k.working_set = double(kAnchorRowBlock * anchor_n) * 4.0 * std::max(1, k.num_ops);
+    // The epilogue runs on a block of output rows while it is in cache: the block plus one operand block.
+    k.working_set = double(kAnchorRowBlock * anchor_n) * 4.0 * 2;
   } else {
     k.working_set = double(kTileElements) * 4.0 * std::max(1, live);
   }

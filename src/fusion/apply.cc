@@ -48,7 +48,7 @@ std::vector<GroupSummary> apply_fusion(Graph& g, const FusionPlan& plan, const C
     body->name = s.name;
     std::map<const Value*, Value*> map;
     std::vector<Value*> outer_inputs;
-    for (const Value* v : external_inputs(m)) {
+    for (const Value* v : external_inputs(gr.nodes)) {
       if (is_inlined_constant(v)) {
         map[v] = body->add_constant(v->name(), v->constant());
       } else {
@@ -72,7 +72,7 @@ std::vector<GroupSummary> apply_fusion(Graph& g, const FusionPlan& plan, const C
         map[n->output(i)] = c->output(i);
       }
     }
-    std::vector<const Value*> escaping = escaping_outputs(m, g);
+    std::vector<const Value*> escaping = escaping_outputs(gr.nodes, g);
     for (const Value* v : escaping) body->add_output(map.at(v));
 
     // Outer node: fresh outputs that take over the escaping values' names and uses.

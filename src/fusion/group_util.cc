@@ -107,18 +107,26 @@ std::set<const Node*> members(const Group& a, const Group& b) {
   return m;
 }
 
-std::vector<const Value*> external_inputs(const std::set<const Node*>& m) {
+std::vector<const Node*> ordered(const std::set<const Node*>& m, const GraphIndex& index) {
+  std::vector<const Node*> v(m.begin(), m.end());
+  std::sort(v.begin(), v.end(), [&](const Node* a, const Node* b) { return index.position(a) < index.position(b); });
+  return v;
+}
+
+std::vector<const Value*> external_inputs(const std::vector<const Node*>& nodes) {
+  std::set<const Node*> m(nodes.begin(), nodes.end());
   std::vector<const Value*> out;
   std::set<const Value*> seen;
-  for (const Node* n : m)
+  for (const Node* n : nodes)
     for (const Value* v : n->inputs())
       if (v && (!v->producer() || !m.count(v->producer())) && seen.insert(v).second) out.push_back(v);
   return out;
 }
 
-std::vector<const Value*> escaping_outputs(const std::set<const Node*>& m, const Graph& g) {
+std::vector<const Value*> escaping_outputs(const std::vector<const Node*>& nodes, const Graph& g) {
+  std::set<const Node*> m(nodes.begin(), nodes.end());
   std::vector<const Value*> out;
-  for (const Node* n : m)
+  for (const Node* n : nodes)
     for (const Value* o : n->outputs()) {
       bool esc = g.is_graph_output(o);
       for (const Use& u : o->uses()) esc |= !m.count(u.node);

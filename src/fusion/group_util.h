@@ -41,10 +41,12 @@ class GraphIndex {
 };
 
 std::set<const Node*> members(const Group& a, const Group& b);
-// Values read by the set from outside it (each once), excluding absent inputs.
-std::vector<const Value*> external_inputs(const std::set<const Node*>& m);
-// Values produced in the set and read outside it or returned by the graph.
-std::vector<const Value*> escaping_outputs(const std::set<const Node*>& m, const Graph& g);
+// The nodes of m in graph order (deterministic iteration).
+std::vector<const Node*> ordered(const std::set<const Node*>& m, const GraphIndex& index);
+// Values read by the nodes (in order) from outside them, each once in first-use order, excluding absent inputs.
+std::vector<const Value*> external_inputs(const std::vector<const Node*>& nodes);
+// Values the nodes produce that others read or the graph returns, in node order.
+std::vector<const Value*> escaping_outputs(const std::vector<const Node*>& nodes, const Graph& g);
 // Small constants (<= 16 elements) are copied into a fused body instead of becoming inputs.
 bool is_inlined_constant(const Value* v);
 

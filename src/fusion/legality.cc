@@ -84,12 +84,13 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
   if (!rules.enable_fusion) return D::no(Reason::FusionDisabled, "fusion is disabled by the rules file");
   if (opts.opt_level < 2) return D::no(Reason::FusionDisabled, fmt::format("opt level {} does not fuse", opts.opt_level));
   std::set<const Node*> m = members(a, b);
+  const std::vector<const Node*> nodes = ordered(m, index);
 
   // Rules that name nodes or op types, and op traits.
   int anchors = 0;
   const Node* anchor = nullptr;
   std::vector<const Node*> reductions;
-  for (const Node* n : m) {
+  for (const Node* n : nodes) {
     if (rules.skip_nodes.count(n->name))
       return D::no(Reason::RuleForbid, fmt::format("{} is in skip_nodes", n->describe()));
     if (rules.skip_op_types.count(n->op_type))
@@ -116,12 +117,12 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
       return D::no(Reason::ReductionPosition,
                    fmt::format("{} cannot share a kernel with anchor {}", reductions[0]->describe(), anchor->describe()));
     auto down = descendants_in(anchor, m);
-    for (const Node* n : m) {
+    for (const Node* n : nodes) {
       if (down.count(n)) continue;
       return D::no(Reason::AnchorPosition, fmt::format("{} would run in front of anchor {}: anchors take epilogues only",
                                                        n->describe(), anchor->describe()));
     }
-    for (const Node* n : m)
+    for (const Node* n : nodes)
       if (n != anchor && op_kind(*n) > OpKind::Broadcast)
         return D::no(Reason::AnchorPosition,
                      fmt::format("{} is not an elementwise epilogue of {}", n->describe(), anchor->describe()));
@@ -137,7 +138,7 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
         return D::no(Reason::ReductionPosition,
                      fmt::format("{} and {} do not reduce the same trailing row", reductions[0]->describe(), r->describe()));
     }
-    for (const Node* n : m)
+    for (const Node* n : nodes)
       if (op_kind(*n) == OpKind::Injective)
         return D::no(Reason::ReductionPosition,
                      fmt::format("{} (data movement) cannot share a kernel with reduction {}", n->describe(),
@@ -146,7 +147,7 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
 
   // Types and shapes of everything the group computes.
   std::set<int64_t> sizes;
-  for (const Node* n : m) {
+  for (const Node* n : nodes) {
     for (const Value* o : n->outputs()) {
       if (o->absent_output) continue;
       if (o->type.dtype == DType::Undefined || o->type.dtype == DType::String)
@@ -168,20 +169,26 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
   }
 
   int ops = 0;
-  for (const Node* n : m) ops += n->body ? int(n->body->num_nodes()) : 1;
+  for (const Node* n : nodes) ops += n->body ? int(n->body->num_nodes()) : 1;
   if (ops > rules.max_ops_per_group)
     return D::no(Reason::MaxGroupSize, fmt::format("{} ops exceed max_ops_per_group {}", ops, rules.max_ops_per_group));
   int inputs = 0;
-  for (const Value* v : external_inputs(m))
+  for (const Value* v : external_inputs(nodes))
     if (!is_inlined_constant(v)) ++inputs;
   if (inputs > rules.max_inputs_per_group)
     return D::no(Reason::MaxInputs, fmt::format("{} inputs exceed max_inputs_per_group {}", inputs,
                                                 rules.max_inputs_per_group));
 
-  auto outs = escaping_outputs(m, g);
+  std::set<const Node*> sa(a.nodes.begin(), a.nodes.end()), sb(b.nodes.begin(), b.nodes.end());
+  if (index.path_outside(sa, sb) || index.path_outside(sb, sa))
+    return D::no(Reason::Cycle, "another path between the two groups would make the fused graph cyclic");
+
+  auto outs = escaping_outputs(nodes, g);
   if (outs.size() > 1 && opts.opt_level < 3) {
+    // A conflict proper: an intermediate the group also consumes is returned by the graph.
     for (const Value* o : outs)
-      if (g.is_graph_output(o))
+      if (g.is_graph_output(o) && std::any_of(o->uses().begin(), o->uses().end(),
+                                              [&](const Use& u) { return m.count(u.node) > 0; }))
         return D::no(Reason::GraphOutputConflict,
                      fmt::format("'{}' is a graph output inside the group; keeping it needs multi-output fusion "
                                  "(opt level 3)", o->name()));
@@ -189,7 +196,7 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
                                                   outs.size()));
   }
 
-  KernelStats ks = group_stats(std::vector<const Node*>(m.begin(), m.end()), g);
+  KernelStats ks = group_stats(nodes, g);
   double budget = rules.onchip_fraction * target.onchip_bytes;
   if (ks.working_set > budget)
     return D::no(Reason::ResourceLimit, fmt::format("working set per tile {:.0f} KB exceeds {:.0f} KB on chip",
@@ -205,10 +212,6 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
             return D::no(Reason::RuleForbid, fmt::format("rule \"{}\" forbids it{}{}", r.pattern.text,
                                                          r.reason.empty() ? "" : ": ", r.reason));
   }
-
-  std::set<const Node*> sa(a.nodes.begin(), a.nodes.end()), sb(b.nodes.begin(), b.nodes.end());
-  if (index.path_outside(sa, sb) || index.path_outside(sb, sa))
-    return D::no(Reason::Cycle, "another path between the two groups would make the fused graph cyclic");
   return D::yes();
 }
 

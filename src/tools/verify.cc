@@ -1,6 +1,7 @@
 // verify, bench and explain: thin tools over fuse_model and Session.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -124,8 +125,17 @@ BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std:
   r.unfused_kernels = fr.before.kernels;
   r.fused_kernels = fr.after.kernels;
   runtime::Session su(*model.graph), sf(*fused.graph);
-  su.run(inputs);
-  sf.run(inputs);
+  r.generated = sf.generated_kernels();
+  r.fallbacks = sf.codegen_fallbacks();
+  auto ou = su.run(inputs);
+  auto of = sf.run(inputs);
+  for (size_t i = 0; i < ou.size(); ++i) {
+    // Error relative to the output's scale: max |fused - unfused| / max |unfused|.
+    Comparison c = compare(of[i], ou[i], 0, 0);
+    double scale = 0;
+    for (int64_t k = 0; k < ou[i].numel(); ++k) scale = std::max(scale, std::abs(ou[i].get_double(k)));
+    r.max_rel_err = std::max(r.max_rel_err, scale > 0 ? c.max_abs_err / scale : c.max_abs_err);
+  }
   std::vector<double> tu, tf;
   for (int i = 0; i < iterations; ++i) {
     for (int which = 0; which < 2; ++which) {
@@ -150,11 +160,14 @@ BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std:
 }
 
 std::string BenchResult::text() const {
-  return fmt::format(
-      "unfused: {} kernels, median {:.3f} ms (min {:.3f})\nfused:   {} kernels, median {:.3f} ms (min {:.3f})\n"
-      "speedup (unfused / fused, medians of {} interleaved runs): {:.2f}x\n",
+  std::string s = fmt::format(
+      "unfused: {} kernels, median {:.3f} ms (min {:.3f})\nfused:   {} kernels, median {:.3f} ms (min {:.3f}); "
+      "{} generated kernels, {} fused groups run op by op\n"
+      "speedup (unfused / fused, medians of {} interleaved runs): {:.2f}x; max difference relative to the output scale {:.2g}\n",
       unfused_kernels, unfused.median_s * 1e3, unfused.min_s * 1e3, fused_kernels, fused.median_s * 1e3,
-      fused.min_s * 1e3, unfused.iterations, ratio());
+      fused.min_s * 1e3, generated, fallbacks.size(), unfused.iterations, ratio(), max_rel_err);
+  for (const auto& [node, why] : fallbacks) s += "  op by op: " + node + ": " + why + "\n";
+  return s;
 }
 
 std::string explain(const FuseResult& r, const std::string& node) {

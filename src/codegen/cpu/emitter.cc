@@ -474,7 +474,9 @@ void Emitter::emit_rows(std::ostream& os) {
         int b = buffer.at(out);
         std::string mx = fmt::format("m{}", sv), sum = fmt::format("s{}", sv++);
         os << ind << "float " << mx << " = -__builtin_inff();\n"
-           << ind << "for (int64_t j = 0; j < L; ++j) " << mx << " = gaf_max(" << mx << ", " << x << ");\n"
+           << ind << "#pragma omp simd reduction(max:" << mx << ")\n"
+           << ind << "for (int64_t j = 0; j < L; ++j) { const float v = " << x << "; " << mx << " = v > " << mx
+           << " ? v : " << mx << "; }\n"
            << ind << "float " << sum << " = 0.0f;\n"
            << ind << "#pragma omp simd reduction(+:" << sum << ")\n"
            << ind << "for (int64_t j = 0; j < L; ++j) { const float e = gaf_exp(" << x << " - " << mx << "); "
@@ -507,8 +509,9 @@ void Emitter::emit_rows(std::ostream& os) {
         os << ind << "#pragma omp simd reduction(+:" << acc << ")\n"
            << ind << "for (int64_t j = 0; j < L; ++j) " << acc << " += " << step << ";\n";
       else
-        os << ind << "for (int64_t j = 0; j < L; ++j) " << acc << " = gaf_" << (combine == 'M' ? "max" : "min")
-           << "(" << acc << ", " << x << ");\n";
+        os << ind << "#pragma omp simd reduction(" << (combine == 'M' ? "max" : "min") << ":" << acc << ")\n"
+           << ind << "for (int64_t j = 0; j < L; ++j) { const float v = " << x << "; " << acc << " = v "
+           << (combine == 'M' ? ">" : "<") << " " << acc << " ? v : " << acc << "; }\n";
       std::string fin = fmt::format("s{}", sv++);
       os << ind << "const float " << fin << " = " << finish << ";\n";
       scalar_var[out] = fin;

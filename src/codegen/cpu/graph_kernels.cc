@@ -2,6 +2,9 @@
 // function in a runtime Kernel that binds symbolic dims, checks shapes and allocates outputs.
 #include <sstream>
 
+#include "gaf/op_registry.h"
+
+#include "codegen/cpu/anchor_postops.h"
 #include "gaf/codegen.h"
 
 namespace gaf::codegen {
@@ -67,6 +70,13 @@ GraphKernels build_graph_kernels(const Graph& g, const EmitOptions& emit, const 
   for (const Node* n : g.nodes()) {
     if (!n->body) continue;
     std::string why;
+    bool has_anchor = false;
+    for (const Node* b : n->body->nodes()) has_anchor |= op_kind(*b) == OpKind::Anchor;
+    if (has_anchor) {
+      if (auto f = anchor_postop_kernel(*n, &why)) out.factories[n] = *f;
+      else out.fallbacks[n] = why;
+      continue;
+    }
     std::string symbol = fmt::format("gaf_{}_{}", c_identifier(n->op_type), index++);
     auto k = emit_kernel(*n, symbol, emit, &why);
     if (!k) {

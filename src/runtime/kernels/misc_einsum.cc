@@ -203,75 +203,151 @@ using acc_t = std::conditional_t<std::is_floating_point_v<C>, double, wrap_t<C>>
 
 struct Dims {
   std::vector<int64_t> size, stride;
+  Dims without(size_t i) const {
+    Dims d = *this;
+    d.size.erase(d.size.begin() + long(i));
+    d.stride.erase(d.stride.begin() + long(i));
+    return d;
+  }
 };
 
-// out[row * last + j] for rows [rb, re) of `keep` (all dims but the last form the row), summing over `red`.
-template <class C, class O>
-void reduce_rows(const C* src, const Dims& keep, const Dims& red, int64_t rb, int64_t re, O* out) {
+// Row-major walk over the index space of `d` from linear index `start`; `off` is the strided offset.
+struct Odometer {
+  const Dims& d;
+  std::vector<int64_t> idx;
+  int64_t off = 0;
+  Odometer(const Dims& dims, int64_t start) : d(dims), idx(dims.size.size(), 0) {
+    for (int i = int(idx.size()) - 1; i >= 0; --i) {
+      idx[i] = start % d.size[i];
+      start /= d.size[i];
+      off += idx[i] * d.stride[i];
+    }
+  }
+  void next() {
+    for (int i = int(idx.size()) - 1; i >= 0; --i) {
+      off += d.stride[i];
+      if (++idx[i] < d.size[i]) return;
+      off -= d.stride[i] * d.size[i];
+      idx[i] = 0;
+    }
+  }
+};
+
+// Sum of n elements at stride `stride`; contiguous runs use independent lanes so the loop vectorises.
+template <class C>
+acc_t<C> sum_run(const C* p, int64_t n, int64_t stride) {
   using A = acc_t<C>;
+  A s = 0;
+  int64_t i = 0;
+  if (stride == 1) {
+    constexpr int L = 16;
+    A lanes[L] = {};
+    for (; i + L <= n; i += L)
+      for (int l = 0; l < L; ++l) lanes[l] += A(p[i + l]);
+    for (int l = 0; l < L; ++l) s += lanes[l];
+    for (; i < n; ++i) s += A(p[i]);
+    return s;
+  }
+  for (; i < n; ++i) s += A(p[i * stride]);
+  return s;
+}
+
+// out[e] for output elements [eb, ee): sums over `red_outer` x (rin elements at stride rstr).
+template <class C, class O>
+void reduce_elems(const C* src, const Dims& keep, const Dims& red_outer, int64_t rin, int64_t rstr,
+                  int64_t eb, int64_t ee, O* out) {
+  const int64_t rn = numel_of(red_outer.size);
+  Odometer ko(keep, eb);
+  for (int64_t e = eb; e < ee; ++e, ko.next()) {
+    acc_t<C> acc = 0;
+    Odometer ro(red_outer, 0);
+    for (int64_t r = 0; r < rn; ++r, ro.next()) acc += sum_run(src + ko.off + ro.off, rin, rstr);
+    out[e] = O(acc);
+  }
+}
+
+// Output rows [rb, re) whose last dimension (`last` elements) is contiguous in the source: vector
+// accumulation.
+template <class C, class O>
+void reduce_rows_keep_inner(const C* src, const Dims& keep_outer, int64_t last, const Dims& red, int64_t rb,
+                            int64_t re, O* out) {
   using R = wrap_t<C>;
-  const int nk = int(keep.size.size());
-  const int64_t last = nk ? keep.size.back() : 1;
-  const int64_t lstr = nk ? keep.stride.back() : 0;
-  const int nr = int(red.size.size());  // red is ordered so that its last dimension has the smallest stride
-  const int64_t rin = nr ? red.size.back() : 1;
-  const int64_t rstr = nr ? red.stride.back() : 0;
-  const bool keep_inner = lstr == 1 && last >= 8 && rstr != 1;
-  std::vector<int64_t> ki(size_t(std::max(nk - 1, 0)), 0), ri(size_t(std::max(nr - 1, 0)), 0);
-  int64_t rem = rb;
-  for (int d = nk - 2; d >= 0; --d) {
-    ki[d] = rem % keep.size[d];
-    rem /= keep.size[d];
-  }
-  std::vector<R> row_acc(keep_inner ? size_t(last) : 0);
-  for (int64_t row = rb; row < re; ++row) {
-    int64_t off = 0;
-    for (int d = 0; d + 1 < nk; ++d) off += ki[d] * keep.stride[d];
+  std::vector<R> acc(static_cast<size_t>(last));
+  const int64_t rn = numel_of(red.size);
+  Odometer ko(keep_outer, rb);
+  for (int64_t row = rb; row < re; ++row, ko.next()) {
+    std::fill(acc.begin(), acc.end(), R(0));
+    Odometer ro(red, 0);
+    for (int64_t r = 0; r < rn; ++r, ro.next()) {
+      const C* s = src + ko.off + ro.off;
+      R* a = acc.data();
+      for (int64_t j = 0; j < last; ++j) a[j] += R(s[j]);
+    }
     O* o = out + row * last;
-    if (keep_inner) {
-      std::fill(row_acc.begin(), row_acc.end(), R(0));
-      std::fill(ri.begin(), ri.end(), 0);
-      while (true) {
-        int64_t roff = off;
-        for (int d = 0; d + 1 < nr; ++d) roff += ri[d] * red.stride[d];
-        for (int64_t t = 0; t < rin; ++t) {
-          const C* s = src + roff + t * rstr;
-          R* a = row_acc.data();
-          for (int64_t j = 0; j < last; ++j) a[j] += R(s[j]);
-        }
-        int d = nr - 2;
-        for (; d >= 0; --d) {
-          if (++ri[d] < red.size[d]) break;
-          ri[d] = 0;
-        }
-        if (d < 0) break;
-      }
-      for (int64_t j = 0; j < last; ++j) o[j] = O(C(row_acc[j]));
-    } else {
-      for (int64_t j = 0; j < last; ++j) {
-        A acc = 0;
-        const C* base = src + off + j * lstr;
-        std::fill(ri.begin(), ri.end(), 0);
-        while (true) {
-          int64_t roff = 0;
-          for (int d = 0; d + 1 < nr; ++d) roff += ri[d] * red.stride[d];
-          const C* s = base + roff;
-          for (int64_t t = 0; t < rin; ++t) acc += A(s[t * rstr]);
-          int d = nr - 2;
-          for (; d >= 0; --d) {
-            if (++ri[d] < red.size[d]) break;
-            ri[d] = 0;
-          }
-          if (d < 0) break;
-        }
-        o[j] = O(acc);
-      }
-    }
-    for (int d = nk - 2; d >= 0; --d) {
-      if (++ki[d] < keep.size[d]) break;
-      ki[d] = 0;
-    }
+    for (int64_t j = 0; j < last; ++j) o[j] = O(C(acc[j]));
   }
+}
+
+// dst (contiguous in `keep` order) = the strided source; a transposition goes through 32x32 tiles.
+template <class C>
+void permute_copy(const C* src, const Dims& keep, C* dst) {
+  const int nk = int(keep.size.size());
+  if (nk == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  const int64_t last = keep.size.back(), lstr = keep.stride.back();
+  int a = -1;  // an outer dimension that reads the source contiguously
+  for (int i = 0; i + 1 < nk; ++i)
+    if (keep.stride[i] == 1 && keep.size[i] > 1) a = i;
+  if (lstr == 1 || a < 0 || last < 8) {
+    const Dims outer = keep.without(size_t(nk - 1));
+    const int64_t rows = numel_of(outer.size);
+    parallel_for(rows, std::max<int64_t>(1, kElemGrain / last), [&](int64_t b, int64_t e) {
+      Odometer o(outer, b);
+      for (int64_t row = b; row < e; ++row, o.next()) {
+        const C* s = src + o.off;
+        C* d = dst + row * last;
+        if (lstr == 1)
+          std::copy(s, s + last, d);
+        else
+          for (int64_t j = 0; j < last; ++j) d[j] = s[j * lstr];
+      }
+    });
+    return;
+  }
+  constexpr int64_t TB = 32;
+  const auto dst_strides = contiguous_strides(keep.size);
+  Dims rest;  // the other dimensions: source strides, and destination strides kept alongside
+  std::vector<int64_t> rest_dst;
+  for (int i = 0; i + 1 < nk; ++i)
+    if (i != a) {
+      rest.size.push_back(keep.size[i]);
+      rest.stride.push_back(keep.stride[i]);
+      rest_dst.push_back(dst_strides[i]);
+    }
+  const int64_t sa = keep.size[a], dsa = dst_strides[a];
+  const int64_t tiles_a = (sa + TB - 1) / TB, tiles_l = (last + TB - 1) / TB;
+  const int64_t tiles = numel_of(rest.size) * tiles_a * tiles_l;
+  parallel_for(tiles, std::max<int64_t>(1, kElemGrain / (TB * TB)), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / (tiles_a * tiles_l);
+      const int64_t ta = (t / tiles_l) % tiles_a, tl = t % tiles_l;
+      int64_t soff = 0, doff = 0;
+      for (int i = int(rest.size.size()) - 1; i >= 0; --i) {
+        const int64_t x = o % rest.size[i];
+        o /= rest.size[i];
+        soff += x * rest.stride[i];
+        doff += x * rest_dst[i];
+      }
+      const int64_t a1 = std::min(sa, (ta + 1) * TB), l0 = tl * TB, l1 = std::min(last, (tl + 1) * TB);
+      for (int64_t ia = ta * TB; ia < a1; ++ia) {
+        const C* s = src + soff + ia;
+        C* d = dst + doff + ia * dsa;
+        for (int64_t il = l0; il < l1; ++il) d[il] = s[il * lstr];
+      }
+    }
+  });
 }
 
 // dst (contiguous, labels `keep` in order) = sum of `in` over its labels not in `keep`. A kept label the view
@@ -284,14 +360,14 @@ void reduce_to(const View<C>& in, const std::vector<int>& keep, const std::vecto
     k.size.push_back(gsize[l]);
     k.stride.push_back(i >= 0 ? in.strides[i] : 0);
   }
-  std::vector<std::pair<int64_t, int64_t>> red;  // (stride, size), innermost = smallest stride last
+  std::vector<std::pair<int64_t, int64_t>> red;  // (stride, size); sorted so the innermost comes last
   bool empty_reduce = false;
   for (size_t i = 0; i < in.labels.size(); ++i) {
     if (std::find(keep.begin(), keep.end(), in.labels[i]) != keep.end()) continue;
     if (in.sizes[i] == 0) empty_reduce = true;
     if (in.sizes[i] > 1) red.emplace_back(in.strides[i], in.sizes[i]);
   }
-  std::sort(red.begin(), red.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  std::sort(red.begin(), red.end(), [](auto& x, auto& y) { return x.first > y.first; });
   for (auto& [s, n] : red) r.size.push_back(n), r.stride.push_back(s);
   const int64_t out_numel = numel_of(k.size);
   if (out_numel == 0) return;
@@ -299,11 +375,28 @@ void reduce_to(const View<C>& in, const std::vector<int>& keep, const std::vecto
     std::fill(dst, dst + out_numel, C(0));
     return;
   }
-  const int64_t last = k.size.empty() ? 1 : k.size.back();
-  const int64_t rows = out_numel / last;
+  if (r.size.empty()) {
+    permute_copy(in.data, k, dst);
+    return;
+  }
+  const int nk = int(k.size.size());
+  const int64_t last = nk ? k.size.back() : 1;
+  const bool keep_inner = nk && k.stride.back() == 1 && last >= 8 && r.stride.back() != 1;
+  const Dims k_outer = keep_inner ? k.without(size_t(nk - 1)) : Dims{};
   const int64_t rnumel = numel_of(r.size);
+  const int64_t items = keep_inner ? out_numel / last : out_numel;  // units of parallel work
+  const int64_t per_item = keep_inner ? last * rnumel : rnumel;
+  auto work = [&](const C* base, const Dims& rd, int64_t b, int64_t e, auto* out) {
+    using O = std::remove_pointer_t<decltype(out)>;
+    if (keep_inner) {
+      reduce_rows_keep_inner<C, O>(base, k_outer, last, rd, b, e, out);
+    } else {
+      const size_t inner = rd.size.size() - 1;
+      reduce_elems<C, O>(base, k, rd.without(inner), rd.size[inner], rd.stride[inner], b, e, out);
+    }
+  };
   const int threads = omp_get_max_threads();
-  if (rows < threads && rnumel >= 4 * kElemGrain && !r.size.empty()) {
+  if (items < threads && rnumel >= 4 * kElemGrain) {
     // Few outputs, long sums: split the largest reduced dimension across threads, then add the partial sums.
     size_t big = 0;
     for (size_t i = 1; i < r.size.size(); ++i)
@@ -318,7 +411,7 @@ void reduce_to(const View<C>& in, const std::vector<int>& keep, const std::vecto
         rp.size[big] = hi - lo;
         A* o = partial.data() + p * out_numel;
         if (hi > lo)
-          reduce_rows<C, A>(in.data + lo * r.stride[big], k, rp, 0, rows, o);
+          work(in.data + lo * r.stride[big], rp, 0, items, o);
         else
           std::fill(o, o + out_numel, A(0));
       }
@@ -330,8 +423,8 @@ void reduce_to(const View<C>& in, const std::vector<int>& keep, const std::vecto
     }
     return;
   }
-  const int64_t grain = std::max<int64_t>(1, kElemGrain / std::max<int64_t>(1, last * rnumel));
-  parallel_for(rows, grain, [&](int64_t b, int64_t e) { reduce_rows<C, C>(in.data, k, r, b, e, dst); });
+  parallel_for(items, std::max<int64_t>(1, kElemGrain / std::max<int64_t>(1, per_item)),
+               [&](int64_t b, int64_t e) { work(in.data, r, b, e, dst); });
 }
 
 // True when `v` is stored contiguously with its labels in `order` (size-1 dimensions are ignored).

@@ -259,23 +259,55 @@ inline T store_interp(Cm v) {
   }
 }
 
-// Weighted interpolation; Cm is the arithmetic type.
+// Weighted interpolation in two separable passes; Cm is the arithmetic type.
+//   1. every input row (all axes but the last) the output reads is interpolated along the last axis into a
+//      row of out_last values (gathers, K taps each);
+//   2. every output row is the weighted sum of the pass-1 rows of its outer taps (contiguous, vectorised).
 template <class T, class Cm>
-void resize_interp(const T* in, T* out, const std::vector<int64_t>& out_dims,
-                   const std::vector<int64_t>& in_strides, const std::vector<AxisPlan>& plans,
-                   double extrapolation) {
-  const int64_t out_last = out_dims.back();
+void resize_interp(const T* in, T* out, const std::vector<int64_t>& in_dims,
+                   const std::vector<int64_t>& out_dims, const std::vector<int64_t>& in_strides,
+                   const std::vector<AxisPlan>& plans, double extrapolation) {
+  const int64_t out_last = out_dims.back(), in_last = in_dims.back();
   if (out_last == 0) return;
-  const int64_t rows = numel_of(out_dims) / out_last;
+  const int64_t rows_out = numel_of(out_dims) / out_last, rows_in = numel_of(in_dims) / in_last;
   const AxisPlan& pl = plans.back();
   const int K = pl.K;
   const int64_t* il = pl.idx.data();
   const std::vector<Cm> wl(pl.w.begin(), pl.w.end());
   const T extra = store_interp<T, Cm>(Cm(extrapolation));
+
+  std::vector<uint8_t> used(static_cast<size_t>(rows_in), 0);
+  for_each_row(out_dims, in_strides, plans, 0, rows_out,
+               [&](int64_t, const std::vector<int64_t>& offs, const std::vector<double>&, bool outside) {
+                 if (!outside)
+                   for (int64_t off : offs) used[size_t(off / in_last)] = 1;
+               });
+  std::vector<Cm> tmp(static_cast<size_t>(rows_in * out_last));
+  parallel_for(rows_in, std::max<int64_t>(1, kElemGrain / (out_last * K)), [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      if (!used[row]) continue;
+      const T* src = in + row * in_last;
+      Cm* t = tmp.data() + row * out_last;
+      const Cm* w = wl.data();
+      if (K == 1) {
+        for (int64_t j = 0; j < out_last; ++j) t[j] = w[j] * Cm(load_c(src[il[j]]));
+      } else if (K == 2) {
+        for (int64_t j = 0; j < out_last; ++j)
+          t[j] = w[2 * j] * Cm(load_c(src[il[2 * j]])) + w[2 * j + 1] * Cm(load_c(src[il[2 * j + 1]]));
+      } else {
+        for (int64_t j = 0; j < out_last; ++j) {
+          const int64_t* ij = il + 4 * j;
+          const Cm* wj = w + 4 * j;
+          t[j] = wj[0] * Cm(load_c(src[ij[0]])) + wj[1] * Cm(load_c(src[ij[1]])) +
+                 wj[2] * Cm(load_c(src[ij[2]])) + wj[3] * Cm(load_c(src[ij[3]]));
+        }
+      }
+    }
+  });
+
   int64_t combos = 1;
   for (size_t a = 0; a + 1 < plans.size(); ++a) combos *= plans[a].K;
-  const int64_t grain = std::max<int64_t>(1, kElemGrain / (out_last * K * combos));
-  parallel_for(rows, grain, [&](int64_t b, int64_t e) {
+  parallel_for(rows_out, std::max<int64_t>(1, kElemGrain / (out_last * combos)), [&](int64_t b, int64_t e) {
     std::vector<Cm> acc(static_cast<size_t>(out_last));
     for_each_row(
         out_dims, in_strides, plans, b, e,
@@ -285,28 +317,16 @@ void resize_interp(const T* in, T* out, const std::vector<int64_t>& out_dims,
             std::fill(o, o + out_last, extra);
             return;
           }
-          std::fill(acc.begin(), acc.end(), Cm(0));
+          Cm* a = acc.data();
           for (size_t c = 0; c < offs.size(); ++c) {
-            const T* src = in + offs[c];
+            const Cm* t = tmp.data() + (offs[c] / in_last) * out_last;
             const Cm wc = Cm(ws[c]);
-            const Cm* w = wl.data();
-            Cm* a = acc.data();
-            if (K == 1) {
-              for (int64_t j = 0; j < out_last; ++j) a[j] += wc * w[j] * Cm(load_c(src[il[j]]));
-            } else if (K == 2) {
-              for (int64_t j = 0; j < out_last; ++j)
-                a[j] += wc * (w[2 * j] * Cm(load_c(src[il[2 * j]])) +
-                              w[2 * j + 1] * Cm(load_c(src[il[2 * j + 1]])));
-            } else {
-              for (int64_t j = 0; j < out_last; ++j) {
-                const int64_t* ij = il + 4 * j;
-                const Cm* wj = w + 4 * j;
-                a[j] += wc * (wj[0] * Cm(load_c(src[ij[0]])) + wj[1] * Cm(load_c(src[ij[1]])) +
-                              wj[2] * Cm(load_c(src[ij[2]])) + wj[3] * Cm(load_c(src[ij[3]])));
-              }
-            }
+            if (c == 0)
+              for (int64_t j = 0; j < out_last; ++j) a[j] = wc * t[j];
+            else
+              for (int64_t j = 0; j < out_last; ++j) a[j] += wc * t[j];
           }
-          for (int64_t j = 0; j < out_last; ++j) o[j] = store_interp<T, Cm>(acc[j]);
+          for (int64_t j = 0; j < out_last; ++j) o[j] = store_interp<T, Cm>(a[j]);
           if (pl.any_outside)
             for (int64_t j = 0; j < out_last; ++j)
               if (pl.outside[j]) o[j] = extra;
@@ -466,9 +486,11 @@ class ResizeKernel final : public Kernel {
         unsupported("{}: {} interpolation of bool tensors is not supported", n.describe(),
                     attrs_.mode == Mode::Linear ? "linear" : "cubic");
       } else if constexpr (std::is_same_v<T, double> || (std::is_integral_v<T> && sizeof(T) >= 4)) {
-        resize_interp<T, double>(x.data<T>(), y.data<T>(), out_dims, in_strides, plans, attrs_.extrapolation);
+        resize_interp<T, double>(x.data<T>(), y.data<T>(), x.dims(), out_dims, in_strides, plans,
+                                 attrs_.extrapolation);
       } else {
-        resize_interp<T, float>(x.data<T>(), y.data<T>(), out_dims, in_strides, plans, attrs_.extrapolation);
+        resize_interp<T, float>(x.data<T>(), y.data<T>(), x.dims(), out_dims, in_strides, plans,
+                                attrs_.extrapolation);
       }
     });
   }

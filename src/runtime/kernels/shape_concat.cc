@@ -21,17 +21,19 @@ struct RunCopy {
       using WT = std::conditional_t<kToWhole, T*, const T*>;
       using PT = std::conditional_t<kToWhole, const T*, T*>;
       auto copy = [](WT w, PT p, int64_t n, bool par) {
+        T* dst;
+        const T* src;
         if constexpr (kToWhole) {
-          if (par)
-            parallel_memcpy(w, p, size_t(n) * sizeof(T));
-          else
-            copy_elems(w, p, n);
+          dst = w;
+          src = p;
         } else {
-          if (par)
-            parallel_memcpy(p, w, size_t(n) * sizeof(T));
-          else
-            copy_elems(p, w, n);
+          dst = p;
+          src = w;
         }
+        if constexpr (std::is_trivially_copyable_v<T>) {
+          if (par) return parallel_memcpy(dst, src, size_t(n) * sizeof(T));
+        }
+        copy_elems(dst, src, n);
       };
       WT w = static_cast<WT>(whole);
       const int threads = omp_get_max_threads();

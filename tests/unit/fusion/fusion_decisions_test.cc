@@ -86,7 +86,7 @@ TEST(FusionDecisions, AnchorTakesEpiloguesOnly) {
 
 TEST(FusionDecisions, ReductionsMustShareTheirRow) {
   auto f = fuse(R"(g (float[32,64] x) => (float[1,1] y) {
-      a = ReduceSum <axes = [1], keepdims = 1> (x) y = ReduceMax <axes = [0], keepdims = 1> (a) })");
+      a = ReduceMax <axes = [1], keepdims = 1> (x) y = ReduceMin <axes = [0], keepdims = 1> (a) })");
   expect_reason(f.result, "a", "y", Reason::ReductionPosition);
   // Twin: a layer-norm shaped row (reduce -> broadcast -> elementwise -> reduce over the same row) is one group.
   auto ln = fuse(R"(g (float[32,64] x) => (float[32,64] y) {

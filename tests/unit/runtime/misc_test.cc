@@ -382,6 +382,26 @@ TEST(misc_Resize, LinearIsExactOnARampLargeAndHalf) {
   }
 }
 
+TEST(misc_Resize, Linear3DHalfPixelClampsCoordinates) {
+  // Trilinear on an affine function, with up- and downscaled axes: f at the clamped source coordinates.
+  const std::vector<int64_t> in = {4, 5, 6};
+  const std::vector<float> sc = {1.5f, 2.f, 0.5f};
+  std::vector<float> v;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 6; ++k) v.push_back(float(2 * i - 3 * j + 0.5 * k));
+  auto outs =
+      run17(R"(g (float[4,5,6] x, float[3] s) => (float[6,10,3] y) { y = Resize<mode = "linear">(x, , s) })",
+            {f32(in, v), f32({3}, sc)});
+  ASSERT_EQ(outs[0].dims(), (std::vector<int64_t>{6, 10, 3}));
+  auto src = [&](int64_t x, int a) { return std::clamp((x + 0.5) / sc[a] - 0.5, 0.0, double(in[a] - 1)); };
+  std::vector<double> want;
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 10; ++j)
+      for (int k = 0; k < 3; ++k) want.push_back(2 * src(i, 0) - 3 * src(j, 1) + 0.5 * src(k, 2));
+  expect_close(as_double(outs[0]), want, 1e-5, 1e-5);
+}
+
 TEST(misc_Resize, CubicOnIntegersRoundsAndSaturates) {
   // A 0 -> 255 step: cubic overshoots past both ends; uint8 must clamp, not wrap.
   std::vector<uint8_t> v = {0, 0, 0, 255, 255, 255};
@@ -556,6 +576,14 @@ TEST(misc_Einsum, LargeBatchedMatmulAndLongSums) {
                1e-4);                                 // many small: parallel batches
   check_einsum("ij->", "ij->", {{700, 1000}}, 1e-4);  // split reduction
   check_einsum("ij->j", "ij->j", {{3000, 100}}, 1e-4);
+  check_einsum("ij->i", "ij->i", {{3000, 100}}, 1e-4);
+  check_einsum("ij->j", "ij->j", {{200000, 3}}, 1e-4);  // few outputs, strided sum: split
+  check_einsum("ij->j", "ij->j", {{20000, 40}}, 1e-4);  // few rows, contiguous accumulation: split
+  // Transpositions: tiled when the contiguous source dimension is not the last output dimension.
+  check_einsum("ij->ji", "ij->ji", {{300, 200}});
+  check_einsum("abc->cab", "abc->cab", {{5, 40, 33}});
+  check_einsum("abc->acb", "abc->acb", {{7, 45, 50}});
+  check_einsum("abc->bca", "abc->bca", {{3, 9, 70}});
 }
 
 TEST(misc_Einsum, TypesHalfIntDouble) {

@@ -164,6 +164,24 @@ TEST(shapeindex, TransposeLarge2DAndBatchedTakeParallelBlockedPath) {
   }
 }
 
+TEST(shapeindex, TransposeLargeOfEveryWidthUsesRegisterTiles) {
+  // 8x8 (2- and 4-byte) and 4x4 (8-byte) register transposes plus scalar edges: odd sizes on both sides.
+  Tensor f = random_floats({2, 203, 141}, 21);
+  Tensor h(DType::Float16, f.dims()), d(DType::Double, f.dims()), b(DType::UInt8, f.dims());
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    h.data<Half>()[i] = Half{float_to_half(f.data<float>()[i])};
+    d.data<double>()[i] = f.data<float>()[i];
+    b.data<uint8_t>()[i] = uint8_t(i * 7);
+  }
+  for (const auto& [x, ty] : std::vector<std::pair<Tensor, std::string>>{
+           {f, "float"}, {h, "float16"}, {d, "double"}, {b, "uint8"}}) {
+    auto y = run(
+        model(13, fmt::format("g ({0}[a,b,c] x) => ({0} y) {{ y = Transpose <perm = [0, 2, 1]> (x) }}", ty)),
+        {x});
+    EXPECT_TRUE(same_bytes(y[0], naive_transpose(x, {0, 2, 1}))) << ty;
+  }
+}
+
 TEST(shapeindex, TransposeDefaultReversesAndOrderKeepingPermIsAView) {
   Tensor x = random_floats({2, 3, 4});
   auto y = run(model(13, "g (float[a,b,c] x) => (float y) { y = Transpose(x) }"), {x});
@@ -335,6 +353,26 @@ TEST(shapeindex, SliceLargeStridedMatchesNaive) {
   for (int64_t i = 0; i < 148; ++i)
     for (int64_t j = 0; j < 400; ++j)
       ok &= y[0].data<float>()[i * 400 + j] == x.data<float>()[(3 + 2 * i) * 1200 + 1 + 3 * j];
+  EXPECT_TRUE(ok);
+}
+
+TEST(shapeindex, SliceIntoOneLongRunIsSplitAcrossThreads) {
+  // Leading rows of a matrix merge into one contiguous run; a strided 1-D slice is one long strided run.
+  Tensor x = random_floats({1000, 300}, 10);
+  const std::string text = model(13,
+                                 "g (float[a,b] x, int64[1] s, int64[1] e, int64[1] ax, int64[1] st) => "
+                                 "(float y) { y = Slice(x, s, e, ax, st) }");
+  auto y = run(text, {x, ints({100}), ints({900}), ints({0}), ints({1})});
+  ASSERT_EQ(y[0].dims(), (std::vector<int64_t>{800, 300}));
+  EXPECT_EQ(std::memcmp(y[0].raw(), x.data<float>() + 100 * 300, y[0].nbytes()), 0);
+  Tensor v = random_floats({300001}, 12);
+  auto z = run(model(13,
+                     "g (float[a] x, int64[1] s, int64[1] e, int64[1] ax, int64[1] st) => (float y) { y = "
+                     "Slice(x, s, e, ax, st) }"),
+               {v, ints({-1}), ints({INT64_MIN}), ints({0}), ints({-2})});
+  ASSERT_EQ(z[0].dims(), (std::vector<int64_t>{150001}));
+  bool ok = true;
+  for (int64_t i = 0; i < 150001; ++i) ok &= z[0].data<float>()[i] == v.data<float>()[300000 - 2 * i];
   EXPECT_TRUE(ok);
 }
 

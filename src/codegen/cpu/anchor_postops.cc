@@ -1,0 +1,223 @@
+// Anchor groups (MatMul / Gemm / Conv + an elementwise epilogue) run as one oneDNN primitive with post-ops: the
+// epilogue is applied to each output block while it is in cache, so the anchor's result never round-trips DRAM.
+//
+// The epilogue must be a chain from the anchor's output to the group's single output, each link one of:
+//   Add(y, t) / Add(t, y)              -> binary add of t (bias, residual; numpy-broadcast)
+//   Add/Sub/Mul/Div(y, scalar c)       -> linear
+//   Relu, LeakyRelu, Clip(consts), HardSwish
+//   Mul(y, Sigmoid(y))                 -> swish
+//   Div(y, sqrt2) -> Erf -> Add 1 -> Mul y -> Mul 0.5   (and gaf.Gelu / Gelu)   -> gelu_erf
+// Anything else is left to the op-by-op fallback, with the reason.
+#include <cmath>
+#include <optional>
+
+#include "codegen/cpu/anchor_postops.h"
+#include "gaf/op_registry.h"
+#include "runtime/kernels/dnnl_ops.h"
+
+namespace gaf::codegen {
+
+namespace {
+
+using runtime::dnnl_ops::PostOp;
+
+std::optional<double> scalar_constant(const Value* v) {
+  if (!v || !v->is_constant() || v->constant().numel() != 1) return std::nullopt;
+  return v->constant().get_double(0);
+}
+
+bool near(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(b)); }
+
+// The single consumer of v inside the body, or null.
+const Node* only_use(const Value* v) { return v->uses().size() == 1 ? v->uses()[0].node : nullptr; }
+
+// The operand of binary node n that is not v (null when both are v).
+const Value* other(const Node* n, const Value* v) {
+  if (n->num_inputs() != 2) return nullptr;
+  if (n->input(0) == v && n->input(1) != v) return n->input(1);
+  if (n->input(1) == v && n->input(0) != v) return n->input(0);
+  return nullptr;
+}
+
+// 0.5 * y * (1 + erf(y / sqrt2)) starting at y; returns the value it produces.
+const Value* match_gelu(const Value* y) {
+  const Node* div = nullptr;
+  const Node* mul_y = nullptr;
+  for (const Use& u : y->uses()) {
+    const Node* n = u.node;
+    if (n->op_type == "Div" && n->input(0) == y && scalar_constant(n->input(1)) &&
+        near(*scalar_constant(n->input(1)), std::sqrt(2.0)))
+      div = n;
+    else if (n->op_type == "Mul" && n->input(0) != n->input(1)) mul_y = n;
+  }
+  if (!div || !mul_y || y->uses().size() != 2) return nullptr;
+  const Node* erf = only_use(div->output(0));
+  if (!erf || erf->op_type != "Erf") return nullptr;
+  const Node* add = only_use(erf->output(0));
+  if (!add || add->op_type != "Add") return nullptr;
+  auto one = scalar_constant(other(add, erf->output(0)));
+  if (!one || *one != 1.0) return nullptr;
+  if (only_use(add->output(0)) != mul_y || other(mul_y, y) != add->output(0)) return nullptr;
+  const Node* half = only_use(mul_y->output(0));
+  if (!half || half->op_type != "Mul") return nullptr;
+  auto h = scalar_constant(other(half, mul_y->output(0)));
+  if (!h || *h != 0.5) return nullptr;
+  return half->output(0);
+}
+
+class AnchorPostOpKernel final : public runtime::Kernel {
+ public:
+  struct Source {
+    int fused_input = -1;            // index into the fused node's inputs
+    const Tensor* constant = nullptr;  // or a body constant
+  };
+  AnchorPostOpKernel(const Node& anchor, std::vector<PostOp> ops, std::vector<Source> sources)
+      : anchor_(anchor), sources_(std::move(sources)),
+        inner_(runtime::dnnl_ops::make_anchor_kernel(anchor, std::move(ops))) {}
+
+  void run(runtime::KernelContext& ctx) override {
+    std::vector<const Tensor*> ins;
+    for (const Source& s : sources_) ins.push_back(s.fused_input >= 0 ? ctx.input(s.fused_input) : s.constant);
+    std::vector<Tensor> outs(size_t(anchor_.num_outputs()));
+    runtime::KernelContext sub(anchor_, ins, outs, ctx.allocator());
+    inner_->run(sub);
+    ctx.set_output(0, std::move(outs[0]));
+  }
+
+ private:
+  const Node& anchor_;
+  std::vector<Source> sources_;
+  std::unique_ptr<runtime::Kernel> inner_;
+};
+
+}  // namespace
+
+std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string* why) {
+  const Graph& body = *fused.body;
+  auto nodes = body.nodes();
+  const Node* anchor = nullptr;
+  for (const Node* n : nodes)
+    if (op_kind(*n) == OpKind::Anchor) anchor = n;
+  if (!anchor) {
+    *why = "no anchor";
+    return std::nullopt;
+  }
+  if (!runtime::dnnl_ops::supports_post_ops(*anchor)) {
+    *why = fmt::format("{} takes no oneDNN post-ops", anchor->describe());
+    return std::nullopt;
+  }
+  if (body.outputs().size() != 1) {
+    *why = "anchor groups with several outputs are not supported";
+    return std::nullopt;
+  }
+  auto input_index = [&](const Value* v) {
+    const auto& ins = body.inputs();
+    auto it = std::find(ins.begin(), ins.end(), v);
+    return it == ins.end() ? -1 : int(it - ins.begin());
+  };
+  std::vector<AnchorPostOpKernel::Source> sources;
+  auto source_of = [&](const Value* v) -> std::optional<AnchorPostOpKernel::Source> {
+    if (!v) return AnchorPostOpKernel::Source{};
+    if (v->is_constant()) return AnchorPostOpKernel::Source{-1, &v->constant()};
+    int i = input_index(v);
+    if (i < 0) return std::nullopt;
+    return AnchorPostOpKernel::Source{i, nullptr};
+  };
+  for (int i = 0; i < anchor->num_inputs(); ++i) {
+    auto s = source_of(anchor->input(i));
+    if (!s) {
+      *why = fmt::format("input {} of {} is computed inside the group", i, anchor->describe());
+      return std::nullopt;
+    }
+    sources.push_back(*s);
+  }
+  std::vector<PostOp> ops;
+  const Value* cur = anchor->output(0);
+  size_t consumed = 1;
+  while (cur != body.outputs()[0]) {
+    if (const Value* g = match_gelu(cur)) {
+      ops.push_back(PostOp::gelu_erf());
+      cur = g;
+      consumed += 5;
+      continue;
+    }
+    const Node* n = only_use(cur);
+    if (!n) {
+      // Mul(y, Sigmoid(y)): swish.
+      if (cur->uses().size() == 2) {
+        const Node* sig = nullptr;
+        const Node* mul = nullptr;
+        for (const Use& u : cur->uses()) {
+          if (u.node->op_type == "Sigmoid") sig = u.node;
+          if (u.node->op_type == "Mul") mul = u.node;
+        }
+        if (sig && mul && other(mul, cur) == sig->output(0)) {
+          ops.push_back(PostOp::swish());
+          cur = mul->output(0);
+          consumed += 2;
+          continue;
+        }
+      }
+      *why = fmt::format("'{}' feeds several epilogue ops", cur->name());
+      return std::nullopt;
+    }
+    const std::string& op = n->domain.empty() || n->domain == "gaf" ? n->op_type : "";
+    const Value* o = other(n, cur);
+    auto c = scalar_constant(o);
+    bool first = n->num_inputs() >= 1 && n->input(0) == cur;
+    if (op == "Add" && c) ops.push_back(PostOp::linear(1.f, float(*c)));
+    else if (op == "Add" && o) {
+      auto s = source_of(o);
+      if (!s) {
+        *why = fmt::format("the addend of {} is computed inside the group", n->describe());
+        return std::nullopt;
+      }
+      ops.push_back(PostOp::add(int(sources.size())));
+      sources.push_back(*s);
+    } else if (op == "Sub" && c && first) ops.push_back(PostOp::linear(1.f, float(-*c)));
+    else if (op == "Sub" && c) ops.push_back(PostOp::linear(-1.f, float(*c)));
+    else if (op == "Mul" && c) ops.push_back(PostOp::linear(float(*c), 0.f));
+    else if (op == "Div" && c && first) ops.push_back(PostOp::linear(float(1.0 / *c), 0.f));
+    else if (op == "Relu") ops.push_back(PostOp::relu());
+    else if (op == "LeakyRelu") ops.push_back(PostOp::relu(n->attr_float("alpha", 0.01f)));
+    else if (op == "HardSwish") ops.push_back(PostOp::hard_swish());
+    else if (op == "Gelu" && n->attr_string("approximate", "none") == "none") ops.push_back(PostOp::gelu_erf());
+    else if (op == "Gelu") ops.push_back(PostOp::gelu_tanh());
+    else if (op == "Clip") {
+      float lo = -3.402823466e38f, hi = 3.402823466e38f;
+      if (n->opset < 11) {
+        lo = n->attr_float("min", lo);
+        hi = n->attr_float("max", hi);
+      } else {
+        auto mn = scalar_constant(n->input(1));
+        auto mx = scalar_constant(n->input(2));
+        if ((n->input(1) && !mn) || (n->input(2) && !mx)) {
+          *why = fmt::format("{} has non-constant bounds", n->describe());
+          return std::nullopt;
+        }
+        if (mn) lo = float(*mn);
+        if (mx) hi = float(*mx);
+      }
+      ops.push_back(PostOp::clip(lo, hi));
+    } else {
+      *why = fmt::format("{} has no oneDNN post-op form", n->describe());
+      return std::nullopt;
+    }
+    cur = n->output(0);
+    ++consumed;
+  }
+  if (consumed != nodes.size()) {
+    *why = "the epilogue is not a single chain from the anchor";
+    return std::nullopt;
+  }
+  if (!cur->type.shape || !anchor->output(0)->type.shape || !(*cur->type.shape == *anchor->output(0)->type.shape)) {
+    *why = "the epilogue changes the anchor's output shape";
+    return std::nullopt;
+  }
+  const Node* a = anchor;
+  return KernelFactory([a, ops, sources](const Node&) -> std::unique_ptr<runtime::Kernel> {
+    return std::make_unique<AnchorPostOpKernel>(*a, ops, sources);
+  });
+}
+
+}  // namespace gaf::codegen

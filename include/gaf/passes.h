@@ -46,4 +46,21 @@ std::unique_ptr<Pass> make_constant_to_initializer();  // Constant nodes -> init
 std::unique_ptr<Pass> make_identity_elimination();     // Identity, inference Dropout -> their input
 std::unique_ptr<Pass> make_dead_code_elimination();    // nodes whose outputs nobody reads
 
+// Canonicalisation.
+std::unique_ptr<Pass> make_constant_folding();                  // all-constant nodes -> initializers
+std::unique_ptr<Pass> make_common_subexpression_elimination();  // identical nodes, constants -> one
+std::unique_ptr<Pass> make_shape_folding();                     // Shape/Size of static shapes, Reshape chains
+// Folding into anchors.
+std::unique_ptr<Pass> make_conv_bn_fold();          // Conv -> BatchNorm / per-channel Mul, Add -> Conv
+std::unique_ptr<Pass> make_matmul_add_to_gemm();    // 2-D MatMul + constant bias -> Gemm
+std::unique_ptr<Pass> make_transpose_fold();        // Transposes into Gemm flags, pairs, constants
+std::unique_ptr<Pass> make_sibling_matmul_merge();  // MatMuls sharing an input -> MatMul + Split
+// Recognition of decomposed ops.
+std::unique_ptr<Pass> make_layer_norm_recognition();  // mean/variance chain -> LayerNormalization
+std::unique_ptr<Pass> make_rms_norm_recognition();    // x / sqrt(mean(x^2) + eps) -> gaf.RMSNormalization
+std::unique_ptr<Pass> make_gelu_recognition();        // erf and tanh forms -> gaf.Gelu
+std::unique_ptr<Pass> make_silu_recognition();        // x * Sigmoid(x) -> gaf.Silu
+std::unique_ptr<Pass> make_hard_swish_recognition();  // x * HardSigmoid(x), x * Relu6(x + 3) / 6
+std::unique_ptr<Pass> make_softmax_recognition();     // Exp(x - ReduceMax) / ReduceSum -> Softmax
+
 }  // namespace gaf

@@ -16,7 +16,8 @@ bool PassManager::run(Graph& g, PassContext& ctx, int max_iterations) {
       if (c && ctx.verify_each) verify(g);
       if (c && !ctx.dump_dir.empty()) {
         std::filesystem::create_directories(ctx.dump_dir);
-        std::ofstream(std::filesystem::path(ctx.dump_dir) / fmt::format("{:02}_{}.txt", dump_index++, p->name()))
+        std::ofstream(std::filesystem::path(ctx.dump_dir) /
+                      fmt::format("{:02}_{}.txt", dump_index++, p->name()))
             << g.to_string();
       }
     }
@@ -28,11 +29,26 @@ bool PassManager::run(Graph& g, PassContext& ctx, int max_iterations) {
 
 PassManager PassManager::for_opt_level(int opt_level) {
   PassManager pm;
-  if (opt_level >= 1) {
-    pm.add(make_constant_to_initializer());
-    pm.add(make_identity_elimination());
-    pm.add(make_dead_code_elimination());
-  }
+  if (opt_level < 1) return pm;
+  // Canonicalise first: later matchers see constants folded and duplicates merged.
+  pm.add(make_constant_to_initializer());
+  pm.add(make_identity_elimination());
+  pm.add(make_shape_folding());
+  pm.add(make_constant_folding());
+  pm.add(make_common_subexpression_elimination());
+  // Sibling merge before Gemm formation: it looks for MatMuls with their bias Adds.
+  if (opt_level >= 3) pm.add(make_sibling_matmul_merge());
+  pm.add(make_transpose_fold());
+  pm.add(make_conv_bn_fold());
+  pm.add(make_matmul_add_to_gemm());
+  // LayerNorm before RMSNorm: a LayerNorm contains an RMSNorm of its centred input.
+  pm.add(make_layer_norm_recognition());
+  pm.add(make_rms_norm_recognition());
+  pm.add(make_gelu_recognition());
+  pm.add(make_silu_recognition());
+  pm.add(make_hard_swish_recognition());
+  pm.add(make_softmax_recognition());
+  pm.add(make_dead_code_elimination());
   return pm;
 }
 

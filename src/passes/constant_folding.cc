@@ -1,0 +1,66 @@
+// Constant folding: a node whose inputs are all constants is run once, now, on the CPU runtime (a one-node
+// graph in a runtime::Session, so folding uses exactly the kernels inference would), and its outputs become
+// initializers.
+//
+//   c1 --+
+//        Add -> y   ==>   y = initializer (c1 + c2)
+//   c2 --+
+//
+// Left alone: random or stateful ops (folding would freeze a draw), fused nodes, ops the runtime cannot run,
+// nodes without inputs, and outputs over kMaxElements elements (folding would grow the model). Graph inputs
+// that have an initializer are overridable, so they are not constants here. Walking in topological order
+// folds whole constant chains (Shape -> Gather -> Concat -> ...) in one sweep.
+#include "gaf/op_registry.h"
+#include "gaf/passes.h"
+#include "passes/rewrite_util.h"
+
+namespace gaf {
+
+namespace {
+
+constexpr int64_t kMaxElements = int64_t(1) << 20;
+
+bool foldable(const Graph& g, const Node& n) {
+  if (n.num_inputs() == 0 || n.body || (n.domain.empty() && n.op_type == "Constant")) return false;
+  for (const Value* v : n.inputs())
+    if (v && !rewrite::constant_of(g, v)) return false;
+  const OpInfo* info = find_op(n);
+  if (!info || !info->kernel || (info->flags & (kRandom | kStateful))) return false;
+  for (const Value* o : n.outputs())
+    if (o->type.has_static_shape() && numel_of(o->type.static_dims()) > kMaxElements) return false;
+  return true;
+}
+
+class ConstantFolding final : public Pass {
+ public:
+  std::string_view name() const override { return "constant-folding"; }
+  bool run(Graph& g, PassContext& ctx) override {
+    rewrite::Rewriter rw(g);
+    int count = rw.run([&](Node& n) {
+      if (!foldable(g, n)) return false;
+      std::vector<Tensor> values;
+      try {
+        values = rewrite::evaluate(g, n);
+      } catch (const Error&) {
+        return false;  // the runtime rejects these inputs: leave the node for inference to report
+      }
+      for (size_t i = 0; i < values.size(); ++i)
+        if (!n.output(int(i))->absent_output && values[i].numel() > kMaxElements) return false;
+      for (size_t i = 0; i < values.size(); ++i) {
+        Value* out = n.output(int(i));
+        if (out->absent_output) continue;
+        rw.replace(out, rw.add_constant(out->name() + "__folded", values[i]));
+      }
+      rw.erase_unused({&n});
+      return true;
+    });
+    if (count) ctx.count(name(), count);
+    return count > 0;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_constant_folding() { return std::make_unique<ConstantFolding>(); }
+
+}  // namespace gaf

@@ -1,0 +1,137 @@
+// Folds a per-output-channel affine map that follows a Conv into the Conv's constant weights and bias.
+//
+//   x -> Conv(W, B) -> BatchNormalization(scale, bias, mean, var)   ==>   x -> Conv(W', B')
+//
+// Every rule below is y' = y * s[m] + t[m] on output channel m (axis 1 of the Conv output), which the Conv
+// computes directly with W'[m, ...] = W[m, ...] * s[m] and B'[m] = B[m] * s[m] + t[m] (B = 0 when absent).
+// Conditions: W (and B) are constants, the Conv output is read only by the folded node, the affine operands
+// are constants varying along the channel axis only (so the result shape does not change), inference-mode
+// BatchNormalization. The arithmetic is done in double and rounded once to the weight type, so the folded
+// Conv differs from the original by fp32 rounding only. A weight shared with other nodes is copied, never
+// changed.
+#include <cmath>
+
+#include "gaf/passes.h"
+#include "passes/rewrite_util.h"
+
+namespace gaf {
+
+namespace {
+
+using Affine = std::pair<std::vector<double>, std::vector<double>>;  // (s, t) per output channel
+
+// The per-channel values of constant `c` broadcast against a Conv output of rank `rank` with `m` channels.
+std::optional<std::vector<double>> per_channel(const Tensor& c, int rank, int64_t m) {
+  if (c.dtype() == DType::String || c.rank() > rank) return std::nullopt;
+  std::vector<int64_t> dims(rank - c.rank(), 1);
+  dims.insert(dims.end(), c.dims().begin(), c.dims().end());
+  for (int i = 0; i < rank; ++i)
+    if (dims[i] != 1 && !(i == 1 && dims[i] == m)) return std::nullopt;
+  std::vector<double> v(m);
+  for (int64_t i = 0; i < m; ++i) v[i] = c.get_double(c.numel() == 1 ? 0 : i);
+  return v;
+}
+
+// Inference BatchNormalization(y, scale, bias, mean, var): s = scale / sqrt(var + eps), t = bias - mean * s.
+std::optional<Affine> batch_norm_affine(const Graph& g, const Node& bn, int64_t m) {
+  if (bn.opset < 7 || bn.attr_int("training_mode", 0) != 0 || bn.attr_int("spatial", 1) != 1)
+    return std::nullopt;
+  for (int i = 1; i < bn.num_outputs(); ++i)
+    if (!bn.output(i)->uses().empty() || g.is_graph_output(bn.output(i))) return std::nullopt;
+  const Tensor* p[4];
+  for (int i = 0; i < 4; ++i) {
+    p[i] = rewrite::constant_of(g, bn.input(i + 1));
+    if (!p[i] || p[i]->rank() != 1 || p[i]->numel() != m || !is_floating(p[i]->dtype())) return std::nullopt;
+  }
+  double eps = bn.attr_float("epsilon", 1e-5f);
+  Affine a{std::vector<double>(m), std::vector<double>(m)};
+  for (int64_t i = 0; i < m; ++i) {
+    a.first[i] = p[0]->get_double(i) / std::sqrt(p[3]->get_double(i) + eps);
+    a.second[i] = p[1]->get_double(i) - p[2]->get_double(i) * a.first[i];
+  }
+  return a;
+}
+
+// Mul(y, c) -> (c, 0); Add(y, c) -> (1, c), for c constant per channel.
+std::optional<Affine> elementwise_affine(const Graph& g, const Node& n, const Value* y, int rank, int64_t m) {
+  const Tensor* c = rewrite::constant_of(g, rewrite::other_operand(&n, y));
+  if (!c || c->dtype() != y->type.dtype) return std::nullopt;
+  auto v = per_channel(*c, rank, m);
+  if (!v) return std::nullopt;
+  if (n.op_type == "Mul") return Affine{*v, std::vector<double>(m, 0.0)};
+  return Affine{std::vector<double>(m, 1.0), *v};
+}
+
+template <class T>
+Tensor scaled_weight(const Tensor& w, const std::vector<double>& s) {
+  Tensor out(w.dtype(), w.dims());
+  int64_t per = w.numel() / w.dim(0);
+  const T* src = w.data<T>();
+  T* dst = out.data<T>();
+  for (int64_t i = 0; i < w.numel(); ++i) dst[i] = T(double(src[i]) * s[i / per]);
+  return out;
+}
+
+template <class T>
+Tensor shifted_bias(const Tensor* b, const Affine& a, DType dtype) {
+  int64_t m = int64_t(a.first.size());
+  Tensor out(dtype, {m});
+  T* dst = out.data<T>();
+  for (int64_t i = 0; i < m; ++i) dst[i] = T((b ? b->get_double(i) : 0.0) * a.first[i] + a.second[i]);
+  return out;
+}
+
+class ConvBnFold final : public Pass {
+ public:
+  std::string_view name() const override { return "conv-bn-fold"; }
+  bool run(Graph& g, PassContext& ctx) override {
+    rewrite::Rewriter rw(g);
+    int count = rw.run([&](Node& conv) { return fold(rw, conv); });
+    if (count) ctx.count(name(), count);
+    return count > 0;
+  }
+
+ private:
+  static bool fold(rewrite::Rewriter& rw, Node& conv) {
+    Graph& g = rw.graph();
+    if (!rewrite::is_op(&conv, "Conv")) return false;
+    Value* y = conv.output(0);
+    Node* next = rewrite::sole_user(g, y);
+    if (!next || !next->domain.empty() || next->input(0) == nullptr) return false;
+    const Tensor* w = rewrite::constant_of(g, conv.input(1));
+    const Tensor* b = conv.input(2) ? rewrite::constant_of(g, conv.input(2)) : nullptr;
+    if (!w || w->rank() < 3 || (conv.input(2) && !b)) return false;
+    if (w->dtype() != DType::Float && w->dtype() != DType::Double) return false;
+    int64_t m = w->dim(0);
+    if (b && (b->rank() != 1 || b->numel() != m)) return false;
+
+    std::optional<Affine> affine;
+    // Conv -> BatchNormalization(scale, bias, mean, var) -> Conv(W * s, (B - mean) * s + bias)
+    if (next->op_type == "BatchNormalization" && next->input(0) == y) affine = batch_norm_affine(g, *next, m);
+    // Conv -> Mul c -> Conv(W * c, B * c);  Conv -> Add c -> Conv(W, B + c)
+    else if (next->op_type == "Mul" || next->op_type == "Add")
+      affine = elementwise_affine(g, *next, y, w->rank(), m);
+    if (!affine) return false;
+
+    bool is_float = w->dtype() == DType::Float;
+    Tensor w2 = is_float ? scaled_weight<float>(*w, affine->first) : scaled_weight<double>(*w, affine->first);
+    Tensor b2 =
+        is_float ? shifted_bias<float>(b, *affine, w->dtype()) : shifted_bias<double>(b, *affine, w->dtype());
+    conv.set_input(1, rw.add_constant(conv.input(1)->name() + "__folded", std::move(w2)));
+    Value* bias =
+        rw.add_constant((b ? conv.input(2)->name() : y->name() + "_bias") + "__folded", std::move(b2));
+    if (conv.num_inputs() > 2)
+      conv.set_input(2, bias);
+    else
+      conv.add_input(bias);
+    rw.replace(next->output(0), y);
+    rw.erase_unused({next});
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_conv_bn_fold() { return std::make_unique<ConvBnFold>(); }
+
+}  // namespace gaf

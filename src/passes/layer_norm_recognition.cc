@@ -1,0 +1,82 @@
+// LayerNormalization as exporters write it for opsets without the op (PyTorch at opset < 17):
+//
+//   m = ReduceMean(x, axes)          axes: the trailing axes [axis, rank), keepdims
+//   d = Sub(x, m)
+//   v = ReduceMean(Pow(d, 2) | Mul(d, d), axes)
+//   y = d / Sqrt(v + eps)  |  d * Reciprocal(Sqrt(v + eps))
+//   [y = y * gamma] [y = y + beta]   (gamma, beta constants varying over the normalised dims only)
+//
+// becomes one LayerNormalization(x, gamma, beta, axis, epsilon): the standard op from opset 17,
+// gaf.LayerNormalization (same signature and semantics, CPU kernel in runtime/kernels/gaf_ops.cc) before.
+// Anchored on the Sub. Every intermediate must be read only inside the pattern (d by the square and the
+// normalising node); fp32 only, so eps is exact as the float attribute. Missing gamma becomes ones;
+// gamma/beta of a broadcast shape are expanded to the normalised shape, which must be static.
+#include "gaf/passes.h"
+#include "passes/norm_match.h"
+
+namespace gaf {
+
+namespace {
+
+// The node squaring `d`: Pow(d, 2) or Mul(d, d).
+Node* square_of(const Graph& g, const Value* d) {
+  for (const Use& u : d->uses()) {
+    Node* n = u.node;
+    if (rewrite::is_op(n, "Mul") && n->input(0) == d && n->input(1) == d) return n;
+    if (rewrite::is_op(n, "Pow") && n->input(0) == d) {
+      auto e = rewrite::scalar_operand(g, n->input(1), d);
+      if (e && *e == 2.0) return n;
+    }
+  }
+  return nullptr;
+}
+
+class LayerNormRecognition final : public Pass {
+ public:
+  std::string_view name() const override { return "layer-norm-recognition"; }
+  bool run(Graph& g, PassContext& ctx) override {
+    rewrite::Rewriter rw(g);
+    int count = rw.run([&](Node& n) { return rewrite_one(rw, n); });
+    if (count) ctx.count(name(), count);
+    return count > 0;
+  }
+
+ private:
+  static bool rewrite_one(rewrite::Rewriter& rw, Node& sub) {
+    Graph& g = rw.graph();
+    if (!rewrite::is_op(&sub, "Sub")) return false;
+    Value* x = sub.input(0);
+    Node* mean = rewrite::producer_op(sub.input(1), "ReduceMean");
+    if (!mean || mean->input(0) != x || !rewrite::is_float(x) || rewrite::sole_user(g, sub.input(1)) != &sub)
+      return false;
+    auto axis = rewrite::trailing_axis(g, *mean, x);
+    Value* d = sub.output(0);
+    Node* square = axis ? square_of(g, d) : nullptr;
+    Node* var = square ? rewrite::sole_user(g, square->output(0)) : nullptr;
+    if (!rewrite::is_op(var, "ReduceMean") || rewrite::trailing_axis(g, *var, x) != axis) return false;
+    auto tail = rewrite::match_norm_tail(g, d, var->output(0), true);
+    if (!tail || !rewrite::used_only_by(g, d, {square, tail->normalize})) return false;
+    if (!rewrite::fits_normalized(g, tail->gamma, x, *axis) ||
+        !rewrite::fits_normalized(g, tail->beta, x, *axis))
+      return false;
+
+    std::vector<Value*> inputs{x, rewrite::normalized_param(rw, tail->gamma, x, *axis, 1.0f)};
+    if (tail->beta) inputs.push_back(rewrite::normalized_param(rw, tail->beta, x, *axis, 0.0f));
+    bool standard = sub.opset >= 17;
+    Node* ln = rw.add_node("LayerNormalization", inputs, {tail->result}, standard ? "" : rewrite::kGafDomain,
+                           standard ? sub.opset : 1);
+    ln->attrs["axis"] = *axis;
+    ln->attrs["epsilon"] = tail->epsilon;
+    rw.replace(tail->result, ln->output(0));
+    std::vector<Node*> pattern = tail->nodes;
+    pattern.insert(pattern.end(), {var, square, &sub, mean});
+    rw.erase_unused(pattern);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_layer_norm_recognition() { return std::make_unique<LayerNormRecognition>(); }
+
+}  // namespace gaf

@@ -1,0 +1,173 @@
+#include "passes/rewrite_util.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gaf/session.h"
+
+namespace gaf::rewrite {
+
+const Tensor* constant_of(const Graph& g, const Value* v) {
+  if (!v || !v->is_constant()) return nullptr;
+  const auto& in = g.inputs();
+  if (std::find(in.begin(), in.end(), v) != in.end()) return nullptr;
+  return &v->constant();
+}
+
+std::optional<double> scalar_operand(const Graph& g, const Value* v, const Value* into) {
+  const Tensor* t = constant_of(g, v);
+  if (!t || t->numel() != 1 || t->dtype() == DType::String) return std::nullopt;
+  int rank = rank_of(into);
+  if (t->rank() > std::max(rank, 0)) return std::nullopt;
+  return t->get_double(0);
+}
+
+bool near(double v, double want) { return std::abs(v - want) <= 1e-6 * std::abs(want); }
+
+bool is_scalar(const Graph& g, const Value* v, const Value* into, double want) {
+  auto c = scalar_operand(g, v, into);
+  return c && near(*c, want);
+}
+
+int rank_of(const Value* v) { return v && v->type.shape ? int(v->type.shape->size()) : -1; }
+
+bool is_float(const Value* v) { return v && v->type.dtype == DType::Float; }
+
+bool is_op(const Node* n, std::string_view op) { return n && n->domain.empty() && n->op_type == op; }
+
+Node* producer_op(const Value* v, std::string_view op) {
+  return v && is_op(v->producer(), op) ? v->producer() : nullptr;
+}
+
+Node* sole_user(const Graph& g, const Value* v) {
+  if (!v || v->uses().size() != 1 || g.is_graph_output(v)) return nullptr;
+  return v->uses()[0].node;
+}
+
+bool used_only_by(const Graph& g, const Value* v, const std::vector<const Node*>& nodes) {
+  if (g.is_graph_output(v)) return false;
+  return std::all_of(v->uses().begin(), v->uses().end(), [&](const Use& u) {
+    return std::find(nodes.begin(), nodes.end(), u.node) != nodes.end();
+  });
+}
+
+Value* other_operand(const Node* n, const Value* v) {
+  if (!n || n->num_inputs() != 2) return nullptr;
+  if (n->input(0) == v) return n->input(1);
+  if (n->input(1) == v) return n->input(0);
+  return nullptr;
+}
+
+std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n, int rank) {
+  if (rank < 0) return std::nullopt;
+  std::vector<int64_t> axes;
+  if (n.has_attr("axes")) {
+    axes = n.attr_ints("axes");
+  } else if (n.input(1)) {
+    const Tensor* t = constant_of(g, n.input(1));
+    if (!t) return std::nullopt;
+    axes = t->to_int_vector();
+  }
+  if (axes.empty()) {
+    if (n.attr_int("noop_with_empty_axes", 0)) return std::nullopt;
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  for (int64_t& a : axes) {
+    if (a < -rank || a >= rank) return std::nullopt;
+    if (a < 0) a += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) return std::nullopt;
+  return axes;
+}
+
+bool keeps_dims(const Node& reduce) { return reduce.attr_int("keepdims", 1) != 0; }
+
+std::vector<Tensor> evaluate(const Graph& g, const Node& n) {
+  Graph one;
+  one.name = "evaluate";
+  std::vector<Value*> inputs;
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    const Tensor* t = constant_of(g, n.input(i));
+    GAF_ASSERT(t || !n.input(i), "evaluate: a non-constant input");
+    inputs.push_back(t ? one.add_constant(fmt::format("in{}", i), *t) : nullptr);
+  }
+  std::vector<std::string> names;
+  for (int i = 0; i < n.num_outputs(); ++i) names.push_back(fmt::format("out{}", i));
+  Node* c = one.add_node(n.op_type, inputs, names, n.name);
+  c->domain = n.domain;
+  c->opset = n.opset;
+  c->attrs = n.attrs;
+  for (int i = 0; i < n.num_outputs(); ++i) {
+    c->output(i)->type = n.output(i)->type;
+    c->output(i)->absent_output = n.output(i)->absent_output;
+    one.add_output(c->output(i));
+  }
+  runtime::Session s(one);
+  return s.run(std::map<std::string, Tensor>{});
+}
+
+int Rewriter::run(const std::function<bool(Node&)>& rule) {
+  int count = 0;
+  for (Node* n : g_.nodes()) {
+    if (erased_.count(n)) continue;
+    if (rule(*n)) ++count;
+  }
+  if (count) {
+    g_.topo_sort();
+    g_.remove_dead_values();
+  }
+  return count;
+}
+
+bool Rewriter::free_name(const Value* v) const {
+  const auto& in = g_.inputs();
+  return !g_.is_graph_output(v) && std::find(in.begin(), in.end(), v) == in.end();
+}
+
+bool Rewriter::can_replace(const Value* from, const Value* to) const {
+  return from != to && (!g_.is_graph_output(from) || free_name(to));
+}
+
+void Rewriter::replace(Value* from, Value* to, bool take_name) {
+  GAF_ASSERT(can_replace(from, to), "Rewriter::replace: the graph output would lose its name");
+  bool rename = g_.is_graph_output(from) || (take_name && free_name(to));
+  g_.replace_all_uses(from, to);
+  if (!rename) return;
+  std::string name = from->name();
+  g_.rename(from, g_.unique_name(name + "__replaced"));
+  g_.rename(to, name);
+}
+
+void Rewriter::erase_unused(const std::vector<Node*>& pattern) {
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (Node* n : pattern) {
+      if (erased_.count(n)) continue;
+      bool unused = std::all_of(n->outputs().begin(), n->outputs().end(),
+                                [&](const Value* o) { return o->uses().empty() && !g_.is_graph_output(o); });
+      if (!unused) continue;
+      g_.remove_node(n);
+      erased_.insert(n);
+      progress = true;
+    }
+  }
+}
+
+Node* Rewriter::add_node(const std::string& op_type, const std::vector<Value*>& inputs,
+                         const std::vector<const Value*>& like, std::string_view domain, int opset) {
+  std::vector<std::string> names;
+  for (const Value* v : like) names.push_back(g_.unique_name(v->name() + "__" + op_type));
+  Node* n = g_.add_node(op_type, inputs, names, names[0]);
+  erased_.erase(n);  // the allocator may hand out the address of a node erased earlier
+  n->domain = std::string(domain);
+  n->opset = opset;
+  for (size_t i = 0; i < like.size(); ++i) n->output(int(i))->type = like[i]->type;
+  return n;
+}
+
+Value* Rewriter::add_constant(const std::string& base, Tensor t) {
+  return g_.add_constant(g_.unique_name(base), std::move(t));
+}
+
+}  // namespace gaf::rewrite

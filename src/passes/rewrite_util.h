@@ -1,0 +1,86 @@
+// Helpers shared by the pattern-rewrite passes: constant and scalar queries, use counts, reduction axes, node
+// evaluation on the runtime, and the Rewriter that walks a snapshot of the nodes while rewrites erase some of
+// them.
+//
+// Invariants every rewrite keeps (checked by the Rewriter's callers, relied on by the PassManager):
+//   * a value the pattern deletes is read only inside the pattern and is not a graph output;
+//   * a graph output keeps its name: the value replacing it takes the name over;
+//   * after the walk the graph is topologically sorted again and dead values are gone.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "gaf/graph.h"
+
+namespace gaf::rewrite {
+
+// The domain of the ops our rewrites produce when the model's opset has no standard op for them.
+inline constexpr std::string_view kGafDomain = "gaf";
+
+// The data of `v` when it is a constant the caller cannot override: an initializer that is not a graph input.
+const Tensor* constant_of(const Graph& g, const Value* v);
+// The value of a constant with a single element whose shape broadcasts into `into` without changing its shape
+// (every dim 1, rank at most that of `into`; a rank-0 constant when `into`'s rank is unknown).
+std::optional<double> scalar_operand(const Graph& g, const Value* v, const Value* into);
+// Whether `v` equals `want` within a relative 1e-6: the fp32 nearest of a decimal constant and its spellings.
+bool near(double v, double want);
+// scalar_operand(v, into) is near `want`.
+bool is_scalar(const Graph& g, const Value* v, const Value* into, double want);
+
+int rank_of(const Value* v);    // -1 when unknown
+bool is_float(const Value* v);  // fp32: the element type the recognition passes handle
+
+// `n` is the ai.onnx op `op`.
+bool is_op(const Node* n, std::string_view op);
+// The producer of `v` when it is the ai.onnx op `op`, else nullptr.
+Node* producer_op(const Value* v, std::string_view op);
+// The only node reading `v` (once) when `v` is not a graph output; nullptr otherwise.
+Node* sole_user(const Graph& g, const Value* v);
+// Every read of `v` is by one of `nodes`, and `v` is not a graph output.
+bool used_only_by(const Graph& g, const Value* v, const std::vector<const Node*>& nodes);
+// The operand of the binary node `n` that is not `v` (nullptr when `v` is not an operand of `n`).
+Value* other_operand(const Node* n, const Value* v);
+
+// Reduced axes of a Reduce* node (attribute, or constant input from opset 18), in [0, rank), sorted; nullopt
+// when unknown or when the node reduces nothing (noop_with_empty_axes).
+std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n, int rank);
+bool keeps_dims(const Node& reduce);
+
+// Runs `n` alone on the runtime with the constant data of its inputs; returns its outputs. Throws gaf::Error
+// (UnsupportedError when the runtime has no kernel).
+std::vector<Tensor> evaluate(const Graph& g, const Node& n);
+
+class Rewriter {
+ public:
+  explicit Rewriter(Graph& g) : g_(g) {}
+  Graph& graph() { return g_; }
+
+  // Calls `rule` on each node of a snapshot of the graph in order, skipping nodes erased meanwhile; returns
+  // how many calls rewrote (returned true). When any did: re-sorts topologically and drops dead values.
+  int run(const std::function<bool(Node&)>& rule);
+
+  // Whether `to` may replace `from`: when `from` is a graph output, `to` must be free to take its name.
+  bool can_replace(const Value* from, const Value* to) const;
+  // Redirects every read of `from` to `to`. `to` takes `from`'s name when `from` is a graph output, or when
+  // `take_name` is set and `to` is free to (a fresh value replacing a pattern keeps the readable name).
+  void replace(Value* from, Value* to, bool take_name = true);
+  // Removes the nodes of `pattern` whose outputs are no longer read, consumers first.
+  void erase_unused(const std::vector<Node*>& pattern);
+
+  // A new node with outputs typed like `like` (one per element), named after them.
+  Node* add_node(const std::string& op_type, const std::vector<Value*>& inputs,
+                 const std::vector<const Value*>& like, std::string_view domain = "", int opset = 0);
+  // A new constant named after `base`.
+  Value* add_constant(const std::string& base, Tensor t);
+
+ private:
+  bool free_name(const Value* v) const;
+  Graph& g_;
+  std::unordered_set<const Node*> erased_;
+};
+
+}  // namespace gaf::rewrite

@@ -1,0 +1,123 @@
+// Shape arithmetic on static shapes. Exporters compute reshape targets at run time:
+//
+//   x -> Shape -> Gather -> Unsqueeze -> Concat -> Reshape(y, .)
+//
+// When x's shape is static, Shape(x) is a constant; constant folding then turns the whole chain into one
+// constant shape input. This pass does the part folding cannot (Shape and Size read a non-constant tensor)
+// and the reshape algebra that follows:
+//   Shape(x) -> int64 constant of x's static dims (opset 15 start/end honoured)
+//   Size(x)  -> int64 scalar constant
+//   Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)     when s2 is constant and copies no dim (no 0 entry)
+//   Reshape(x, s) -> x                                 when x is static and s gives back x's own shape
+// Dims stay untouched when the shape has a symbolic or unknown dim.
+#include <algorithm>
+
+#include "gaf/passes.h"
+#include "passes/rewrite_util.h"
+
+namespace gaf {
+
+namespace {
+
+// The dims Reshape(x, shape) produces, when x's shape is static.
+std::optional<std::vector<int64_t>> reshape_result(const std::vector<int64_t>& in, const Tensor& shape,
+                                                   bool allowzero) {
+  std::vector<int64_t> out = shape.to_int_vector();
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0 && !allowzero) {
+      if (i >= in.size()) return std::nullopt;
+      out[i] = in[i];
+    }
+    if (out[i] == -1) {
+      if (infer >= 0) return std::nullopt;
+      infer = int(i);
+    } else if (out[i] < 0) {
+      return std::nullopt;
+    } else {
+      known *= out[i];
+    }
+  }
+  int64_t total = numel_of(in);
+  if (infer >= 0) {
+    if (known == 0 || total % known) return std::nullopt;
+    out[infer] = total / known;
+  } else if (known != total) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+class ShapeFolding final : public Pass {
+ public:
+  std::string_view name() const override { return "shape-folding"; }
+  bool run(Graph& g, PassContext& ctx) override {
+    rewrite::Rewriter rw(g);
+    int count = rw.run([&](Node& n) {
+      if (!n.domain.empty()) return false;
+      if (n.op_type == "Shape" || n.op_type == "Size") return fold_shape(rw, n);
+      if (n.op_type == "Reshape") return collapse_reshape(rw, n) || drop_noop_reshape(rw, n);
+      return false;
+    });
+    if (count) ctx.count(name(), count);
+    return count > 0;
+  }
+
+ private:
+  // Shape(x) -> dims of x; Size(x) -> element count of x
+  static bool fold_shape(rewrite::Rewriter& rw, Node& n) {
+    const Value* x = n.input(0);
+    if (!x || !x->type.has_static_shape()) return false;
+    std::vector<int64_t> dims = x->type.static_dims();
+    Tensor t;
+    if (n.op_type == "Size") {
+      t = Tensor::scalar<int64_t>(numel_of(dims));
+    } else {
+      int64_t rank = int64_t(dims.size());
+      auto clamp = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank); };
+      int64_t start = clamp(n.attr_int("start", 0)), end = clamp(n.attr_int("end", rank));
+      std::vector<int64_t> part(dims.begin() + start, dims.begin() + std::max(start, end));
+      t = Tensor::from<int64_t>({int64_t(part.size())}, part);
+    }
+    Value* out = n.output(0);
+    rw.replace(out, rw.add_constant(out->name() + "__folded", t));
+    rw.erase_unused({&n});
+    return true;
+  }
+
+  // Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)
+  static bool collapse_reshape(rewrite::Rewriter& rw, Node& n) {
+    Graph& g = rw.graph();
+    Node* inner = rewrite::producer_op(n.input(0), "Reshape");
+    const Tensor* shape = rewrite::constant_of(g, n.input(1));
+    if (!inner || !shape) return false;
+    if (!n.attr_int("allowzero", 0)) {
+      std::vector<int64_t> s = shape->to_int_vector();
+      if (std::find(s.begin(), s.end(), 0) != s.end()) return false;
+    }
+    n.set_input(0, inner->input(0));
+    rw.erase_unused({inner});
+    return true;
+  }
+
+  // Reshape(x, s) -> x when the result has x's shape
+  static bool drop_noop_reshape(rewrite::Rewriter& rw, Node& n) {
+    Graph& g = rw.graph();
+    Value* x = n.input(0);
+    const Tensor* shape = rewrite::constant_of(g, n.input(1));
+    if (!x || !shape || !x->type.has_static_shape() || !rw.can_replace(n.output(0), x)) return false;
+    std::vector<int64_t> dims = x->type.static_dims();
+    auto out = reshape_result(dims, *shape, n.attr_int("allowzero", 0) != 0);
+    if (!out || *out != dims) return false;
+    rw.replace(n.output(0), x, false);
+    rw.erase_unused({&n});
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_shape_folding() { return std::make_unique<ShapeFolding>(); }
+
+}  // namespace gaf

@@ -1,0 +1,42 @@
+// SiLU (Swish with beta 1) as exporters write it:  Mul(x, Sigmoid(x)) in either operand order -> gaf.Silu(x).
+// ONNX has no SiLU/Swish op in the opsets we read, so the result is in domain gaf (CPU kernel in
+// runtime/kernels/gaf_ops.cc). The Sigmoid output must be read only by the Mul; fp32 only.
+#include "gaf/passes.h"
+#include "passes/rewrite_util.h"
+
+namespace gaf {
+
+namespace {
+
+class SiluRecognition final : public Pass {
+ public:
+  std::string_view name() const override { return "silu-recognition"; }
+  bool run(Graph& g, PassContext& ctx) override {
+    rewrite::Rewriter rw(g);
+    int count = rw.run([&](Node& n) { return rewrite_one(rw, n); });
+    if (count) ctx.count(name(), count);
+    return count > 0;
+  }
+
+ private:
+  // Mul(x, Sigmoid(x)) -> gaf.Silu(x)
+  static bool rewrite_one(rewrite::Rewriter& rw, Node& sigmoid) {
+    Graph& g = rw.graph();
+    if (!rewrite::is_op(&sigmoid, "Sigmoid")) return false;
+    Value* x = sigmoid.input(0);
+    Node* mul = rewrite::sole_user(g, sigmoid.output(0));
+    if (!rewrite::is_op(mul, "Mul") || rewrite::other_operand(mul, sigmoid.output(0)) != x ||
+        !rewrite::is_float(x))
+      return false;
+    Node* silu = rw.add_node("Silu", {x}, {mul->output(0)}, rewrite::kGafDomain, 1);
+    rw.replace(mul->output(0), silu->output(0));
+    rw.erase_unused({mul, &sigmoid});
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_silu_recognition() { return std::make_unique<SiluRecognition>(); }
+
+}  // namespace gaf

@@ -1,0 +1,153 @@
+// Transpose folding: a Transpose is a full copy of its tensor, so fold it away wherever something else can
+// absorb the permutation.
+//
+//   Transpose(x, identity)                 -> x
+//   Transpose(Transpose(x, p1), p2)        -> Transpose(x, p1 o p2)   (-> x when that is the identity)
+//   Transpose(constant c)                  -> constant c^T            (c read only here, so no copy is kept)
+//   Gemm(Transpose(A), B)                  -> Gemm(A, B, transA = !transA)     (B likewise)
+//   MatMul(Transpose(A), B), all 2-D       -> Gemm(A, B, transA = 1)           (B likewise; opset >= 11)
+//
+// A folded Transpose still read elsewhere stays for those readers. Perms are validated; a Transpose without a
+// perm attribute reverses the dims, which needs the input rank.
+#include <numeric>
+
+#include "gaf/passes.h"
+#include "passes/rewrite_util.h"
+
+namespace gaf {
+
+namespace {
+
+using rewrite::is_op;
+
+// The permutation of Transpose `t` when valid and known.
+std::optional<std::vector<int64_t>> perm_of(const Node& t) {
+  int rank = rewrite::rank_of(t.input(0));
+  std::vector<int64_t> p = t.attr_ints("perm");
+  if (!t.has_attr("perm")) {
+    if (rank < 0) return std::nullopt;
+    p.resize(rank);
+    std::iota(p.rbegin(), p.rend(), int64_t(0));
+  }
+  std::vector<bool> seen(p.size(), false);
+  for (int64_t a : p) {
+    if (a < 0 || a >= int64_t(p.size()) || seen[a]) return std::nullopt;
+    seen[a] = true;
+  }
+  if (rank >= 0 && rank != int64_t(p.size())) return std::nullopt;
+  return p;
+}
+
+bool is_identity(const std::vector<int64_t>& p) {
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] != int64_t(i)) return false;
+  return true;
+}
+
+// The Transpose producing `v` when it swaps the two dims of a 2-D tensor.
+Node* transpose_2d(const Value* v) {
+  Node* t = rewrite::producer_op(v, "Transpose");
+  if (!t) return nullptr;
+  auto p = perm_of(*t);
+  return p && *p == std::vector<int64_t>{1, 0} ? t : nullptr;
+}
+
+class TransposeFold final : public Pass {
+ public:
+  std::string_view name() const override { return "transpose-fold"; }
+  bool run(Graph& g, PassContext& ctx) override {
+    rewrite::Rewriter rw(g);
+    int count = rw.run([&](Node& n) {
+      if (is_op(&n, "Transpose")) return fold_transpose(rw, n);
+      if (is_op(&n, "Gemm")) return into_gemm(rw, n);
+      if (is_op(&n, "MatMul")) return matmul_to_gemm(rw, n);
+      return false;
+    });
+    if (count) ctx.count(name(), count);
+    return count > 0;
+  }
+
+ private:
+  static bool fold_transpose(rewrite::Rewriter& rw, Node& t) {
+    Graph& g = rw.graph();
+    Value* x = t.input(0);
+    auto perm = perm_of(t);
+    if (!x || !perm) return false;
+    Value* y = t.output(0);
+    if (is_identity(*perm)) {
+      // Transpose(x, identity) -> x
+      if (!rw.can_replace(y, x)) return false;
+      rw.replace(y, x, false);
+    } else if (Node* inner = rewrite::producer_op(x, "Transpose")) {
+      // Transpose(Transpose(x, p1), p2) -> Transpose(x, p1 o p2)
+      auto p1 = perm_of(*inner);
+      if (!p1 || p1->size() != perm->size()) return false;
+      std::vector<int64_t> composed(perm->size());
+      for (size_t i = 0; i < perm->size(); ++i) composed[i] = (*p1)[(*perm)[i]];
+      if (is_identity(composed)) {
+        if (!rw.can_replace(y, inner->input(0))) return false;
+        rw.replace(y, inner->input(0), false);
+      } else {
+        t.set_input(0, inner->input(0));
+        t.attrs["perm"] = composed;
+      }
+      rw.erase_unused({&t, inner});
+      return true;
+    } else if (rewrite::constant_of(g, x) && x->uses().size() == 1 && !g.is_graph_output(x)) {
+      // Transpose(c) -> c^T
+      std::vector<Tensor> value;
+      try {
+        value = rewrite::evaluate(g, t);
+      } catch (const Error&) {
+        return false;
+      }
+      rw.replace(y, rw.add_constant(x->name() + "__transposed", value[0]));
+    } else {
+      return false;
+    }
+    rw.erase_unused({&t});
+    return true;
+  }
+
+  // Gemm(Transpose(A), Transpose(B)) -> Gemm(A, B) with flipped transA / transB
+  static bool into_gemm(rewrite::Rewriter& rw, Node& gemm) {
+    bool changed = false;
+    for (int i = 0; i < 2; ++i) {
+      Node* t = transpose_2d(gemm.input(i));
+      if (!t) continue;
+      const char* flag = i == 0 ? "transA" : "transB";
+      gemm.attrs[flag] = int64_t(gemm.attr_int(flag, 0) == 0);
+      gemm.set_input(i, t->input(0));
+      rw.erase_unused({t});
+      changed = true;
+    }
+    return changed;
+  }
+
+  // MatMul(Transpose(A), Transpose(B)) on 2-D -> Gemm(A, B, transA, transB)
+  static bool matmul_to_gemm(rewrite::Rewriter& rw, Node& mm) {
+    Value* a = mm.input(0);
+    Value* b = mm.input(1);
+    if (mm.opset < 11 || rewrite::rank_of(a) != 2 || rewrite::rank_of(b) != 2) return false;
+    if (!is_floating(mm.output(0)->type.dtype)) return false;
+    Node* ta = transpose_2d(a);
+    Node* tb = transpose_2d(b);
+    if (!ta && !tb) return false;
+    Node* gemm =
+        rw.add_node("Gemm", {ta ? ta->input(0) : a, tb ? tb->input(0) : b}, {mm.output(0)}, "", mm.opset);
+    if (ta) gemm->attrs["transA"] = int64_t(1);
+    if (tb) gemm->attrs["transB"] = int64_t(1);
+    rw.replace(mm.output(0), gemm->output(0));
+    std::vector<Node*> pattern{&mm};
+    if (ta) pattern.push_back(ta);
+    if (tb) pattern.push_back(tb);
+    rw.erase_unused(pattern);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_transpose_fold() { return std::make_unique<TransposeFold>(); }
+
+}  // namespace gaf

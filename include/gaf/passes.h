@@ -42,6 +42,10 @@ class PassManager {
 };
 
 // Individual passes (one per file in src/passes/).
+// gaf-domain ops -> standard ONNX (graph and fused bodies), for models written for other runtimes. Returns the
+// number of nodes decomposed.
+int decompose_gaf_ops(Graph& g, int opset);
+
 std::unique_ptr<Pass> make_constant_to_initializer();  // Constant nodes -> initializers
 std::unique_ptr<Pass> make_identity_elimination();     // Identity, inference Dropout -> their input
 std::unique_ptr<Pass> make_dead_code_elimination();    // nodes whose outputs nobody reads

@@ -62,6 +62,11 @@ struct FuseResult {
 // Rewrites (opt >= 1), plans and applies fusion (opt >= 2) on the model in place.
 FuseResult fuse_model(Model& model, const FuseOptions& opts);
 
+// Writes one readable .cpp per generated kernel (named after its group, the original nodes in a header comment)
+// and manifest.json (group -> file -> original nodes; anchor groups -> their oneDNN post-op form; groups without a
+// kernel -> why). `debug` keeps node names as variable names. Returns the number of files written.
+int emit_code(const Model& fused, const std::string& dir, bool debug);
+
 }  // namespace gaf::tools
 
 namespace gaf::tools {

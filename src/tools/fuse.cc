@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "gaf/codegen.h"
 #include "gaf/onnx_io.h"
+#include "gaf/op_registry.h"
 #include "gaf/passes.h"
 #include "gaf/tools.h"
 
@@ -55,6 +57,41 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
   r.after = graph_cost(g, cm);
   if (!opts.dump_dir.empty()) dump_dot(g, opts.dump_dir, "after");
   return r;
+}
+
+int emit_code(const Model& fused, const std::string& dir, bool debug) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json manifest = nlohmann::json::array();
+  int files = 0, index = 0;
+  codegen::EmitOptions eo;
+  eo.debug = debug;
+  for (const Node* n : fused.graph->nodes()) {
+    if (!n->body) continue;
+    nlohmann::json entry = {{"group", n->op_type}};
+    std::vector<std::string> nodes;
+    for (const Node* b : n->body->nodes()) nodes.push_back(b->name.empty() ? b->output(0)->name() : b->name);
+    entry["nodes"] = nodes;
+    bool anchor = false;
+    for (const Node* b : n->body->nodes()) anchor |= op_kind(*b) == OpKind::Anchor;
+    std::string why;
+    std::optional<codegen::EmittedKernel> k;
+    if (!anchor) k = codegen::emit_kernel(*n, fmt::format("gaf_{}_{}", n->op_type, index), eo, &why);
+    ++index;
+    if (k) {
+      std::string file = n->op_type + ".cpp";
+      onnx_io::write_file_atomic((std::filesystem::path(dir) / file).string(), codegen::prelude() + "\n" + k->source);
+      entry["file"] = file;
+      ++files;
+    } else {
+      entry["file"] = nullptr;
+      entry["runs_as"] = anchor ? "oneDNN primitive with post-ops (or op by op when the epilogue has no post-op form)"
+                                : "op by op";
+      if (!anchor) entry["reason"] = why;
+    }
+    manifest.push_back(entry);
+  }
+  onnx_io::write_file_atomic((std::filesystem::path(dir) / "manifest.json").string(), manifest.dump(2));
+  return files;
 }
 
 std::string FuseResult::summary_line() const {

@@ -67,7 +67,7 @@ int cmd_run(const RunArgs& a) {
 }
 
 struct FuseArgs {
-  std::string input, output, fusion_rules = "all", rules, target = "cpu-host", report, dump_graph;
+  std::string input, output, fusion_rules = "all", rules, target = "cpu-host", report, dump_graph, emit_code;
   int opt_level = 2;
   bool debug = false;
 };
@@ -83,6 +83,7 @@ void add_fuse_options(CLI::App* app, FuseArgs& a, bool positional) {
   app->add_option("--target", a.target, "cpu-host | cuda-h200 | ascend910b | target.json");
   app->add_option("--report", a.report, "write the fusion report (JSON)");
   app->add_option("--dump-graph", a.dump_graph, "write before/after graphs (DOT, SVG) to this folder");
+  app->add_option("--emit-code", a.emit_code, "write each generated kernel as .cpp plus manifest.json here");
   app->add_option("--debug", a.debug, "keep debug info")->default_str("false")->expected(0, 1);
 }
 
@@ -121,6 +122,10 @@ int cmd_fuse(const FuseArgs& a) {
     onnx_io::check_model(m);
     onnx_io::save_model(m, a.output);
     std::cout << "wrote " << a.output << "\n";
+  }
+  if (!a.emit_code.empty()) {
+    int files = tools::emit_code(m, a.emit_code, a.debug);
+    std::cout << "wrote " << files << " kernel source(s) and manifest.json to " << a.emit_code << "\n";
   }
   if (!a.report.empty()) {
     onnx_io::write_file_atomic(a.report, r.report_json(a.input, opts.target, a.opt_level));

@@ -379,6 +379,13 @@ void Emitter::emit_rows(std::ostream& os) {
     if (op == "Softmax" || op == "LogSoftmax") {
       if (n.opset < 13) reject("{}: opset < 13 softmax coerces to 2-D", n.describe());
       axes = {n.attr_int("axis", -1)};
+    } else if (op == "LayerNormalization" || op == "RMSNormalization") {
+      int64_t axis = n.attr_int("axis", -1);
+      if (axis < 0) axis += int64_t(rank);
+      for (int64_t a = axis; a < int64_t(rank); ++a) axes.push_back(a);
+      for (int k = 1; k < n.num_outputs(); ++k)
+        if (!n.output(k)->absent_output && !n.output(k)->uses().empty())
+          reject("{}: only the normalised output can be fused", n.describe());
     } else if (op.rfind("Reduce", 0) == 0) {
       if (n.has_attr("axes")) axes = n.attr_ints("axes");
       else if (n.input(1) && n.input(1)->is_constant()) axes = n.input(1)->constant().to_int_vector();
@@ -490,6 +497,32 @@ void Emitter::emit_rows(std::ostream& os) {
         if (out_slot.count(out))
           os << ind << "#pragma omp simd\n" << ind << "for (int64_t j = 0; j < L; ++j) out" << out_slot[out]
              << "[r * L + j] = " << store(out->type.dtype, fmt::format("buf{}[j]", b)) << ";\n";
+        continue;
+      }
+      if (op == "LayerNormalization" || op == "RMSNormalization") {
+        // y = (x - mean) / sqrt(var + eps) * scale + bias over the row (RMS: no centring, no bias).
+        bool centre = op == "LayerNormalization";
+        int b = buffer.at(out);
+        std::string mean = fmt::format("s{}", sv++), var = fmt::format("s{}", sv++);
+        os << ind << "float " << mean << " = 0.0f;\n";
+        if (centre)
+          os << ind << "#pragma omp simd reduction(+:" << mean << ")\n"
+             << ind << "for (int64_t j = 0; j < L; ++j) " << mean << " += " << x << ";\n"
+             << ind << mean << " /= float(L);\n";
+        os << ind << "float " << var << " = 0.0f;\n"
+           << ind << "#pragma omp simd reduction(+:" << var << ")\n"
+           << ind << "for (int64_t j = 0; j < L; ++j) { const float d = " << x << " - " << mean << "; " << var
+           << " += d * d; }\n"
+           << ind << "{ const float rstd = 1.0f / gaf_sqrt(" << var << " / float(L) + "
+           << float_literal(n->attr_float("epsilon", 1e-5f)) << ");\n"
+           << ind << "#pragma omp simd\n"
+           << ind << "for (int64_t j = 0; j < L; ++j) { float v = (" << x << " - " << mean << ") * rstd;";
+        ScalarType st;
+        if (n->input(1)) os << " v *= " << arg(*n, 1, true, st) << ";";
+        if (centre && n->input(2)) os << " v += " << arg(*n, 2, true, st) << ";";
+        os << " buf" << b << "[j] = v;";
+        if (out_slot.count(out)) os << " out" << out_slot[out] << "[r * L + j] = " << store(out->type.dtype, "v") << ";";
+        os << " } }\n";
         continue;
       }
       std::string acc = fmt::format("s{}", sv++);

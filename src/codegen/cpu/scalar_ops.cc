@@ -25,11 +25,22 @@ std::optional<ScalarExpr> scalar_expr(const Node& n, const std::vector<std::stri
   auto b = [&](const std::string& e) { return ScalarExpr{e, ScalarType::Bool}; };
   auto lit = [](double v) { return float_literal(v); };
   auto attr = [&](const char* name, double def) { return lit(n.attr_float(name, float(def))); };
+  size_t na = a.size();
+  // Our own domain's activations (rewrite results for opsets that lack them).
+  if (n.domain == "gaf" && na >= 1) {
+    const std::string& x = a[0];
+    if (op == "Gelu" && n.attr_string("approximate", "none") == "none")
+      return f("(0.5f * " + x + " * (1.0f + gaf_erf(" + x + " * 0.707106781186547524f)))");
+    if (op == "Gelu")
+      return f("(0.5f * " + x + " * (1.0f + gaf_tanh(0.797884560802865356f * (" + x + " + 0.044715f * " + x + " * " +
+               x + " * " + x + "))))");
+    if (op == "Silu") return f("(" + x + " * gaf_sigmoid(" + x + "))");
+    if (op == "HardSwish") return f("(" + x + " * gaf_max(0.0f, gaf_min(1.0f, " + x + " * (1.0f / 6.0f) + 0.5f)))");
+  }
   if (!n.domain.empty()) {
     *why = fmt::format("op {}.{} has no scalar form", n.domain, op);
     return std::nullopt;
   }
-  size_t na = a.size();
   // Arithmetic.
   if (op == "Add" && na == 2) return f("(" + a[0] + " + " + a[1] + ")");
   if (op == "Sub" && na == 2) return f("(" + a[0] + " - " + a[1] + ")");

@@ -2,9 +2,11 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <set>
 
 #include "gaf/onnx_io.h"
+#include "gaf/passes.h"
 
 namespace gaf::onnx_io {
 
@@ -176,16 +178,39 @@ onnx::ModelProto export_model(const Model& m) {
   return p;
 }
 
+namespace {
+
+// What other runtimes get: gaf-domain ops decomposed into standard ONNX (fused groups stay gaf.fused functions).
+onnx::ModelProto portable_proto(const Model& m) {
+  bool custom = false;
+  std::function<void(const Graph&)> scan = [&](const Graph& g) {
+    for (const Node* n : g.nodes()) {
+      custom |= n->domain == "gaf";
+      if (n->body) scan(*n->body);
+    }
+  };
+  scan(*m.graph);
+  if (!custom) return export_model(m);
+  onnx::ModelProto p = export_model(m);
+  Model copy = import_model(p, "", ImportOptions{false, false, ""});
+  auto it = copy.opsets.find("");
+  decompose_gaf_ops(*copy.graph, it == copy.opsets.end() ? 13 : int(it->second));
+  copy.opsets.erase("gaf");
+  return export_model(copy);
+}
+
+}  // namespace
+
 void check_model(const Model& m) {
   try {
-    onnx::checker::check_model(export_model(m));
+    onnx::checker::check_model(portable_proto(m));
   } catch (const std::exception& e) {
     fail("the exported model fails the ONNX checker: {}", e.what());
   }
 }
 
 void save_model(const Model& m, const std::string& path) {
-  onnx::ModelProto p = export_model(m);
+  onnx::ModelProto p = portable_proto(m);
   std::string bytes;
   GAF_CHECK(p.SerializeToString(&bytes), "cannot serialise the model (over 2 GB?)");
   write_file_atomic(path, bytes);

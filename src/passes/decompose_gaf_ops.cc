@@ -1,0 +1,122 @@
+// Decomposes our own domain's ops ("gaf": Gelu, Silu, HardSwish, LayerNormalization, RMSNormalization — what the
+// recognition passes produce for opsets that lack the standard op) back into standard ONNX ops, in the graph and
+// in every fused body. Export for other runtimes runs it, so a written model needs nothing but standard ONNX and
+// its gaf.fused functions.
+//
+//   Gelu(x)               -> Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5)          (tanh form likewise)
+//   Silu(x)               -> Mul(x, Sigmoid(x))
+//   HardSwish(x)          -> Mul(x, HardSigmoid<alpha=1/6, beta=1/2>(x))
+//   LayerNormalization    -> standard LayerNormalization at opset >= 17, else ReduceMean/Sub/Mul/ReduceMean/
+//                            Add eps/Sqrt/Div/Mul scale/Add bias
+//   RMSNormalization      -> Div(x, Sqrt(Add(ReduceMean(Mul(x, x)), eps))) * scale
+#include <cmath>
+
+#include "gaf/passes.h"
+
+namespace gaf {
+
+namespace {
+
+class Decomposer {
+ public:
+  Decomposer(Graph& g, int opset) : g_(g), opset_(opset) {}
+
+  int run() {
+    int count = 0;
+    for (Node* n : g_.nodes()) {
+      if (n->body) count += Decomposer(*n->body, opset_).run();
+      if (n->domain != "gaf") continue;
+      if (decompose(*n)) ++count;
+    }
+    if (count) {
+      g_.topo_sort();
+      g_.remove_dead_values();
+    }
+    return count;
+  }
+
+ private:
+  Value* scalar(float v) { return g_.add_constant(g_.unique_name("gaf_decomposed_const"), Tensor::scalar<float>(v)); }
+  Value* op(Node* before, const std::string& type, std::vector<Value*> ins, std::map<std::string, Attribute> attrs = {},
+            const TensorType* type_of = nullptr) {
+    Node* n = g_.insert_node_before(before, type, ins, {g_.unique_name(before->output(0)->name() + "_" + type)},
+                                    before->name.empty() ? "" : g_.unique_name(before->name + "/" + type));
+    n->attrs = std::move(attrs);
+    n->opset = opset_;
+    if (type_of) n->output(0)->type = *type_of;
+    return n->output(0);
+  }
+  void replace(Node* n, Value* result) {
+    result->type = n->output(0)->type;
+    Value* out = n->output(0);
+    std::string name = out->name();
+    g_.replace_all_uses(out, result);
+    for (int k = 1; k < n->num_outputs(); ++k)
+      GAF_CHECK(n->output(k)->uses().empty() && !g_.is_graph_output(n->output(k)),
+                "{}: its extra outputs cannot be expressed in standard ONNX here", n->describe());
+    g_.remove_node(n);
+    g_.rename(out, g_.unique_name(name + "__decomposed"));
+    g_.rename(result, name);
+  }
+
+  bool decompose(Node* n) {
+    Value* x = n->input(0);
+    const TensorType* t = &x->type;
+    const std::string& kind = n->op_type;
+    if (kind == "Gelu") {
+      Value* inner;
+      if (n->attr_string("approximate", "none") == "tanh") {
+        Value* cube = op(n, "Mul", {op(n, "Mul", {x, x}, {}, t), x}, {}, t);
+        Value* s = op(n, "Add", {x, op(n, "Mul", {cube, scalar(0.044715f)}, {}, t)}, {}, t);
+        inner = op(n, "Tanh", {op(n, "Mul", {s, scalar(float(std::sqrt(2.0 / M_PI)))}, {}, t)}, {}, t);
+      } else {
+        inner = op(n, "Erf", {op(n, "Div", {x, scalar(float(std::sqrt(2.0)))}, {}, t)}, {}, t);
+      }
+      Value* y = op(n, "Mul", {op(n, "Mul", {x, op(n, "Add", {inner, scalar(1.0f)}, {}, t)}, {}, t), scalar(0.5f)}, {}, t);
+      replace(n, y);
+      return true;
+    }
+    if (kind == "Silu") {
+      replace(n, op(n, "Mul", {x, op(n, "Sigmoid", {x}, {}, t)}, {}, t));
+      return true;
+    }
+    if (kind == "HardSwish") {
+      Value* hs = op(n, "HardSigmoid", {x}, {{"alpha", 1.0f / 6.0f}, {"beta", 0.5f}}, t);
+      replace(n, op(n, "Mul", {x, hs}, {}, t));
+      return true;
+    }
+    if (kind == "LayerNormalization" || kind == "RMSNormalization") {
+      bool centre = kind == "LayerNormalization";
+      if (centre && opset_ >= 17) {
+        n->domain = "";
+        n->opset = opset_;
+        return true;
+      }
+      GAF_CHECK(x->type.shape, "{}: the rank of its input is unknown", n->describe());
+      int64_t rank = int64_t(x->type.shape->size());
+      int64_t axis = n->attr_int("axis", -1);
+      if (axis < 0) axis += rank;
+      std::vector<int64_t> axes;
+      for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
+      std::map<std::string, Attribute> ra{{"axes", axes}, {"keepdims", int64_t(1)}};
+      Value* d = centre ? op(n, "Sub", {x, op(n, "ReduceMean", {x}, ra)}, {}, t) : x;
+      Value* var = op(n, "ReduceMean", {op(n, "Mul", {d, d}, {}, t)}, ra);
+      Value* den = op(n, "Sqrt", {op(n, "Add", {var, scalar(n->attr_float("epsilon", 1e-5f))})});
+      Value* y = op(n, "Div", {d, den}, {}, t);
+      if (n->input(1)) y = op(n, "Mul", {y, n->input(1)}, {}, t);
+      if (centre && n->input(2)) y = op(n, "Add", {y, n->input(2)}, {}, t);
+      replace(n, y);
+      return true;
+    }
+    fail("{}: no standard ONNX form for gaf op '{}'", n->describe(), kind);
+  }
+
+  Graph& g_;
+  int opset_;
+};
+
+}  // namespace
+
+int decompose_gaf_ops(Graph& g, int opset) { return Decomposer(g, opset).run(); }
+
+}  // namespace gaf

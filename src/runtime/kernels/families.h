@@ -18,5 +18,6 @@ void register_dnnl_ops(OpRegistry& r);           // Conv, ConvTranspose, MatMul,
 void register_misc_ops(OpRegistry& r);           // Constant, Shape, Size, Range, Resize, Einsum, Identity, ...
 void register_random_ops(OpRegistry& r);         // RandomUniform/Normal(Like), Bernoulli
 void register_fused_ops(OpRegistry& r);          // gaf.fused nodes
+void register_extra_ops(OpRegistry& r);          // losses, RNN/GRU/LSTM, string, detection and sampling ops
 
 }  // namespace gaf::runtime

@@ -75,13 +75,49 @@ void check_targets(const Node& node, const I* t, int64_t count, const LossSpec& 
   }
 }
 
-// log(sum(exp(x[n, :, d]))) for every position, optionally writing log_softmax into `logp`. Positions are
-// processed in blocks of consecutive d so the loops over them run over contiguous memory.
+// log(sum(exp(x[n, :, d]))) for every position, optionally writing log_softmax into `logp`.
 template <class T>
 void log_sum_exp(const T* x, const LossSpec& s, acc_t<T>* lse, T* logp) {
   using A = acc_t<T>;
-  constexpr int64_t kBlock = 256;
   const int64_t C = s.C, D = s.D;
+  if (D == 1) {
+    // (N, C): one contiguous row per position. Lane-wise max, then one vectorised pass of exp.
+    parallel_for(s.N, std::max<int64_t>(1, kWorkGrain / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
+      std::vector<A> buf;
+      for (int64_t n = b; n < e; ++n) {
+        const T* xr = x + n * C;
+        const A* row;
+        if constexpr (std::is_same_v<T, A>) {
+          row = xr;
+        } else {
+          buf.resize(size_t(C));
+          for (int64_t c = 0; c < C; ++c) buf[size_t(c)] = load(xr[c]);
+          row = buf.data();
+        }
+        constexpr int64_t kLanes = 16;
+        A lanes[kLanes];
+        for (int64_t j = 0; j < kLanes; ++j) lanes[j] = -std::numeric_limits<A>::infinity();
+        int64_t c = 0;
+        for (; c + kLanes <= C; c += kLanes)
+          for (int64_t j = 0; j < kLanes; ++j) lanes[j] = row[c + j] > lanes[j] ? row[c + j] : lanes[j];
+        for (; c < C; ++c) lanes[0] = row[c] > lanes[0] ? row[c] : lanes[0];
+        A m = lanes[0];
+        for (int64_t j = 1; j < kLanes; ++j) m = lanes[j] > m ? lanes[j] : m;
+        A sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t k = 0; k < C; ++k) sum += exp_a(row[k] - m);
+        const A l = m + std::log(sum);
+        lse[n] = l;
+        if (logp) {
+          T* pr = logp + n * C;
+          for (int64_t k = 0; k < C; ++k) pr[k] = store<T>(row[k] - l);
+        }
+      }
+    });
+    return;
+  }
+  // (N, C, D): blocks of consecutive positions, so the loops over them run over contiguous memory.
+  constexpr int64_t kBlock = 256;
   const int64_t nblk = (D + kBlock - 1) / kBlock;
   const int64_t per_unit = C * std::min(D, kBlock);
   parallel_for(s.N * nblk, std::max<int64_t>(1, kWorkGrain / std::max<int64_t>(per_unit, 1)),
@@ -104,7 +140,7 @@ void log_sum_exp(const T* x, const LossSpec& s, acc_t<T>* lse, T* logp) {
                    }
                    for (int64_t c = 0; c < C; ++c) {
                      const T* xc = xn + c * D;
-                     for (int64_t j = 0; j < len; ++j) sum[j] += std::exp(load(xc[j]) - mx[j]);
+                     for (int64_t j = 0; j < len; ++j) sum[j] += exp_a(load(xc[j]) - mx[j]);
                    }
                    A* l = lse + n * D + d0;
                    for (int64_t j = 0; j < len; ++j) l[j] = mx[j] + std::log(sum[j]);

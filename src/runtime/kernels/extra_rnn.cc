@@ -98,10 +98,10 @@ void activate(const Activation& f, A* v, int64_t n) {
       for (int64_t i = 0; i < n; ++i) v[i] = v[i] > 0 ? v[i] : A(0);
       break;
     case Activation::Tanh:
-      for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]);
+      for (int64_t i = 0; i < n; ++i) v[i] = tanh_a(v[i]);
       break;
     case Activation::Sigmoid:
-      for (int64_t i = 0; i < n; ++i) v[i] = A(1) / (A(1) + std::exp(-v[i]));
+      for (int64_t i = 0; i < n; ++i) v[i] = sigmoid_a(v[i]);
       break;
     case Activation::Affine:
       for (int64_t i = 0; i < n; ++i) v[i] = alpha * v[i] + beta;
@@ -113,46 +113,74 @@ void activate(const Activation& f, A* v, int64_t n) {
       for (int64_t i = 0; i < n; ++i) v[i] = v[i] > alpha ? v[i] : A(0);
       break;
     case Activation::ScaledTanh:
-      for (int64_t i = 0; i < n; ++i) v[i] = alpha * std::tanh(beta * v[i]);
+      for (int64_t i = 0; i < n; ++i) v[i] = alpha * tanh_a(beta * v[i]);
       break;
     case Activation::HardSigmoid:
       for (int64_t i = 0; i < n; ++i) v[i] = std::clamp(alpha * v[i] + beta, A(0), A(1));
       break;
     case Activation::Elu:
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * std::expm1(v[i]);
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] >= 0 ? v[i] : alpha * expm1_a(v[i]);
       break;
     case Activation::Softsign:
       for (int64_t i = 0; i < n; ++i) v[i] = v[i] / (A(1) + std::abs(v[i]));
       break;
     case Activation::Softplus:
-      for (int64_t i = 0; i < n; ++i)
-        v[i] = v[i] > 0 ? v[i] + std::log1p(std::exp(-v[i])) : std::log1p(std::exp(v[i]));
+      for (int64_t i = 0; i < n; ++i) v[i] = std::max(v[i], A(0)) + log1p_a(exp_a(-std::abs(v[i])));
       break;
   }
 }
 
-// C[m, n] += sum_k A[m, k] * Bt[k, n] for m < M, n < N (leading dimensions lda, ldb, ldc). Blocks of 8 rows
-// by 256 columns keep the accumulators in L1 and reuse each loaded row of Bt eight times.
+// C[0:MR, 0:NR] += A[0:MR, 0:K] * Bt[0:K, 0:NR] with the MR x NR accumulators in registers.
+template <class A, int MR, int NR>
+inline void gemm_tile(int64_t K, const A* a, int64_t lda, const A* bt, int64_t ldb, A* c, int64_t ldc) {
+  A acc[MR][NR] = {};
+  for (int64_t k = 0; k < K; ++k) {
+    const A* b = bt + k * ldb;
+    for (int i = 0; i < MR; ++i) {
+      const A av = a[i * lda + k];
+      for (int j = 0; j < NR; ++j) acc[i][j] += av * b[j];
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) c[i * ldc + j] += acc[i][j];
+}
+
+// The same for a partial tile (mlen <= MR rows, nlen <= NR columns), accumulating in C.
+template <class A>
+void gemm_edge(int64_t mlen, int64_t nlen, int64_t K, const A* a, int64_t lda, const A* bt, int64_t ldb, A* c,
+               int64_t ldc) {
+  for (int64_t k = 0; k < K; ++k) {
+    const A* __restrict b = bt + k * ldb;
+    for (int64_t i = 0; i < mlen; ++i) {
+      const A av = a[i * lda + k];
+      A* __restrict cr = c + i * ldc;
+      for (int64_t j = 0; j < nlen; ++j) cr[j] += av * b[j];
+    }
+  }
+}
+
+// C[m, n] += sum_k A[m, k] * Bt[k, n] for m < M, n < N (leading dimensions lda, ldb, ldc). Work units are
+// blocks of up to 64 rows by one panel of kNR columns; inside, register tiles of kMR x kNR (64 floats or
+// 32 doubles: four AVX-512 vectors per row) sweep K while the Bt panel stays in cache.
 template <class A>
 void gemm_acc(int64_t M, int64_t N, int64_t K, const A* a, int64_t lda, const A* bt, int64_t ldb, A* c,
               int64_t ldc) {
-  constexpr int64_t kMB = 8, kNB = 256;
+  constexpr int kMR = 4, kNR = 64 / int(sizeof(A) / sizeof(float));
+  constexpr int64_t kMB = 64;
   if (M <= 0 || N <= 0 || K <= 0) return;
-  const int64_t mblocks = (M + kMB - 1) / kMB, nblocks = (N + kNB - 1) / kNB;
-  const int64_t unit_work = K * std::min(M, kMB) * std::min(N, kNB);
-  parallel_for(mblocks * nblocks, std::max<int64_t>(1, 4 * kWorkGrain / unit_work),
+  const int64_t mblocks = (M + kMB - 1) / kMB, npanels = (N + kNR - 1) / kNR;
+  const int64_t unit_work = K * std::min(M, kMB) * std::min<int64_t>(N, kNR);
+  parallel_for(mblocks * npanels, std::max<int64_t>(1, 4 * kWorkGrain / unit_work),
                [&](int64_t ub, int64_t ue) {
                  for (int64_t u = ub; u < ue; ++u) {
-                   const int64_t m0 = (u / nblocks) * kMB, n0 = (u % nblocks) * kNB;
-                   const int64_t mlen = std::min(kMB, M - m0), nlen = std::min(kNB, N - n0);
-                   for (int64_t k = 0; k < K; ++k) {
-                     const A* __restrict b = bt + k * ldb + n0;
-                     for (int64_t i = 0; i < mlen; ++i) {
-                       const A av = a[(m0 + i) * lda + k];
-                       A* __restrict cr = c + (m0 + i) * ldc + n0;
-                       for (int64_t j = 0; j < nlen; ++j) cr[j] += av * b[j];
-                     }
-                   }
+                   const int64_t m0 = (u % mblocks) * kMB, n0 = (u / mblocks) * kNR;
+                   const int64_t m1 = std::min(M, m0 + kMB), nlen = std::min<int64_t>(kNR, N - n0);
+                   int64_t m = m0;
+                   if (nlen == kNR)
+                     for (; m + kMR <= m1; m += kMR)
+                       gemm_tile<A, kMR, kNR>(K, a + m * lda, lda, bt + n0, ldb, c + m * ldc + n0, ldc);
+                   if (m < m1)
+                     gemm_edge<A>(m1 - m, nlen, K, a + m * lda, lda, bt + n0, ldb, c + m * ldc + n0, ldc);
                  }
                });
 }
@@ -425,7 +453,8 @@ class RecurrentKernel final : public Kernel {
     if (cell_ == Cell::LSTM) c.resize(size_t(B * H));
     if (cell_ == Cell::GRU && !lbr_) rh.resize(size_t(B * H));
     const int64_t max_len = B > 0 ? *std::max_element(lens.begin(), lens.end()) : 0;
-    const int64_t ew_grain = std::max<int64_t>(1, kWorkGrain / std::max<int64_t>(GH * 8, 1));
+    // Gate math costs about 20 operations per gate value (exp / tanh).
+    const int64_t ew_grain = std::max<int64_t>(1, 4 * kWorkGrain / std::max<int64_t>(GH * 20, 1));
 
     for (int64_t dir = 0; dir < D; ++dir) {
       const DirWeights<A>& dw = (*dws)[size_t(dir)];

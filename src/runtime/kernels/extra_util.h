@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/kernels/common.h"
+#include "runtime/kernels/elementwise_math.h"
 
 namespace gaf::runtime::extra {
 
@@ -35,6 +36,53 @@ inline T store(acc_t<T> v) {
     return BFloat16{float_to_bf16(v)};
   else
     return v;
+}
+
+// Transcendentals in the compute type: fp32 goes through the branch-free fastmath versions (within a few ulp,
+// and loops over them vectorise); double uses libm.
+template <class A>
+inline A exp_a(A x) {
+  if constexpr (std::is_same_v<A, float>)
+    return fastmath::exp(x);
+  else
+    return std::exp(x);
+}
+template <class A>
+inline A expm1_a(A x) {
+  if constexpr (std::is_same_v<A, float>)
+    return fastmath::expm1(x);
+  else
+    return std::expm1(x);
+}
+template <class A>
+inline A log_a(A x) {
+  if constexpr (std::is_same_v<A, float>)
+    return fastmath::log(x);
+  else
+    return std::log(x);
+}
+template <class A>
+inline A log1p_a(A x) {
+  if constexpr (std::is_same_v<A, float>)
+    return fastmath::log1p(x);
+  else
+    return std::log1p(x);
+}
+template <class A>
+inline A tanh_a(A x) {
+  if constexpr (std::is_same_v<A, float>)
+    return fastmath::tanh(x);
+  else
+    return std::tanh(x);
+}
+template <class A>
+inline A sigmoid_a(A x) {
+  if constexpr (std::is_same_v<A, float>) {
+    return fastmath::sigmoid(x);
+  } else {
+    const A e = std::exp(-std::abs(x));
+    return x >= 0 ? 1 / (1 + e) : e / (1 + e);
+  }
 }
 
 // The elements of `t` (storage type T) in the compute type: a pointer into the tensor when they are the same

@@ -372,7 +372,8 @@ RecOut rec_ref(const std::string& cell, const RecInputs& in, bool reverse, bool 
         if (cell == "RNN") {
           for (int64_t k = 0; k < H; ++k) nh[size_t(k)] = f(cl(wx(k) + rv(k, hs)));
         } else if (cell == "GRU") {
-          std::vector<double> z(static_cast<size_t>(H)), r(static_cast<size_t>(H)), rh(static_cast<size_t>(H));
+          std::vector<double> z(static_cast<size_t>(H)), r(static_cast<size_t>(H)),
+              rh(static_cast<size_t>(H));
           for (int64_t k = 0; k < H; ++k) {
             z[size_t(k)] = f(cl(wx(k) + rv(k, hs)));
             r[size_t(k)] = f(cl(wx(H + k) + rv(H + k, hs)));

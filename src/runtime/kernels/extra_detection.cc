@@ -219,6 +219,8 @@ class RoiAlignKernel final : public Kernel {
     T* y = ctx.allocate_output(0, x.dtype(), {R, C, oh_, ow_}).template data<T>();
     const T* xp = x.data<T>();
     const T* rp = rois.data<T>();
+    std::vector<Region<A>> regions;
+    for (int64_t r = 0; r < R; ++r) regions.push_back(region_of<T>(rp + r * 4, r, ctx.node()));
     constexpr int64_t kChan = 16;  // channels per work unit (sample positions are recomputed per unit)
     const int64_t cblocks = (C + kChan - 1) / kChan;
     parallel_for(
@@ -227,9 +229,8 @@ class RoiAlignKernel final : public Kernel {
           std::vector<Sample<A>> samples;
           for (int64_t u = ub; u < ue; ++u) {
             const int64_t r = u / cblocks, c0 = (u % cblocks) * kChan, c1 = std::min(C, c0 + kChan);
-            int64_t gh, gw;
-            region_samples<T>(rp + r * 4, H, W, samples, gh, gw);
-            const int64_t per_bin = gh * gw;
+            region_samples<A>(regions[size_t(r)], H, W, samples);
+            const int64_t per_bin = regions[size_t(r)].gh * regions[size_t(r)].gw;
             const A inv = A(1) / A(std::max<int64_t>(per_bin, 1));
             for (int64_t c = c0; c < c1; ++c) {
               const T* plane = xp + (batch[size_t(r)] * C + c) * H * W;
@@ -254,32 +255,51 @@ class RoiAlignKernel final : public Kernel {
         });
   }
 
-  // Bilinear sample positions and weights of every bin of one region, bin-major.
+  // Where a region's bins and samples lie: computed (and checked) before the parallel part.
+  template <class A>
+  struct Region {
+    A x0, y0, bh, bw;
+    int64_t gh, gw;  // sampling grid per bin
+  };
+
   template <class T>
-  void region_samples(const T* roi, int64_t H, int64_t W, std::vector<Sample<acc_t<T>>>& samples, int64_t& gh,
-                      int64_t& gw) const {
+  Region<acc_t<T>> region_of(const T* roi, int64_t r, const Node& node) const {
     using A = acc_t<T>;
     const A scale = A(spatial_scale_), off = half_pixel_ ? A(0.5) : A(0);
     const A x0 = load(roi[0]) * scale - off, y0 = load(roi[1]) * scale - off;
     const A x1 = load(roi[2]) * scale - off, y1 = load(roi[3]) * scale - off;
+    GAF_CHECK(std::isfinite(x0) && std::isfinite(y0) && std::isfinite(x1) && std::isfinite(y1),
+              "{}: roi {} has a non-finite coordinate", node.describe(), r);
     A rw = x1 - x0, rh = y1 - y0;
     if (!half_pixel_) {  // malformed regions are forced to 1x1
       rw = std::max(rw, A(1));
       rh = std::max(rh, A(1));
     }
-    const A bh = rh / A(oh_), bw = rw / A(ow_);
-    gh = sampling_ratio_ > 0 ? sampling_ratio_ : int64_t(std::ceil(rh / A(oh_)));
-    gw = sampling_ratio_ > 0 ? sampling_ratio_ : int64_t(std::ceil(rw / A(ow_)));
-    gh = std::max<int64_t>(gh, 0);
-    gw = std::max<int64_t>(gw, 0);
-    samples.resize(size_t(oh_ * ow_ * gh * gw));
+    Region<A> g{x0, y0, rh / A(oh_), rw / A(ow_), sampling_ratio_, sampling_ratio_};
+    if (sampling_ratio_ == 0) {
+      const double gh = std::ceil(double(rh) / double(oh_)), gw = std::ceil(double(rw) / double(ow_));
+      constexpr double kMaxSamples = double(1 << 22);
+      GAF_CHECK(
+          std::max(gh, 0.0) * std::max(gw, 0.0) * double(oh_ * ow_) <= kMaxSamples,
+          "{}: roi {} ({} x {} after spatial_scale) needs more than {} adaptive samples; set sampling_ratio",
+          node.describe(), r, rw, rh, kMaxSamples);
+      g.gh = std::max<int64_t>(int64_t(gh), 0);
+      g.gw = std::max<int64_t>(int64_t(gw), 0);
+    }
+    return g;
+  }
+
+  // Bilinear sample positions and weights of every bin of one region, bin-major.
+  template <class A>
+  void region_samples(const Region<A>& g, int64_t H, int64_t W, std::vector<Sample<A>>& samples) const {
+    samples.resize(size_t(oh_ * ow_ * g.gh * g.gw));
     Sample<A>* s = samples.data();
     for (int64_t ph = 0; ph < oh_; ++ph)
       for (int64_t pw = 0; pw < ow_; ++pw)
-        for (int64_t iy = 0; iy < gh; ++iy) {
-          const A yy = y0 + A(ph) * bh + (A(iy) + A(0.5)) * bh / A(gh);
-          for (int64_t ix = 0; ix < gw; ++ix, ++s) {
-            const A xx = x0 + A(pw) * bw + (A(ix) + A(0.5)) * bw / A(gw);
+        for (int64_t iy = 0; iy < g.gh; ++iy) {
+          const A yy = g.y0 + A(ph) * g.bh + (A(iy) + A(0.5)) * g.bh / A(g.gh);
+          for (int64_t ix = 0; ix < g.gw; ++ix, ++s) {
+            const A xx = g.x0 + A(pw) * g.bw + (A(ix) + A(0.5)) * g.bw / A(g.gw);
             *s = bilinear<A>(yy, xx, H, W);
           }
         }

@@ -22,24 +22,15 @@ namespace {
 enum class Interp { Nearest, Linear, Cubic };
 enum class Padding { Zeros, Border, Reflection };
 
-// Reflects x into [lo, hi] by the nearer border, repeatedly.
+// Reflects x into [lo, hi] by the nearer border, repeatedly (period 2 * (hi - lo)).
 template <class A>
 A reflect(A x, A lo, A hi) {
   const A range = hi - lo;
   if (range <= 0) return lo;
-  if (x < lo) {
-    const A dx = lo - x;
-    const int64_t n = int64_t(dx / range);
-    const A r = dx - A(n) * range;
-    return n % 2 == 0 ? lo + r : hi - r;
-  }
-  if (x > hi) {
-    const A dx = x - hi;
-    const int64_t n = int64_t(dx / range);
-    const A r = dx - A(n) * range;
-    return n % 2 == 0 ? hi - r : lo + r;
-  }
-  return x;
+  if (x >= lo && x <= hi) return x;
+  A d = std::fmod(x - lo, 2 * range);
+  if (d < 0) d += 2 * range;
+  return d <= range ? lo + d : hi - (d - range);
 }
 
 template <class A>
@@ -165,6 +156,9 @@ class GridSampleKernel final : public Kernel {
       x = std::isnan(x) ? A(0) : std::clamp(x, A(0), A(W - 1));
       y = std::isnan(y) ? A(0) : std::clamp(y, A(0), A(H - 1));
     }
+    // Zeros padding: a point more than the interpolation support away from the image reads nothing (this also
+    // keeps the integer conversions below in range).
+    if (padding_ == Padding::Zeros && (x < A(-3) || y < A(-3) || x > A(W + 2) || y > A(H + 2))) return;
     if (interp_ == Interp::Nearest) {
       add_tap(t, int64_t(y), int64_t(x), A(1), H, W, border);
     } else if (interp_ == Interp::Linear) {

@@ -211,6 +211,19 @@ TEST(extraops_Loss, SceLargeSpatialParallelAndRowMajorC) {
   expect_close(as_double(outs[0]), {m2.sum / double(R)}, 1e-4);
 }
 
+TEST(extraops_Loss, SceDoubleMatchesReference) {
+  const int64_t N = 5, C = 7, D = 3;
+  auto x = rnd(N * C * D, 9, -6.f, 6.f);
+  std::vector<int64_t> t;
+  for (int64_t i = 0; i < N * D; ++i) t.push_back((i * 3) % C);
+  auto outs = run(model(13, R"(g (double[5,7,3] x, int64[5,3] t) => (double[5,3] y, double[5,7,3] lp) {
+      y, lp = SoftmaxCrossEntropyLoss<reduction = "none">(x, t) })"),
+                  {make<double>({N, C, D}, std::vector<double>(x.begin(), x.end())), i64({N, D}, t)});
+  auto lp = log_softmax_ref(x, N, C, D);
+  expect_close(as_double(outs[0]), loss_ref(lp, t, {}, N, C, D, false, 0).per_pos, 1e-13, 1e-13);
+  expect_close(as_double(outs[1]), lp, 1e-13, 1e-13);
+}
+
 TEST(extraops_Loss, AllIgnoredMeanIsNaNAndSumIsZero) {
   auto outs = run(model(13, R"(g (float[2,3] x, int64[2] t) => (float y, float z) {
       y = NegativeLogLikelihoodLoss<ignore_index = 1>(x, t)
@@ -338,7 +351,7 @@ struct RecOut {
 using Fn = std::function<double(double)>;
 
 RecOut rec_ref(const std::string& cell, const RecInputs& in, bool reverse, bool lbr, double clip, Fn f, Fn g,
-               Fn h) {
+               Fn h, bool input_forget = false) {
   const int64_t S = in.S, B = in.B, I = in.I, H = in.H, D = in.D;
   const int64_t G = cell == "RNN" ? 1 : cell == "GRU" ? 3 : 4, GH = G * H;
   RecOut o;
@@ -390,7 +403,8 @@ RecOut rec_ref(const std::string& cell, const RecInputs& in, bool reverse, bool 
           };
           for (int64_t k = 0; k < H; ++k) {
             const double i = f(cl(wx(k) + rv(k, hs) + p(0, k) * cs[size_t(k)]));
-            const double fg = f(cl(wx(2 * H + k) + rv(2 * H + k, hs) + p(2, k) * cs[size_t(k)]));
+            const double fg =
+                input_forget ? 1 - i : f(cl(wx(2 * H + k) + rv(2 * H + k, hs) + p(2, k) * cs[size_t(k)]));
             const double c = g(cl(wx(3 * H + k) + rv(3 * H + k, hs)));
             nc[size_t(k)] = fg * cs[size_t(k)] + i * c;
             const double og = f(cl(wx(H + k) + rv(H + k, hs) + p(1, k) * nc[size_t(k)]));
@@ -514,6 +528,41 @@ TEST(extraops_Recurrent, RnnActivationsWithAlphaAndFloat16) {
       }
   ASSERT_EQ(outs[0].dtype(), DType::Float16);
   expect_close(as_double(outs[0]), want, 4e-3, 2e-3);
+}
+
+TEST(extraops_Recurrent, LstmInputForgetOtherActivations) {
+  RecInputs in = rec_inputs("LSTM", 5, 3, 4, 6, 1, 70);
+  in.P.clear();
+  in.h0.clear();
+  in.c0.clear();
+  const std::string g =
+      R"(g (float[5,3,4] X, float[1,24,4] W, float[1,24,6] R, float[1,48] B) => (float[5,1,3,6] Y, float[1,3,6] Yh, float[1,3,6] Yc) {
+      Y, Yh, Yc = LSTM<hidden_size = 6, input_forget = 1, activations = ["HardSigmoid", "Elu", "Softplus"],
+                       activation_alpha = [0.25, 0.9]>(X, W, R, B) })";
+  auto outs = run(model(14, g), {f32({5, 3, 4}, in.X), f32({1, 24, 4}, in.W), f32({1, 24, 6}, in.R),
+                                 f32({1, 48}, in.bias)});
+  auto hsig = [](double v) { return std::clamp(0.25 * v + 0.5, 0.0, 1.0); };  // beta takes its default 0.5
+  auto elu = [](double v) { return v >= 0 ? v : 0.9 * std::expm1(v); };
+  auto softplus = [](double v) { return std::log1p(std::exp(v)); };
+  RecOut ref = rec_ref("LSTM", in, false, false, 0, hsig, elu, softplus, /*input_forget=*/true);
+  expect_close(as_double(outs[0]), ref.y, 1e-5, 1e-6);
+  expect_close(as_double(outs[2]), ref.yc, 1e-5, 1e-6);
+}
+
+TEST(extraops_Recurrent, GruDoubleReverseWithInitialState) {
+  RecInputs in = rec_inputs("GRU", 4, 2, 3, 5, 1, 80);
+  auto dbl = [](std::vector<int64_t> dims, const std::vector<float>& v) {
+    return make<double>(std::move(dims), std::vector<double>(v.begin(), v.end()));
+  };
+  const std::string g =
+      R"(g (double[4,2,3] X, double[1,15,3] W, double[1,15,5] R, double[1,30] B, double[1,2,5] H0) => (double[4,1,2,5] Y) {
+      Y, Yh = GRU<hidden_size = 5, direction = "reverse", linear_before_reset = 1, clip = 0.375>(X, W, R, B, , H0) })";
+  auto outs = run(model(14, g), {dbl({4, 2, 3}, in.X), dbl({1, 15, 3}, in.W), dbl({1, 15, 5}, in.R),
+                                 dbl({1, 30}, in.bias), dbl({1, 2, 5}, in.h0)});
+  ASSERT_EQ(outs[0].dtype(), DType::Double);
+  RecOut ref = rec_ref(
+      "GRU", in, true, true, 0.375, sigm, [](double v) { return std::tanh(v); }, nullptr);
+  expect_close(as_double(outs[0]), ref.y, 1e-12, 1e-13);
 }
 
 TEST(extraops_Recurrent, LargeLstmParallelGemm) {
@@ -661,6 +710,9 @@ TEST(extraops_RoiAlign, MaxModeOpsetDefaultsFloat16AndErrors) {
   std::string msg = error_of(model(16, fmt::format(fmt::runtime(g), "avg")),
                              {f32({1, 1, 4, 4}, x), f32({1, 4}, {1, 1, 3, 3}), i64({1}, {1})});
   EXPECT_HAS(msg, "batch_indices[0] = 1 is out of range for a batch of 1");
+  msg = error_of(model(16, fmt::format(fmt::runtime(g), "avg")),
+                 {f32({1, 1, 4, 4}, x), f32({1, 4}, {1, NAN, 3, 3}), i64({1}, {0})});
+  EXPECT_HAS(msg, "roi 0 has a non-finite coordinate");
 }
 
 TEST(extraops_RoiAlign, ManyRoisChannelsParallel) {
@@ -754,6 +806,27 @@ TEST(extraops_GridSample, PaddingModesOutsideAndFloat16) {
       y = GridSample<mode = "area">(x, grid) })"),
                  {f32({1, 1, 2, 3}, x), f32({1, 1, 2, 2}, grid)});
   EXPECT_HAS(msg, "mode 'area' is not valid");
+}
+
+TEST(extraops_GridSample, ExtremeAndNonFiniteGridValues) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  const std::vector<float> grid = {1e30f, -1e30f, INFINITY, 0.f, NAN, 0.f, -7.3f, 11.9f};
+  for (const char* pad : {"zeros", "border", "reflection"}) {
+    const std::string g = fmt::format(R"(g (float[1,1,2,3] x, float[1,2,2,2] grid) => (float[1,1,2,2] y) {{
+        y = GridSample<mode = "bicubic", padding_mode = "{}">(x, grid) }})",
+                                      pad);
+    auto y = as_double(run(model(16, g), {f32({1, 1, 2, 3}, x), f32({1, 2, 2, 2}, grid)})[0]);
+    if (std::string(pad) == "zeros") {
+      EXPECT_EQ(y[0], 0.0);
+      EXPECT_EQ(y[1], 0.0);
+      EXPECT_EQ(y[2], 0.0);
+    } else {
+      for (double v : y) EXPECT_TRUE(std::isfinite(v)) << pad;
+    }
+    if (std::string(pad) == "border") {
+      EXPECT_EQ(y[0], 3.0);  // x -> right edge, y -> top edge
+    }
+  }
 }
 
 TEST(extraops_MaxUnpool, Int32PadsAndOutputShape) {

@@ -5,7 +5,8 @@
 // [outer, n, inner]; inner == 1 is the row path, otherwise columns are processed in chunks, vectorised across
 // the inner dimension.
 //
-// Everything is numerically stable (the maximum is subtracted) and reads its input once from memory:
+// Everything is numerically stable (the maximum is subtracted); statistics and output take one pass each,
+// the second on data still in cache for rows that fit:
 //  * Softmax rows up to kInCacheRow: the max, then y = exp(x - max) with the sum in the same pass, then
 //    y *= 1/sum while the row is still in cache: one exp per element.
 //  * Longer rows and LogSoftmax: an online pass keeps a running (max, sum) per block of kBlock elements

@@ -77,6 +77,9 @@ class BatchNormKernel final : public Kernel {
           }
         } else {
           normalize(xp, y.data<T>(), batch, channels, spatial, scale, bias, mean, var);
+          // Running statistics asked for in inference mode are the inputs, unchanged.
+          for (int k = 1; k <= 2; ++k)
+            if (wants_output(ctx, k)) ctx.set_output(k, ctx.in(k + 2));
         }
       }
     });

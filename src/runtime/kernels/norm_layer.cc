@@ -10,9 +10,9 @@ namespace gaf::runtime::rn {
 
 namespace {
 
-// Normalises rows [b, e) of length n. scale/bias give the per-position (LayerNorm: `row_param` false, arrays
-// of n) or per-row (InstanceNorm: `row_param` true, indexed by channel(row)) affine parameters. Row
-// statistics are written to mean_out / inv_out when not null.
+// Normalises rows [b, e) of length n: computes each row's statistics, then calls
+// param(row, x_row, y_row, mean, inv_std) to write the affine output (LayerNorm: per-position scale and bias;
+// InstanceNorm: per-channel). Row statistics are also written to mean_out / inv_out when not null.
 template <class T, class Param>
 void normalize_rows(const T* x, T* y, int64_t b, int64_t e, int64_t n, double eps, Param&& param,
                     double* mean_out, double* inv_out) {

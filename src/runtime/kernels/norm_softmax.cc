@@ -5,12 +5,13 @@
 // [outer, n, inner]; inner == 1 is the row path, otherwise columns are processed in chunks, vectorised across
 // the inner dimension.
 //
-// Rows are numerically stable (the maximum is subtracted) and read their input once from memory:
-//  * Softmax, rows up to kInCacheRow: max, then y = exp(x - max) with the sum in the same pass, then y *=
-//  1/sum
-//    while the row is still in cache: one exp per element.
+// Everything is numerically stable (the maximum is subtracted); statistics and output take one pass each,
+// the second on data still in cache for rows that fit:
+//  * Softmax rows up to kInCacheRow: the max, then y = exp(x - max) with the sum in the same pass, then
+//    y *= 1/sum while the row is still in cache: one exp per element.
 //  * Longer rows and LogSoftmax: an online pass keeps a running (max, sum) per block of kBlock elements
 //    (rescaling the sum when the maximum grows), then one output pass.
+//  * Columns: an online pass per element (max and rescaled sum, one exp), then the output pass.
 #include "runtime/kernels/norm_ops.h"
 #include "runtime/kernels/reduce_arg.h"
 

@@ -5,17 +5,18 @@
 // innermost reduced group always has stride K, so each step along it moves by one contiguous run of K
 // elements. Outputs come in rows of K contiguous values; a "piece" is a row or a slice of one.
 //
-//  * K <= 32 ("lane" mode, covers the row reduce K = 1): consecutive reduced steps are contiguous memory,
-//  read
-//    as rows of W = K*m elements (W <= 64) folded into W independent lane accumulators; lane j feeds output
-//    j % K. The inner loop is a plain vectorisable map over the lanes.
-//  * K > 32 ("column" mode): each reduced step is a contiguous slice of up to 1024 outputs, folded
-//  element-wise
-//    into that many accumulators, vectorised across the kept dimension.
+//  * Short reductions (at most 16 steps, K <= 32): the step offsets are listed once and each output folds
+//    its few values directly; the row base advances as an odometer.
+//  * Lane mode (K <= 32, covers the row reduce K = 1): consecutive reduced steps are contiguous memory, read
+//    as rows of W = K*m elements (m a power of two, W <= 64) folded into W independent accumulators; lane j
+//    feeds output j % K, and the lanes are folded as a tree at the end. The inner loop is a plain
+//    vectorisable map over the lanes.
+//  * Column mode (K > 32): each reduced step is a contiguous slice of up to 1024 outputs, folded
+//    element-wise into that many accumulators, vectorised across the kept dimension.
 //
 // Independent pieces run in parallel. When there are too few pieces for that (a full reduction, a few rows),
-// the reduced range is split into chunks whose partial states are merged in a fixed order, so results do not
-// depend on the thread count.
+// the reduced range is split into chunks whose partial states are merged in a fixed order; the chunking
+// depends only on the shape, so results do not depend on the thread count.
 //
 // An Op supplies: S (state), init(), step(S, C x, C shift), merge(S, S) and finish(S, count, C shift), where
 // C is the compute type (fp32 for 16-bit floats) and shift is a per-output offset (used by ReduceLogSumExp).

@@ -31,7 +31,7 @@ class Tensor {
   static Tensor from(std::vector<int64_t> dims, std::span<const T> values) {
     Tensor t(DTypeOf<T>::value, std::move(dims));
     GAF_ASSERT(size_t(t.numel()) == values.size(), "Tensor::from: value count does not match dims");
-    std::memcpy(t.raw(), values.data(), values.size() * sizeof(T));
+    if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(T));
     return t;
   }
   template <class T>
@@ -64,6 +64,8 @@ class Tensor {
 
   // Same storage, new dims (element count must match).
   Tensor reshaped(std::vector<int64_t> dims) const;
+  // Same storage and dims, element type reinterpreted (sizes must match): bfloat16 <-> uint16 bits.
+  Tensor bitcast(DType dtype) const;
   // Deep copy into fresh storage.
   Tensor clone(Allocator& alloc = Allocator::heap()) const;
   // Element i converted to double / int64 (any numeric dtype); for attributes and shape inputs.

@@ -56,6 +56,14 @@ Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
   return t;
 }
 
+Tensor Tensor::bitcast(DType dtype) const {
+  GAF_CHECK(dtype_size(dtype) == dtype_size(dtype_) && dtype != DType::String && dtype_ != DType::String,
+            "cannot reinterpret {} as {}", dtype_name(dtype_), dtype_name(dtype));
+  Tensor t = *this;
+  t.dtype_ = dtype;
+  return t;
+}
+
 Tensor Tensor::clone(Allocator& alloc) const {
   Tensor t(dtype_, dims_, alloc);
   if (dtype_ == DType::String) {

@@ -2,7 +2,10 @@
 // simple) through the CPU runtime and compares with the stored outputs.
 //
 //   gaf_conformance [--data DIR] [--filter SUBSTR] [--expected FILE] [--write-expected FILE] [--verbose]
+//                   [--opt-level N]
 //
+// With --opt-level 1..3 every model is first rewritten and fused at that level (the fused model must pass the ONNX
+// checker) and the fused graph runs, generated kernels included, against the same stored outputs.
 // Each test runs in a forked child, so a crash is one failed test, not a dead suite. A checked-in list of tests
 // expected to be unsupported or failing (each with its reason) turns any other failure or unsupported test into
 // a non-zero exit, and so does a listed test that now passes: coverage can only grow, and the list stays honest.
@@ -32,9 +35,17 @@ struct Result {
   std::string detail;
 };
 
+int g_opt_level = 0;
+
 Result run_test(const fs::path& dir, double rtol, double atol) {
   try {
     Model m = onnx_io::load_model((dir / "model.onnx").string());
+    if (g_opt_level > 0) {
+      tools::FuseOptions fo;
+      fo.fusion.opt_level = g_opt_level;
+      tools::fuse_model(m, fo);
+      onnx_io::check_model(m);
+    }
     runtime::Session session(*m.graph);
     std::vector<fs::path> sets;
     for (const auto& e : fs::directory_iterator(dir))
@@ -50,13 +61,18 @@ Result run_test(const fs::path& dir, double rtol, double atol) {
         // The stored inputs follow graph input order; inputs with initializers may be fed too.
         const auto& ins = m.graph->inputs();
         GAF_CHECK(i < ins.size(), "more input files than graph inputs");
-        feeds[ins[i]->name()] = onnx_io::load_tensor(p.string());
+        Tensor t = onnx_io::load_tensor(p.string());
+        // ONNX 1.12's test data stores bfloat16 tensors as uint16 bits.
+        if (ins[i]->type.dtype == DType::BFloat16 && t.dtype() == DType::UInt16) t = t.bitcast(DType::BFloat16);
+        feeds[ins[i]->name()] = t;
       }
       std::vector<Tensor> outs = session.run(feeds);
       for (size_t i = 0; i < outs.size(); ++i) {
         fs::path p = set / fmt::format("output_{}.pb", i);
         if (!fs::exists(p)) return {Outcome::Failed, fmt::format("missing {}", p.string())};
         Tensor expected = onnx_io::load_tensor(p.string());
+        if (outs[i].dtype() == DType::BFloat16 && expected.dtype() == DType::UInt16)
+          expected = expected.bitcast(DType::BFloat16);
         auto c = tools::compare(outs[i], expected, rtol, atol);
         if (!c.ok)
           return {Outcome::Failed, fmt::format("{} output {}: {}", set.filename().string(), i, c.message)};
@@ -137,6 +153,7 @@ int main(int argc, char** argv) {
     else if (a == "--expected") expected_path = next();
     else if (a == "--write-expected") write_path = next();
     else if (a == "--verbose") verbose = true;
+    else if (a == "--opt-level") g_opt_level = std::stoi(next());
     else {
       std::cerr << "unknown argument " << a << "\n";
       return 2;
@@ -186,7 +203,7 @@ int main(int argc, char** argv) {
       f << name << "  # " << reason << "\n";
     }
   }
-  std::cout << "conformance: " << passed << " passed, " << failed << " failed, " << unsup << " unsupported\n";
+  std::cout << "conformance" << (g_opt_level ? fmt::format(" (fused, opt level {})", g_opt_level) : "") << ": " << passed << " passed, " << failed << " failed, " << unsup << " unsupported\n";
   if (!expected_path.empty()) {
     std::cout << (regressions ? fmt::format("{} test(s) differ from the expected list\n", regressions)
                               : std::string("all tests match the expected list\n"));

@@ -2,6 +2,8 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <set>
+
 #include "gaf/onnx_io.h"
 
 namespace gaf::onnx_io {
@@ -153,6 +155,13 @@ onnx::ModelProto export_model(const Model& m) {
   }
   for (const auto& f : m.functions) GAF_ASSERT(p.add_functions()->ParseFromString(f), "function does not parse");
   graph_to_proto(*m.graph, *p.mutable_graph());
+  if (m.ir_version < 4) {
+    // Before IR version 4 every initializer must also be a graph input (passes may have added initializers).
+    std::set<std::string> inputs;
+    for (const auto& vi : p.graph().input()) inputs.insert(vi.name());
+    for (const Value* v : m.graph->initializers())
+      if (!inputs.count(v->name())) value_info(v, *p.mutable_graph()->add_input());
+  }
   bool fused = false;
   for (const Node* n : m.graph->nodes()) {
     if (!n->body) continue;

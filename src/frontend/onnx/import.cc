@@ -101,6 +101,9 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
   std::set<std::string> input_names;
   for (const auto& vi : gp.input()) {
     input_names.insert(vi.name());
+    if (vi.has_type() && !vi.type().has_tensor_type())
+      unsupported("graph '{}': input '{}' is a sequence, map or optional value; only tensors are supported",
+                  gp.name(), vi.name());
     Value* v;
     if (inits.count(vi.name())) {
       v = g.add_constant(vi.name(), tensor_from_proto(*inits[vi.name()], base_dir));
@@ -158,6 +161,9 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
   for (const auto& vi : gp.output()) {
     Value* v = g.find_value(vi.name());
     GAF_CHECK(v, "graph '{}': output '{}' is not produced by any node", gp.name(), vi.name());
+    if (vi.has_type() && !vi.type().has_tensor_type())
+      unsupported("graph '{}': output '{}' is a sequence, map or optional value; only tensors are supported",
+                  gp.name(), vi.name());
     TensorType t = type_from_proto(vi.type());
     if (t.dtype != DType::Undefined) v->type = t;
     g.add_output(v);

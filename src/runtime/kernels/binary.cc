@@ -119,7 +119,7 @@ void add_binary(OpRegistry& r, const char* name, uint32_t flags = kNone) {
           [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<BinaryKernel<Op>>(n); });
 }
 
-// ---- arithmetic ------------------------------------------------------------------------------------------
+// ---- arithmetic ---------------------------------------------------------------------------------
 
 // Signed integer overflow wraps (two's complement) instead of being undefined.
 struct AddOp {
@@ -215,7 +215,7 @@ struct ModOp {
   }
 };
 
-// ---- comparison and logic --------------------------------------------------------------------------------
+// ---- comparison and logic -----------------------------------------------------------------------
 
 #define GAF_COMPARE_OP(Name, types, legacy, expr)    \
   struct Name {                                      \
@@ -258,8 +258,7 @@ struct BitShiftOp {
   }
 };
 
-// ---- Pow
-// ---------------------------------------------------------------------------------------------------
+// ---- Pow ----------------------------------------------------------------------------------------
 
 // Integer base ** integer exponent by squaring, wrapping on overflow. Negative exponents truncate 1/base^-e
 // toward zero (only 1 and -1 give non-zero results); 0 ** negative is an error.
@@ -367,7 +366,7 @@ class PowKernel final : public Kernel {
   }
 };
 
-// ---- PRelu -----------------------------------------------------------------------------------------------
+// ---- PRelu --------------------------------------------------------------------------------------
 
 // y = x < 0 ? slope * x : x, slope broadcast to x's shape (unidirectionally). Before opset 7 a 1-D slope of
 // x's channel count applies per channel (dimension 1), as the PyTorch exporter of that time wrote it.
@@ -377,7 +376,7 @@ struct PReluOp {
     if constexpr (std::is_unsigned_v<C>)
       return x;
     else
-      return x < C(0) ? mul_wrap(slope, x) : x;
+      return mul_wrap(x, x < C(0) ? slope : C(1));  // select, then multiply: vectorises
   }
 };
 

@@ -71,12 +71,14 @@ class ConvKernel final : public Kernel {
     dnnl::primitive prim;
     size_t scratch = 0;
     memory::desc src_user, src_md, wei_user, wei_md, bias_md, dst_user, dst_md;
-    dnnl::reorder src_reorder, dst_reorder;  // plain <-> the primitive's layout, when they differ
-    memory packed;                           // packed constant weights
+    // plain <-> the primitive's layouts, when they differ; sum_reorder writes the sum addend into the output
+    dnnl::reorder src_reorder, dst_reorder, wei_reorder, sum_reorder;
+    memory packed;  // packed constant weights
     std::vector<Dims> addend_padded;
     std::vector<memory::desc> addend_mds;
-    std::vector<bool> addend_full;  // fallback: materialised to the full output in the dst layout
+    std::vector<bool> addend_full;  // read in the output layout: materialised and reordered per run
     std::vector<dnnl::reorder> addend_reorders;
+    int sum_addend = -1;  // the addend added as a sum post-op (written into the output buffer first)
   };
 
   void prebuild() {
@@ -155,16 +157,19 @@ class ConvKernel final : public Kernel {
     bool pointwise = !transpose_ && g == 1;
     for (int i = 0; i < r; ++i) pointwise &= win.k[i] == 1 && win.pb[i] == 0 && win.pe[i] == 0;
     const auto any = memory::format_tag::any;
-    memory::desc src_req = pointwise ? e.src_user : memory::desc(e.src_user.dims(), dt::f32, any);
-    memory::desc dst_req = pointwise ? e.dst_user : memory::desc(e.dst_user.dims(), dt::f32, any);
-    memory::desc wei_req = w_const_.defined() ? memory::desc(e.wei_user.dims(), dt::f32, any) : e.wei_user;
+    const memory::desc src_req = pointwise ? e.src_user : memory::desc(e.src_user.dims(), dt::f32, any);
+    const memory::desc dst_req = pointwise ? e.dst_user : memory::desc(e.dst_user.dims(), dt::f32, any);
+    // Weights in the primitive's preferred layout: constant ones are packed once, fed ones reordered per run
+    // (a plain-layout request can push oneDNN onto a much slower implementation).
+    memory::desc wei_req = memory::desc(e.wei_user.dims(), dt::f32, any);
     memory::dims strides(win.s.begin(), win.s.end()), pl(win.pb.begin(), win.pb.end()),
         pr(win.pe.begin(), win.pe.end()), dil;
     for (int i = 0; i < r; ++i) dil.push_back(win.d[i] - 1);
 
-    auto make_pd = [&](const std::vector<memory::desc>& addend_mds) -> dnnl::primitive_desc {
+    // `sum_addend`: index of the Add post-op done as a sum into the output (-1: none).
+    auto make_pd = [&](const std::vector<memory::desc>* addend_mds, int sum_addend) -> dnnl::primitive_desc {
       dnnl::primitive_attr attr = base_attr();
-      append_post_ops(attr, ops_, addend_mds);
+      append_post_ops(attr, ops_, *addend_mds, sum_addend);
       const auto fwd = dnnl::prop_kind::forward_inference;
       if (!transpose_) {
         auto d = has_bias ? dnnl::convolution_forward::desc(fwd, dnnl::algorithm::convolution_direct, src_req,
@@ -180,33 +185,57 @@ class ConvKernel final : public Kernel {
                                                        wei_req, dst_req, strides, dil, pl, pr);
       return dnnl::deconvolution_forward::primitive_desc(d, attr, engine());
     };
+    // Addends. oneDNN's fast convolutions take broadcast (per-channel) binary addends in plain layout, but
+    // not a full-size binary addend (that pushes them onto the reference kernel): a full-size addend is
+    // better added as a sum post-op, the addend first written into the output buffer (through the output's
+    // reorder when the layout is blocked). Candidates in order, the first that is not oneDNN's reference
+    // kernel wins: (1) sum for the first full-size addend, binary for the rest; (2) binary for all, plain
+    // layout; (3) binary for all, materialised in the output's layout.
     e.addend_full.assign(n_addends, false);
     for (const Dims& d : e.addend_padded) e.addend_mds.push_back(plain_desc(d));
-    dnnl::primitive_desc pd = make_pd(e.addend_mds);
+    dnnl::primitive_desc pd;
+    for (size_t i = 0; i < n_addends && e.sum_addend < 0; ++i)
+      if (e.addend_padded[i] == s.out) e.sum_addend = int(i);
+    if (e.sum_addend >= 0) {
+      try {
+        dnnl::primitive_desc pd1 = make_pd(&e.addend_mds, e.sum_addend);
+        if (!is_reference_impl(pd1)) pd = pd1;
+      } catch (const dnnl::error&) {
+      }
+      if (!pd) e.sum_addend = -1;
+    }
+    if (!pd) pd = make_pd(&e.addend_mds, -1);
     if (n_addends > 0 && is_reference_impl(pd)) {
-      // Binary post-ops in plain layout on a blocked output can push oneDNN to its reference kernel: give the
-      // addends the output's layout instead (materialised and reordered at run time).
       std::vector<memory::desc> full(n_addends, pd.dst_desc());
-      dnnl::primitive_desc pd1 = make_pd(full);
+      dnnl::primitive_desc pd1 = make_pd(&full, -1);
       if (!is_reference_impl(pd1) && pd1.dst_desc() == pd.dst_desc()) {
         pd = pd1;
         e.addend_mds = full;
         e.addend_full.assign(n_addends, true);
-        for (size_t i = 0; i < n_addends; ++i)
-          e.addend_reorders.push_back(
-              dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.dst_user, engine(), pd.dst_desc())));
       }
     }
+    e.addend_reorders.resize(n_addends);
+    for (size_t i = 0; i < n_addends; ++i)
+      if (e.addend_full[i])
+        e.addend_reorders[i] =
+            dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.dst_user, engine(), e.addend_mds[i]));
     e.src_md = pd.src_desc();
     e.dst_md = pd.dst_desc();
     e.wei_md = pd.weights_desc();
     if (e.src_md != e.src_user)
       e.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.src_user, engine(), e.src_md));
-    if (e.dst_md != e.dst_user)
+    if (e.dst_md != e.dst_user) {
       e.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.dst_md, engine(), e.dst_user));
+      if (e.sum_addend >= 0)
+        e.sum_reorder =
+            dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.dst_user, engine(), e.dst_md));
+    }
     e.scratch = pd.scratchpad_desc().get_size();
     e.prim = dnnl::primitive(pd);
-    if (w_const_.defined()) e.packed = packed_weights(e.wei_user, e.wei_md);
+    if (w_const_.defined())
+      e.packed = packed_weights(e.wei_user, e.wei_md);
+    else if (e.wei_md != e.wei_user)
+      e.wei_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.wei_user, engine(), e.wei_md));
   }
 
   memory packed_weights(const memory::desc& user, const memory::desc& want) {
@@ -244,7 +273,15 @@ class ConvKernel final : public Kernel {
       args[DNNL_ARG_WEIGHTS] = e.packed;
     } else {
       keep.push_back(to_float(W, ctx.allocator()));
-      args[DNNL_ARG_WEIGHTS] = wrap(e.wei_md, keep.back().raw());
+      memory user = wrap(e.wei_user, keep.back().raw());
+      if (e.wei_reorder) {
+        keep.push_back(scratch_tensor(e.wei_md, ctx));
+        memory packed = wrap(e.wei_md, keep.back().raw());
+        e.wei_reorder.execute(stream(), user, packed);
+        args[DNNL_ARG_WEIGHTS] = packed;
+      } else {
+        args[DNNL_ARG_WEIGHTS] = user;
+      }
     }
     if (B) {
       keep.push_back(b_const_.defined() ? b_const_ : to_float(*B, ctx.allocator()));
@@ -259,6 +296,15 @@ class ConvKernel final : public Kernel {
     args[DNNL_ARG_DST] = dst;
     for (size_t i = 0; i < addend_src_.size(); ++i) {
       Tensor t = to_float(ctx.in(addend_src_[i]), ctx.allocator());
+      if (int(i) == e.sum_addend) {  // full size: becomes the output's initial value
+        if (e.dst_reorder) {
+          memory plain = wrap(e.dst_user, t.raw());
+          e.sum_reorder.execute(stream(), plain, dst);
+        } else {
+          std::memcpy(Yf.raw(), t.raw(), Yf.nbytes());
+        }
+        continue;
+      }
       if (!e.addend_full[i]) {
         args[post_op_src1_arg(addend_pos_[i])] = wrap(e.addend_mds[i], t.raw());
         keep.push_back(std::move(t));

@@ -222,6 +222,14 @@ class MatMulKernel final : public Kernel {
     std::vector<bool> addend_expand;  // materialise the addend to the full dst first (broadcast fallback)
   };
 
+  // Gemm's C must broadcast unidirectionally to [M, N].
+  void check_c(const Dims& c, const Dims& out) const {
+    bool ok = c.size() <= 2;
+    for (size_t i = 0; ok && i < c.size(); ++i) ok = c[i] == 1 || c[i] == out[out.size() - c.size() + i];
+    GAF_CHECK(ok, "{}: input C of shape {} does not broadcast to the output shape {}", node_.describe(),
+              dims_to_string(c), dims_to_string(out));
+  }
+
   Problem problem(const Dims& a, const Dims& b, bool fold) const {
     return gemm_ ? gemm_problem(node_, a, b, trans_a_, trans_b_) : matmul_problem(node_, a, b, fold);
   }
@@ -252,14 +260,7 @@ class MatMulKernel final : public Kernel {
   std::unique_ptr<Entry> build(const Dims& a, const Dims& b, const std::vector<Dims>& addends) {
     auto e = std::make_unique<Entry>();
     Problem p = problem(a, b, true);
-    if (use_c_) {
-      const Dims& c = addends[0];
-      bool ok = c.size() <= 2;
-      for (size_t i = 0; ok && i < c.size(); ++i)
-        ok = c[i] == 1 || c[i] == p.out[p.out.size() - c.size() + i];
-      GAF_CHECK(ok, "{}: input C of shape {} does not broadcast to the output shape {}", node_.describe(),
-                dims_to_string(c), dims_to_string(p.out));
-    }
+    if (use_c_) check_c(addends[0], p.out);
     for (const Dims& ad : addends) {
       auto m = addend_in_dst(node_, p, ad);
       if (!m) {
@@ -368,6 +369,7 @@ class MatMulKernel final : public Kernel {
 
   void run_reference(KernelContext& ctx, const Tensor& A, const Tensor& B, const Tensor* C) {
     Problem p = problem(A.dims(), B.dims(), false);
+    if (C) check_c(C->dims(), p.out);
     Tensor& Y = ctx.allocate_output(0, A.dtype(), p.out);
     if (Y.numel() == 0) return;
     visit_dtype(A.dtype(), [&](auto tag) {

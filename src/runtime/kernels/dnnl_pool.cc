@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <variant>
 
 #include "runtime/kernels/dnnl_geom.h"
 #include "runtime/kernels/dnnl_kernels.h"
@@ -122,6 +123,20 @@ void ref_pool(const PoolDims& c, PoolKind kind, bool count_include_pad, double p
                });
 }
 
+// LpPool / GlobalLpPool's p: a float attribute in opset 1, an int from opset 2 on.
+double lp_norm_p(const Node& node) {
+  auto it = node.attrs.find("p");
+  double p = 2.0;
+  if (it != node.attrs.end()) {
+    if (const float* f = std::get_if<float>(&it->second))
+      p = *f;
+    else
+      p = double(node.attr_int("p", 2));
+  }
+  GAF_CHECK(p > 0 && std::isfinite(p), "{}: p must be a positive number, got {}", node.describe(), p);
+  return p;
+}
+
 class PoolKernel final : public Kernel {
   using dt_t = memory::data_type;
 
@@ -134,8 +149,7 @@ class PoolKernel final : public Kernel {
     storage_order_ = node.attr_int("storage_order", 0);
     GAF_CHECK(storage_order_ == 0 || storage_order_ == 1, "{}: storage_order must be 0 or 1, got {}",
               node.describe(), storage_order_);
-    p_ = double(node.attr_int("p", 2));
-    GAF_CHECK(kind != PoolKind::Lp || p_ > 0, "{}: p must be positive, got {}", node.describe(), p_);
+    if (kind == PoolKind::Lp) p_ = lp_norm_p(node);
     want_indices_ = kind == PoolKind::Max && node.num_outputs() > 1 && !node.output(1)->absent_output;
   }
 
@@ -295,7 +309,7 @@ void global_pool_kernel(KernelContext& ctx) {
   Tensor& Y = ctx.allocate_output(0, X.dtype(), out);
   if (planes == 0) return;
   GAF_CHECK(size > 0, "{}: the spatial size of {} is zero", node.describe(), dims_to_string(X.dims()));
-  const double p = kKind == PoolKind::Lp ? double(node.attr_int("p", 2)) : 0.0;
+  const double p = kKind == PoolKind::Lp ? lp_norm_p(node) : 0.0;
   const int64_t grain = std::max<int64_t>(1, 32768 / size);
   if (is_dnnl_float(X.dtype())) {
     Tensor Xf = to_float(X, ctx.allocator());
@@ -311,8 +325,12 @@ void global_pool_kernel(KernelContext& ctx) {
           y[pl] = max_floats(xp, size);
         } else {
           double s = 0.0;
-          for (int64_t i = 0; i < size; ++i) s += std::pow(std::fabs(double(xp[i])), p);
-          y[pl] = float(std::pow(s, 1.0 / p));
+          if (p == 2.0) {
+            for (int64_t i = 0; i < size; ++i) s += double(xp[i]) * double(xp[i]);
+          } else {
+            for (int64_t i = 0; i < size; ++i) s += std::pow(std::fabs(double(xp[i])), p);
+          }
+          y[pl] = float(p == 2.0 ? std::sqrt(s) : std::pow(s, 1.0 / p));
         }
       }
     });

@@ -13,7 +13,9 @@ dnnl::engine& engine() {
 }
 
 dnnl::stream& stream() {
-  static dnnl::stream s(engine());
+  // oneDNN streams are not meant to be shared between threads: one per thread (sessions may run
+  // concurrently).
+  thread_local dnnl::stream s(engine());
   return s;
 }
 
@@ -141,7 +143,7 @@ memory wrap(const memory::desc& md, const void* data) {
 }
 
 void append_post_ops(dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
-                     const std::vector<memory::desc>& addend_descs) {
+                     const std::vector<memory::desc>& addend_descs, int sum_addend) {
   if (ops.empty()) return;
   dnnl::post_ops po;
   size_t addend = 0;
@@ -171,7 +173,11 @@ void append_post_ops(dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
         break;
       case PostOp::Kind::Add:
         GAF_ASSERT(addend < addend_descs.size(), "append_post_ops: missing addend descriptor");
-        po.append_binary(A::binary_add, addend_descs[addend++]);
+        if (int(addend) == sum_addend)
+          po.append_sum(1.f);
+        else
+          po.append_binary(A::binary_add, addend_descs[addend]);
+        ++addend;
         break;
     }
   }

@@ -1,5 +1,5 @@
-// Internal helpers of the oneDNN kernel family: the process-wide engine and stream, a thread-local
-// scratchpad, memory descriptors for plain row-major tensors, fp32 staging of fp16/bf16 tensors, the post-op
+// Internal helpers of the oneDNN kernel family: the process-wide engine, a stream and a scratchpad per
+// thread, memory descriptors for plain row-major tensors, fp32 staging of fp16/bf16 tensors, the post-op
 // chain, a per-kernel cache of primitives keyed by input shapes, and conversion of oneDNN errors into gaf
 // errors.
 #pragma once
@@ -33,7 +33,8 @@ memory::desc strided_desc(const Dims& dims, const Dims& strides,
 // Primitive attributes with a user-managed scratchpad (one thread-local buffer serves every primitive).
 dnnl::primitive_attr base_attr();
 
-// Runs `prim` on the shared stream; `scratch_bytes` comes from the primitive descriptor's scratchpad_desc().
+// Runs `prim` on this thread's stream; `scratch_bytes` comes from the primitive descriptor's
+// scratchpad_desc().
 void execute(const dnnl::primitive& prim, size_t scratch_bytes, std::unordered_map<int, memory>& args);
 
 // Runs a reorder between two memories (plain <-> blocked layouts, weights packing).
@@ -60,11 +61,12 @@ Tensor expand_float(const Tensor& t, const Dims& padded, const Dims& full, Alloc
 // Wraps a tensor's storage in a oneDNN memory of the given descriptor (no copy).
 memory wrap(const memory::desc& md, const void* data);
 
-// --- post-ops
-// ------------------------------------------------------------------------------------------------- Appends
-// the chain to `attr`. `addend_descs[i]` is the src1 descriptor of the i-th Add post-op.
+// --- post-ops ---
+// Appends the chain to `attr`. `addend_descs[i]` is the src1 descriptor of the i-th Add post-op, except that
+// Add number `sum_addend` (if >= 0) becomes a sum post-op: the caller writes that addend into the destination
+// before executing (oneDNN then adds the destination's prior contents at that point of the chain).
 void append_post_ops(dnnl::primitive_attr& attr, const std::vector<dnnl_ops::PostOp>& ops,
-                     const std::vector<memory::desc>& addend_descs);
+                     const std::vector<memory::desc>& addend_descs, int sum_addend = -1);
 // Argument id of the i-th post-op's src1 (binary) operand.
 inline int post_op_src1_arg(int position) {
   return DNNL_ARG_ATTR_MULTIPLE_POST_OP(position) | DNNL_ARG_SRC_1;
@@ -77,8 +79,7 @@ void apply_post_ops_ref(const Node& node, const std::vector<dnnl_ops::PostOp>& o
 // Addend dims padded with leading 1s to rank(out); throws unless they broadcast into `out` unidirectionally.
 Dims addend_dims(const Node& node, const Dims& addend, const Dims& out);
 
-// --- cache
-// ----------------------------------------------------------------------------------------------------
+// --- cache ---
 // Primitives built for one set of input shapes. Small (typically one entry); the oldest entry goes when full.
 template <class Entry>
 class ShapeCache {

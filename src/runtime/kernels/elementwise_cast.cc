@@ -50,7 +50,7 @@ void cast_range(const S* in, D* out, int64_t n) {
   }
 }
 
-// ---- numbers -> string ---------------------------------------------------------------------------------
+// ---- numbers -> string --------------------------------------------------------------------------
 
 // Python-style float text: shortest round-trip digits, and ".0" on integral values.
 std::string float_text(std::string s) {
@@ -82,7 +82,7 @@ std::string to_text(S v) {
     return fmt::format("{}", v);
 }
 
-// ---- string -> numbers ---------------------------------------------------------------------------------
+// ---- string -> numbers --------------------------------------------------------------------------
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -124,7 +124,7 @@ D parse_text(const std::string& text, const Node& n) {
   fail("{}: cannot convert the string \"{}\" to {}", n.describe(), text, dtype_name(DTypeOf<D>::value));
 }
 
-// ---- the kernel ----------------------------------------------------------------------------------------
+// ---- the kernel ---------------------------------------------------------------------------------
 
 bool castable(DType t) {
   switch (t) {

@@ -28,8 +28,7 @@
 
 namespace gaf::runtime::ew {
 
-// ---- types
-// -------------------------------------------------------------------------------------------------
+// ---- types --------------------------------------------------------------------------------------
 
 template <class S>
 inline constexpr bool is_f16_v = std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>;
@@ -84,8 +83,7 @@ void dispatch(DType t, const Node& node, const char* what, F&& f) {
   });
 }
 
-// ---- scalar conversions
-// ------------------------------------------------------------------------------------
+// ---- scalar conversions -------------------------------------------------------------------------
 
 inline float load_f(Half h) { return half_to_float(h.bits); }
 inline float load_f(BFloat16 b) { return bf16_to_float(b.bits); }
@@ -117,8 +115,7 @@ inline I saturate_cast(F v) {
   return static_cast<I>(v);
 }
 
-// ---- block conversions (vectorised; defined in elementwise_util.cc)
-// ----------------------------------------
+// ---- block conversions (vectorised; defined in elementwise_util.cc) -----------------------------
 
 void to_float(const Half* src, float* dst, int64_t n);
 void to_float(const BFloat16* src, float* dst, int64_t n);
@@ -141,8 +138,7 @@ inline void to_float_strided(const S* src, int64_t stride, float* dst, int64_t n
 // Elements per block when 16-bit floats are widened to fp32 on the stack.
 inline constexpr int64_t kBlock = 512;
 
-// ---- integer arithmetic with defined overflow
-// ----------------------------------------------------------------
+// ---- integer arithmetic with defined overflow ---------------------------------------------------
 
 // Unsigned type wide enough that arithmetic on it cannot promote to int (so wrapping is defined).
 template <class I>
@@ -183,8 +179,7 @@ struct ErrorFlag {
   void raise() { set.store(true, std::memory_order_relaxed); }
 };
 
-// ---- unary
-// ---------------------------------------------------------------------------------------------------
+// ---- unary --------------------------------------------------------------------------------------
 
 // Grain for parallel loops from an op's cost per element: ~32K cheap elements per chunk, fewer for costly
 // ops.
@@ -192,11 +187,16 @@ inline int64_t grain_for(double cost) {
   return std::clamp<int64_t>(int64_t(32768 / std::max(cost, 1.0)), 1024, 32768);
 }
 
-// out[i] = op(in[i]) over [0, n). S and SO are storage types; op sees and returns compute types.
+// out[i] = op(in[i]) over [0, n). S and SO are storage types; op sees and returns compute types. An op may
+// provide `range(const C* in, C* out, n)` for a whole contiguous run (explicit SIMD where the compiler
+// cannot).
 template <class S, class SO, class Op>
-inline void unary_range(const S* in, SO* out, int64_t n, const Op& op) {
+inline void unary_range(const S* in, SO* out, int64_t n, const Op op) {
   if constexpr (!is_f16_v<S> && !is_f16_v<SO>) {
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<SO>(op(in[i]));
+    if constexpr (requires { op.range(in, out, n); })
+      op.range(in, out, n);
+    else
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<SO>(op(in[i]));
   } else {
     alignas(64) compute_t<S> a[kBlock];
     alignas(64) compute_t<SO> r[kBlock];
@@ -210,7 +210,10 @@ inline void unary_range(const S* in, SO* out, int64_t n, const Op& op) {
         pa = in + b;
       }
       if constexpr (is_f16_v<SO>) {
-        for (int64_t i = 0; i < m; ++i) r[i] = static_cast<compute_t<SO>>(op(pa[i]));
+        if constexpr (requires { op.range(pa, r, m); })
+          op.range(pa, r, m);
+        else
+          for (int64_t i = 0; i < m; ++i) r[i] = static_cast<compute_t<SO>>(op(pa[i]));
         from_float(r, out + b, m);
       } else {
         for (int64_t i = 0; i < m; ++i) out[b + i] = static_cast<SO>(op(pa[i]));
@@ -224,8 +227,7 @@ void unary_map(const S* in, SO* out, int64_t n, const Op& op, int64_t grain) {
   parallel_for(n, grain, [&](int64_t b, int64_t e) { unary_range(in + b, out + b, e - b, op); });
 }
 
-// ---- broadcasting
-// ------------------------------------------------------------------------------------------
+// ---- broadcasting -------------------------------------------------------------------------------
 
 template <size_t N>
 struct BroadcastPlan {
@@ -270,7 +272,7 @@ void broadcast_run(const BroadcastPlan<N>& p, int64_t grain, Row&& row) {
 
 // o[i] = op(a[i*sa], b[i*sb]) on compute types, with the common stride patterns specialised.
 template <class A, class B, class O, class Op>
-inline void binary_row_native(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n, const Op& op) {
+inline void binary_row_native(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n, const Op op) {
   if (sa == 1 && sb == 1) {
     for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(op(a[i], b[i]));
   } else if (sa == 0 && sb == 1) {
@@ -289,7 +291,7 @@ inline void binary_row_native(const A* a, int64_t sa, const B* b, int64_t sb, O*
 
 // Storage-typed row: 16-bit float operands and results go through fp32 blocks.
 template <class SA, class SB, class SO, class Op>
-inline void binary_row(const SA* a, int64_t sa, const SB* b, int64_t sb, SO* o, int64_t n, const Op& op) {
+inline void binary_row(const SA* a, int64_t sa, const SB* b, int64_t sb, SO* o, int64_t n, const Op op) {
   if constexpr (!is_f16_v<SA> && !is_f16_v<SB> && !is_f16_v<SO>) {
     binary_row_native(a, sa, b, sb, o, n, op);
   } else {
@@ -345,7 +347,7 @@ void binary_broadcast(const SA* a, const std::vector<int64_t>& adims, const SB* 
       });
 }
 
-// ---- registration of the family's other files ------------------------------------------------------------
+// ---- registration of the family's other files ---------------------------------------------------
 
 void register_variadic_ops(OpRegistry& r);  // elementwise_variadic.cc: Max, Min, Sum, Mean
 void register_cast_ops(OpRegistry& r);      // elementwise_cast.cc: Cast, CastLike

@@ -459,8 +459,9 @@ void batched_gemm(int64_t batch, int64_t M, int64_t N, int64_t K, const C* A, bo
       GAF_CHECK(st == dnnl_success, "{}: oneDNN sgemm failed (status {})", node.describe(), int(st));
     };
     const double work = double(M) * double(N) * double(K);
-    if (batch > 1 && work < double(1 << 18)) {
-      // Many small products: one per thread (sgemm runs single-threaded inside a parallel region).
+    const int threads = omp_get_max_threads();
+    if (batch > 1 && (work < double(1 << 18) || batch % threads == 0 || batch >= 4 * threads)) {
+      // Enough products to go round: one per thread (sgemm runs single-threaded inside a parallel region).
       parallel_for(batch, std::max<int64_t>(1, int64_t(double(1 << 18) / std::max(work, 1.0))),
                    [&](int64_t b, int64_t e) {
                      for (int64_t i = b; i < e; ++i) one(i);
@@ -523,10 +524,19 @@ struct Contractor {
   }
 
   // Sums out the labels of `v` that are not in `needed`; returns `v` itself when there are none.
-  View<C> drop_unneeded(const View<C>& v, const std::vector<int>& needed) {
+  View<C> drop_unneeded(const View<C>& v0, const std::vector<int>& needed) {
+    auto is_needed = [&](int l) { return std::find(needed.begin(), needed.end(), l) != needed.end(); };
+    View<C> v;  // size-1 labels nobody needs leave without a copy
+    v.data = v0.data;
+    for (size_t i = 0; i < v0.labels.size(); ++i) {
+      if (v0.sizes[i] == 1 && !is_needed(v0.labels[i])) continue;
+      v.labels.push_back(v0.labels[i]);
+      v.sizes.push_back(v0.sizes[i]);
+      v.strides.push_back(v0.strides[i]);
+    }
     std::vector<int> keep;
     for (int l : v.labels)
-      if (std::find(needed.begin(), needed.end(), l) != needed.end()) keep.push_back(l);
+      if (is_needed(l)) keep.push_back(l);
     if (keep.size() == v.labels.size()) return v;
     C* d = scratch(size_of(keep));
     reduce_to(v, keep, gsize, d);

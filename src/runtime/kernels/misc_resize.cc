@@ -442,9 +442,9 @@ class ResizeKernel final : public Kernel {
         GAF_CHECK(scales[a] > 0 && std::isfinite(scales[a]),
                   "{}: scale {} of axis {} must be positive and finite", n.describe(), scales[a], a);
         s.scale = scales[a];
-        // Like onnxruntime: the product in fp32, truncated (roi extent only with tf_crop_and_resize).
-        float extent = attrs_.coord == Coord::TfCropAndResize ? float(s.roi_end - s.roi_start) : 1.f;
-        s.out_len = int64_t(std::floor(float(s.in_len) * extent * float(s.scale)));
+        // floor(input * scale) in fp32, as ONNX shape inference, the ONNX reference and onnxruntime compute
+        // it (none of them applies the roi extent the operator text mentions for tf_crop_and_resize).
+        s.out_len = int64_t(std::floor(float(s.in_len) * float(s.scale)));
         s.len_resized = double(s.in_len) * s.scale;
       } else {
         GAF_CHECK(sizes[a] >= 0, "{}: size {} of axis {} is negative", n.describe(), sizes[a], a);

@@ -17,8 +17,7 @@ template <class T, class Param>
 void normalize_rows(const T* x, T* y, int64_t b, int64_t e, int64_t n, double eps, Param&& param,
                     double* mean_out, double* inv_out) {
   using C = compute_t<T>;
-  std::vector<C> xb(is_f16_v<T> ? static_cast<size_t>(n) : 0),
-      yb(is_f16_v<T> ? static_cast<size_t>(n) : 0);
+  std::vector<C> xb(is_f16_v<T> ? static_cast<size_t>(n) : 0), yb(is_f16_v<T> ? static_cast<size_t>(n) : 0);
   for (int64_t r = b; r < e; ++r) {
     const C* xr = as_compute(x + r * n, n, xb.data());
     double sum, sumsq, mean, inv;

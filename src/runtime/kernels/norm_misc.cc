@@ -109,7 +109,7 @@ class MvnKernel final : public Kernel {
     const Tensor& x = ctx.in(0);
     check_float_input(x, node, "the input");
     std::vector<bool> mask = axes_mask(axes_, x.rank(), node);
-    ReduceGeometry g = make_reduce_geometry(x.dims(), mask, /*keepdims=*/true);
+    ReduceGeometry g = make_reduce_geometry(x.dims(), mask, /*keepdims=*/true, node);
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
     if (x.numel() == 0) return;
     visit_dtype(x.dtype(), [&](auto tag) {

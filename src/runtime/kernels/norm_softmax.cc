@@ -22,7 +22,7 @@ enum class SmKind { Softmax, LogSoftmax, Hardmax };
 
 constexpr int64_t kBlock = 1024;        // elements per block of the online pass; a multiple of the lanes
 constexpr int64_t kInCacheRow = 16384;  // 64 KiB of fp32
-constexpr int64_t kColChunk = 512;      // columns per piece in the column path
+constexpr int64_t kColChunk = 1024;     // columns per piece in the column path
 
 // Maximum of x[0..n) ignoring NaN (-inf when there is no number; NaN then shows up in the sums).
 template <class C>
@@ -46,7 +46,7 @@ template <class C>
 double block_sum_exp(const C* x, int64_t n, C m) {
   C s = 0;
 #pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += exp_c(x[i] - m);
+  for (int64_t i = 0; i < n; ++i) s += exp_shifted(x[i], m);
   return double(s);
 }
 
@@ -56,7 +56,7 @@ double block_exp_store(const C* x, C* y, int64_t n, C m) {
   C s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) {
-    C e = exp_c(x[i] - m);
+    C e = exp_shifted(x[i], m);
     y[i] = e;
     s += e;
   }
@@ -102,7 +102,7 @@ void softmax_row(const C* x, C* y, int64_t n) {
   double s;
   online_max_sum(x, n, m, s);
   const C inv = C(1.0 / s);
-  for (int64_t i = 0; i < n; ++i) y[i] = exp_c(x[i] - m) * inv;
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_shifted(x[i], m) * inv;
 }
 
 template <class C>
@@ -157,14 +157,31 @@ inline void store_out(const compute_t<T>* v, T* y, int64_t cnt) {
     std::copy(v, v + cnt, y);
 }
 
-// Column path: [outer, n, inner] with inner > 1, pieces of up to kColChunk columns.
+// One online step for columns: folds x into the running maximum m and sum s = sum(exp(values - m)). When x
+// exceeds m the sum is rescaled by exp(m - x), otherwise exp(x - m) is added: either way one exp of -|x - m|.
+// x == m (including two equal infinities) adds exactly 1; NaN poisons s.
+template <class C>
+inline void online_col_step(const C* q, int64_t cnt, C* m, double* s) {
+  for (int64_t j = 0; j < cnt; ++j) {
+    const C x = q[j], mj = m[j];
+    // Written as selects of unconditionally computed values so the loop vectorises.
+    C nd = -std::abs(x - mj);
+    nd = x == mj ? C(0) : nd;
+    const C ev = exp_shifted(nd, C(0));
+    s[j] = x > mj ? s[j] * double(ev) + 1.0 : s[j] + double(ev);
+    m[j] = x > mj ? x : mj;
+  }
+}
+
+// Column path: [outer, n, inner] with inner > 1, pieces of up to kColChunk columns. Rows of a piece are read
+// contiguously: an online pass for (max, sum), then the output pass.
 template <SmKind Kind, class T>
 void run_cols(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
   using C = compute_t<T>;
   const int64_t chunk = std::min(inner, kColChunk);
   const int64_t per = (inner + chunk - 1) / chunk;
   parallel_for(outer * per, std::max<int64_t>(1, kGrain / (n * chunk)), [&](int64_t b, int64_t e) {
-    C m[kColChunk], buf[kColChunk], out[kColChunk];
+    C m[kColChunk], buf[kColChunk], out[kColChunk], fin[kColChunk];
     double s[kColChunk];
     int64_t idx[kColChunk];
     for (int64_t p = b; p < e; ++p) {
@@ -172,8 +189,8 @@ void run_cols(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
       const T* xo = x + o * n * inner + j0;
       T* yo = y + o * n * inner + j0;
       auto row = [&](int64_t i) { return as_compute(xo + i * inner, cnt, buf); };
+      const C* q0 = row(0);
       if constexpr (Kind == SmKind::Hardmax) {
-        const C* q0 = row(0);
         for (int64_t j = 0; j < cnt; ++j) {
           m[j] = q0[j];
           idx[j] = 0;
@@ -186,31 +203,22 @@ void run_cols(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
         continue;
       }
       for (int64_t j = 0; j < cnt; ++j) {
-        m[j] = -std::numeric_limits<C>::infinity();
-        s[j] = 0;
+        m[j] = q0[j];
+        s[j] = 1.0;
       }
-      for (int64_t i = 0; i < n; ++i) {
-        const C* q = row(i);
-        for (int64_t j = 0; j < cnt; ++j) m[j] = q[j] > m[j] ? q[j] : m[j];
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const C* q = row(i);
-        for (int64_t j = 0; j < cnt; ++j) s[j] += double(exp_c(q[j] - m[j]));
-      }
+      for (int64_t i = 1; i < n; ++i) online_col_step(row(i), cnt, m, s);
       if constexpr (Kind == SmKind::Softmax) {
-        C inv[kColChunk];
-        for (int64_t j = 0; j < cnt; ++j) inv[j] = C(1.0 / s[j]);
+        for (int64_t j = 0; j < cnt; ++j) fin[j] = C(1.0 / s[j]);
         for (int64_t i = 0; i < n; ++i) {
           const C* q = row(i);
-          for (int64_t j = 0; j < cnt; ++j) out[j] = exp_c(q[j] - m[j]) * inv[j];
+          for (int64_t j = 0; j < cnt; ++j) out[j] = exp_shifted(q[j], m[j]) * fin[j];
           store_out(out, yo + i * inner, cnt);
         }
       } else {
-        C ls[kColChunk];
-        for (int64_t j = 0; j < cnt; ++j) ls[j] = C(std::log(s[j]));
+        for (int64_t j = 0; j < cnt; ++j) fin[j] = C(std::log(s[j]));
         for (int64_t i = 0; i < n; ++i) {
           const C* q = row(i);
-          for (int64_t j = 0; j < cnt; ++j) out[j] = (q[j] - m[j]) - ls[j];
+          for (int64_t j = 0; j < cnt; ++j) out[j] = (q[j] - m[j]) - fin[j];
           store_out(out, yo + i * inner, cnt);
         }
       }

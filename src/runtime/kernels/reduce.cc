@@ -47,7 +47,7 @@ class ReduceKernel final : public Kernel {
       mask.assign(x.rank(), !noop_);
     else
       mask = rn::axes_mask(axes, x.rank(), node);
-    rn::ReduceGeometry g = rn::make_reduce_geometry(x.dims(), mask, keepdims_);
+    rn::ReduceGeometry g = rn::make_reduce_geometry(x.dims(), mask, keepdims_, node);
     Tensor& y = ctx.allocate_output(0, x.dtype(), g.out_dims);
     switch (kind_) {
       case ReduceKind::Max:

@@ -3,7 +3,7 @@
 namespace gaf::runtime::rn {
 
 ReduceGeometry make_reduce_geometry(const std::vector<int64_t>& dims, const std::vector<bool>& reduce,
-                                    bool keepdims) {
+                                    bool keepdims, const Node& node) {
   GAF_ASSERT(dims.size() == reduce.size(), "reduce mask does not match the rank");
   ReduceGeometry g;
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -45,8 +45,11 @@ ReduceGeometry make_reduce_geometry(const std::vector<int64_t>& dims, const std:
       g.kstrides.push_back(strides[i]);
     }
   }
-  if (g.rdims.size() > 16)
-    unsupported("reductions over more than 16 separate groups of axes are not supported");
+  if (g.rdims.size() > 16 || g.kdims.size() > 16)
+    unsupported(
+        "{}: reductions alternating between more than 16 groups of reduced and kept axes are not "
+        "supported",
+        node.describe());
   return g;
 }
 

@@ -37,7 +37,7 @@ struct ReduceGeometry {
 };
 
 ReduceGeometry make_reduce_geometry(const std::vector<int64_t>& dims, const std::vector<bool>& reduce,
-                                    bool keepdims);
+                                    bool keepdims, const Node& node);
 
 namespace detail {
 
@@ -87,6 +87,26 @@ inline constexpr int64_t kLaneK = 32;       // lane mode up to this K
 inline constexpr int64_t kMaxLanes = 64;    // lane accumulators
 inline constexpr int64_t kColChunk = 1024;  // outputs per piece in column mode
 
+// The lane loop with a compile-time lane count: the accumulators stay in vector registers. Folds the whole
+// multiples of W of q[0..cnt) and returns how many elements it consumed.
+template <class Op, int64_t W, class C>
+inline int64_t lane_blocks(typename Op::S* lanes, const C* lsh, const C* q, int64_t cnt) {
+  using S = typename Op::S;
+  S acc[W];
+  C sh[W];
+  for (int64_t j = 0; j < W; ++j) {
+    acc[j] = lanes[j];
+    sh[j] = lsh[j];
+  }
+  int64_t i = 0;
+  for (; i + W <= cnt; i += W) {
+    const C* qi = q + i;
+    for (int64_t j = 0; j < W; ++j) acc[j] = Op::step(acc[j], qi[j], sh[j]);
+  }
+  for (int64_t j = 0; j < W; ++j) lanes[j] = acc[j];
+  return i;
+}
+
 // Folds reduced steps [rb, re) of outputs row `row`, columns [k0, k0 + kn), into st[0..kn).
 // `shift` points at the per-output shifts of those outputs (Op::kShift only).
 template <class Op, class T>
@@ -97,8 +117,10 @@ void accumulate_piece(const ReduceGeometry& g, const T* x, int64_t row, int64_t 
   const int64_t K = g.K;
   const T* xrow = x + row_base(g, row) + k0;
   if (K <= kLaneK) {
-    // Lane mode: the piece is the whole row (k0 = 0, kn = K).
-    const int64_t m = std::max<int64_t>(1, kMaxLanes / K);
+    // Lane mode: the piece is the whole row (k0 = 0, kn = K). m lanes per output, a power of two, fewer for
+    // short reductions so they do not pay for idle lanes; folded as a tree at the end.
+    int64_t m = 1;
+    while (K * m * 2 <= kMaxLanes && m * 8 <= re - rb) m *= 2;
     const int64_t W = K * m;
     S lanes[kMaxLanes];
     C lsh[kMaxLanes];
@@ -110,19 +132,21 @@ void accumulate_piece(const ReduceGeometry& g, const T* x, int64_t row, int64_t 
     for_reduced_runs(g, rb, re, [&](int64_t off, int64_t steps) {
       for_compute_blocks(xrow + off, steps * K, block, [&](const C* q, int64_t, int64_t cnt) {
         int64_t i = 0;
-        for (; i + W <= cnt; i += W) {
-          const C* qi = q + i;
-          for (int64_t j = 0; j < W; ++j) lanes[j] = Op::step(lanes[j], qi[j], lsh[j]);
+        if (W == kMaxLanes) {
+          i = lane_blocks<Op, kMaxLanes>(lanes, lsh, q, cnt);
+        } else {
+          for (; i + W <= cnt; i += W) {
+            const C* qi = q + i;
+            for (int64_t j = 0; j < W; ++j) lanes[j] = Op::step(lanes[j], qi[j], lsh[j]);
+          }
         }
         const C* qi = q + i;
         for (int64_t j = 0; j < cnt - i; ++j) lanes[j] = Op::step(lanes[j], qi[j], lsh[j]);
       });
     });
-    for (int64_t j = 0; j < K; ++j) {
-      S s = lanes[j];
-      for (int64_t t = 1; t < m; ++t) s = Op::merge(s, lanes[t * K + j]);
-      st[j] = Op::merge(st[j], s);
-    }
+    for (int64_t h = W / 2; h >= K; h /= 2)
+      for (int64_t j = 0; j < h; ++j) lanes[j] = Op::merge(lanes[j], lanes[j + h]);
+    for (int64_t j = 0; j < K; ++j) st[j] = Op::merge(st[j], lanes[j]);
     return;
   }
   // Column mode.
@@ -141,6 +165,48 @@ void accumulate_piece(const ReduceGeometry& g, const T* x, int64_t row, int64_t 
   });
 }
 
+// Short reductions (R <= kShortR steps, K <= kLaneK): the reduced offsets are listed once and the row base
+// advances as an odometer, so the per-output cost is a handful of loads, not a piece's setup.
+inline constexpr int64_t kShortR = 16;
+
+template <class Op, class T, class Y>
+void reduce_short(const ReduceGeometry& g, const T* x, Y* y, const compute_t<T>* shift) {
+  using C = compute_t<T>;
+  using S = typename Op::S;
+  const int64_t K = g.K, R = g.reduced, rows = g.outputs / K;
+  int64_t roff[kShortR];
+  int64_t nr = 0;
+  for_reduced_runs(g, 0, R, [&](int64_t off, int64_t steps) {
+    for (int64_t t = 0; t < steps; ++t) roff[nr++] = off + t * K;
+  });
+  const int nk = int(g.kdims.size());
+  parallel_for(rows, std::max<int64_t>(1, kGrain / (R * K)), [&](int64_t b, int64_t e) {
+    int64_t idx[16];
+    int64_t base = 0, rem = b;
+    for (int d = nk - 1; d >= 0; --d) {
+      idx[d] = rem % g.kdims[d];
+      rem /= g.kdims[d];
+      base += idx[d] * g.kstrides[d];
+    }
+    for (int64_t row = b; row < e; ++row) {
+      const T* xr = x + base;
+      for (int64_t j = 0; j < K; ++j) {
+        C sh = C(0);
+        if constexpr (Op::kShift) sh = shift[row * K + j];
+        S s = Op::init();
+        for (int64_t r = 0; r < R; ++r) s = Op::step(s, load_c(xr[roff[r] + j]), sh);
+        y[row * K + j] = cast_out<Y>(Op::finish(s, R, sh));
+      }
+      for (int d = nk - 1; d >= 0; --d) {
+        base += g.kstrides[d];
+        if (++idx[d] < g.kdims[d]) break;
+        base -= idx[d] * g.kstrides[d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
 }  // namespace detail
 
 // Reduces x into y (g.outputs elements of Y). `shift` (Op::kShift only) holds one value per output.
@@ -155,6 +221,7 @@ void run_reduce(const ReduceGeometry& g, const T* x, Y* y, const compute_t<T>* s
     return;
   }
   const int64_t K = g.K, R = g.reduced;
+  if (K <= detail::kLaneK && R <= detail::kShortR) return detail::reduce_short<Op>(g, x, y, shift);
   const int64_t rows = g.outputs / K;
   const int64_t kc = K <= detail::kLaneK ? K : std::min(K, detail::kColChunk);
   const int64_t per_row = (K + kc - 1) / kc;

@@ -16,13 +16,9 @@ void run_typed(ReduceKind kind, const ReduceGeometry& g, const T* x, T* y) {
     case ReduceKind::Prod:
       return run_reduce<ProdOp<C>>(g, x, y);
     case ReduceKind::LogSumExp: {
-      // Shift by the maximum of each reduced set; an infinite maximum (all -inf, or a +inf present) is
-      // replaced by 0 so the result is -inf or +inf instead of NaN.
+      // Shifted by the maximum of each reduced set (see LogSumExpOp).
       std::vector<C> shift(static_cast<size_t>(g.outputs));
       run_reduce<MaxOp<C>>(g, x, shift.data());
-      for (C& s : shift)
-        if constexpr (std::is_floating_point_v<C>)
-          if (std::isinf(s)) s = C(0);
       return run_reduce<LogSumExpOp<C>>(g, x, y, shift.data());
     }
     default:

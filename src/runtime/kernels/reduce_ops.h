@@ -84,20 +84,26 @@ struct ProdOp : SumOp<C> {
   static acc_t<C> merge(acc_t<C> a, acc_t<C> b) { return a * b; }
 };
 
-// log(sum(exp(x - shift))) + shift, with shift the maximum of the reduced values (computed first).
+// log(sum(exp(x - shift))) + shift, with shift the maximum of the reduced values (computed first), so every
+// exp argument is <= 0. An infinite maximum is the answer itself (all -inf, or a +inf present); the sum, NaN
+// then, is not used.
 template <class C>
 struct LogSumExpOp {
   using S = double;
   static constexpr bool kShift = true;
   static S init() { return 0.0; }
   static S step(S s, C x, C sh) {
-    if constexpr (std::is_same_v<C, float>)
-      return s + double(exp_approx(x - sh));
+    if constexpr (std::is_floating_point_v<C>)
+      return s + double(exp_shifted(x, sh));
     else
       return s + std::exp(double(x) - double(sh));
   }
   static S merge(S a, S b) { return a + b; }
-  static double finish(S s, int64_t, C sh) { return std::log(s) + double(sh); }
+  static double finish(S s, int64_t, C sh) {
+    if constexpr (std::is_floating_point_v<C>)
+      if (std::isinf(sh)) return double(sh);
+    return std::log(s) + double(sh);
+  }
 };
 
 template <class C>

@@ -55,6 +55,22 @@ inline void from_float(const float* src, BFloat16* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i].bits = float_to_bf16(src[i]);
 }
 
+// One element of T as compute type.
+template <class T>
+inline compute_t<T> load_c(T v) {
+  if constexpr (std::is_same_v<T, Half>) {
+#if defined(__F16C__)
+    return _cvtsh_ss(v.bits);
+#else
+    return half_to_float(v.bits);
+#endif
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return std::bit_cast<float>(uint32_t(v.bits) << 16);
+  } else {
+    return v;
+  }
+}
+
 // Reads n elements of T as compute type: a pointer to them (no copy) or to `buf` holding the converted
 // values. `buf` must hold n elements when T is a 16-bit float.
 template <class T>
@@ -139,6 +155,37 @@ inline float exp_approx(float x) {
   res = x > hi ? std::numeric_limits<float>::infinity() : res;
   res = x != x ? x : res;
   return res;
+}
+
+// exp(x) for x <= 0 or NaN (a shifted softmax argument), cheaper than exp_approx: no overflow handling, one
+// scale. Same accuracy; 0 below about -87.3; NaN propagates.
+inline float exp_nonpos(float x) {
+  const float lo = -87.3365479f;
+  float xc = x > lo ? x : lo;
+  float t = xc * 1.44269504088896341f;
+  float n = (t + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  float res = p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);  // n in [-126, 0]
+  res = x < lo ? 0.0f : res;
+  res = x != x ? x : res;
+  return res;
+}
+
+// exp(x - m) where m is the maximum of the values x is drawn from (x - m <= 0 or NaN).
+template <class C>
+inline C exp_shifted(C x, C m) {
+  if constexpr (std::is_same_v<C, float>)
+    return exp_nonpos(x - m);
+  else
+    return C(std::exp(double(x) - double(m)));
 }
 
 template <class C>

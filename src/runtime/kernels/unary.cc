@@ -4,6 +4,10 @@
 // fp32 exp/log/tanh/sigmoid/erf use the vectorisable implementations of elementwise_math.h; double uses libm.
 #include <cmath>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #include "runtime/kernels/elementwise_math.h"
 #include "runtime/kernels/elementwise_util.h"
 #include "runtime/kernels/families.h"
@@ -15,8 +19,7 @@ namespace {
 using namespace ew;
 namespace fm = fastmath;
 
-// ---- compute-type math: fastmath for fp32, libm for double
-// -------------------------------------------------
+// ---- compute-type math: fastmath for fp32, libm for double --------------------------------------
 
 inline float c_exp(float x) { return fm::exp(x); }
 inline double c_exp(double x) { return std::exp(x); }
@@ -36,14 +39,24 @@ inline double c_sigmoid(double x) {
   double s = 1.0 / (1.0 + e);
   return x >= 0 ? s : (x < 0 ? e * s : x);
 }
-// log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|); NaN propagates through the second term.
+inline float c_softplus(float x) { return fm::softplus(x); }
+// log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|); NaN propagates through the first term.
+inline double c_softplus(double x) { return (x < 0 ? 0.0 : x) + std::log1p(std::exp(-std::fabs(x))); }
+
+// max(x, 0) and min(x, 0) that keep NaN and the sign of zero. The exp-based activations are written as
+// pos_part(x) + alpha * expm1(neg_part(x)) (expm1(0) = 0) rather than `x < 0 ? alpha * expm1(x) : x`: GCC
+// does not if-convert a conditional arm that does floating-point arithmetic (trapping math), which would
+// leave the loop scalar and branchy; selecting between x and a constant vectorises.
 template <class C>
-inline C c_softplus(C x) {
-  return (x > C(0) ? x : C(0)) + c_log1p(c_exp(-std::fabs(x)));
+inline C pos_part(C x) {
+  return x < C(0) ? C(0) : x;
+}
+template <class C>
+inline C neg_part(C x) {
+  return x > C(0) ? C(0) : x;
 }
 
-// ---- the kernel
-// --------------------------------------------------------------------------------------------
+// ---- the kernel ---------------------------------------------------------------------------------
 
 template <class Op>
 constexpr bool bool_out() {
@@ -88,7 +101,7 @@ void add_unary(OpRegistry& r, const char* name, uint32_t flags = kNone) {
           [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<UnaryKernel<Op>>(n); });
 }
 
-// ---- unary math ------------------------------------------------------------------------------------------
+// ---- unary math ---------------------------------------------------------------------------------
 
 struct AbsOp {
   static constexpr unsigned kTypes = kTNumeric;
@@ -113,12 +126,15 @@ struct NegOp {
   }
 };
 
+// floor / ceil from rint (which vectorises, where std::floor stays a scalar round per element): rint is exact
+// for |x| >= 2^23 and keeps -0 and NaN, and the correction only applies when rint rounded the wrong way.
 struct FloorOp {
   static constexpr unsigned kTypes = kTFloating;
   static constexpr double kCost = 1;
   template <class C>
   C operator()(C x) const {
-    return std::floor(x);
+    C r = std::rint(x);
+    return r - (r > x ? C(1) : C(0));
   }
 };
 
@@ -127,7 +143,8 @@ struct CeilOp {
   static constexpr double kCost = 1;
   template <class C>
   C operator()(C x) const {
-    return std::ceil(x);
+    C r = std::rint(x);
+    return r + (r < x ? C(1) : C(0));
   }
 };
 
@@ -141,12 +158,27 @@ struct RoundOp {
   }
 };
 
+// std::sqrt sets errno for negative input (-fmath-errno), which keeps the loop scalar with a libm call per
+// negative element; range() uses the SIMD square root (IEEE: NaN for negative input) directly. (256-bit:
+// memory bound anyway, and GCC 12's 512-bit sqrt intrinsics trip -Wmaybe-uninitialized.)
 struct SqrtOp {
   static constexpr unsigned kTypes = kTFloating;
   static constexpr double kCost = 4;
   template <class C>
   C operator()(C x) const {
     return std::sqrt(x);
+  }
+  template <class C>
+  void range(const C* in, C* out, int64_t n) const {
+    int64_t i = 0;
+#if defined(__AVX__)
+    if constexpr (std::is_same_v<C, float>) {
+      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_sqrt_ps(_mm256_loadu_ps(in + i)));
+    } else {
+      for (; i + 4 <= n; i += 4) _mm256_storeu_pd(out + i, _mm256_sqrt_pd(_mm256_loadu_pd(in + i)));
+    }
+#endif
+    for (; i < n; ++i) out[i] = std::sqrt(in[i]);
   }
 };
 
@@ -251,7 +283,7 @@ struct IsInfOp {
   template <class C>
   bool operator()(C x) const {
     constexpr C inf = std::numeric_limits<C>::infinity();
-    return (pos && x == inf) || (neg && x == -inf);
+    return ((x == inf) & pos) | ((x == -inf) & neg);  // no short-circuit: vectorises
   }
 };
 
@@ -266,7 +298,11 @@ struct ShrinkOp {
   C operator()(C x) const {
     if constexpr (std::is_floating_point_v<C>) {
       C l = C(lambd), b = C(bias);
-      return x < -l ? x + b : (x > l ? x - b : (x == x ? C(0) : x));
+      // (x + shift) * keep: the arms are constants, so the loop vectorises; NaN propagates through the
+      // product.
+      C shift = x < -l ? b : (x > l ? -b : C(0));
+      C keep = (x < -l || x > l) ? C(1) : C(0);
+      return (x + shift) * keep;
     } else {
       double v = double(x), l = lambd, b = bias;
       return saturate_cast<C>(v < -l ? v + b : (v > l ? v - b : 0.0));
@@ -274,8 +310,7 @@ struct ShrinkOp {
   }
 };
 
-// ---- activations
-// -------------------------------------------------------------------------------------------
+// ---- activations --------------------------------------------------------------------------------
 
 // max(x, 0); NaN propagates.
 struct ReluOp {
@@ -298,7 +333,7 @@ struct LeakyReluOp {
   explicit LeakyReluOp(const Node& n) : alpha(n.attr_float("alpha", 0.01f)) {}
   template <class C>
   C operator()(C x) const {
-    return x < C(0) ? C(alpha) * x : x;
+    return x * (x < C(0) ? C(alpha) : C(1));
   }
 };
 
@@ -310,7 +345,7 @@ struct EluOp {
   explicit EluOp(const Node& n) : alpha(n.attr_float("alpha", 1.0f)) {}
   template <class C>
   C operator()(C x) const {
-    return x < C(0) ? C(alpha) * c_expm1(x) : x;
+    return pos_part(x) + C(alpha) * c_expm1(neg_part(x));
   }
 };
 
@@ -324,7 +359,7 @@ struct SeluOp {
         gamma(n.attr_float("gamma", 1.05070102214813232421875f)) {}
   template <class C>
   C operator()(C x) const {
-    return C(gamma) * (x <= C(0) ? C(alpha) * c_expm1(x) : x);
+    return C(gamma) * (pos_part(x) + C(alpha) * c_expm1(neg_part(x)));
   }
 };
 
@@ -339,7 +374,7 @@ struct CeluOp {
   }
   template <class C>
   C operator()(C x) const {
-    return x < C(0) ? C(alpha) * c_expm1(x / C(alpha)) : x;
+    return pos_part(x) + C(alpha) * c_expm1(neg_part(x) / C(alpha));
   }
 };
 
@@ -427,7 +462,7 @@ struct ThresholdedReluOp {
   }
 };
 
-// ---- Clip ------------------------------------------------------------------------------------------------
+// ---- Clip ---------------------------------------------------------------------------------------
 
 // y = min(max(x, lo), hi). Opset < 11: float attributes min/max; from 11: optional scalar inputs of x's type.
 // NaN propagates; lo > hi gives hi everywhere (numpy's clip).

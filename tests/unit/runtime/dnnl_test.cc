@@ -21,8 +21,7 @@ using runtime::Session;
 namespace dnnl_ops = runtime::dnnl_ops;
 using Dims = std::vector<int64_t>;
 
-// ---- helpers
-// ---------------------------------------------------------------------------------------------------
+// ---- helpers ----
 
 std::vector<double> random_values(int64_t n, uint32_t seed, double lo = -1.0, double hi = 1.0) {
   std::mt19937 rng(seed);
@@ -147,8 +146,7 @@ int64_t ravel(const Dims& c, const Dims& dims) {
   return i;
 }
 
-// ---- naive references (double)
-// ----------------------------------------------------------------------------------
+// ---- naive references (double) ----
 
 // numpy matmul.
 std::vector<double> ref_matmul(const std::vector<double>& a, Dims ad, const std::vector<double>& b, Dims bd,
@@ -312,8 +310,7 @@ std::vector<double> ref_pool(int kind, const std::vector<double>& x, const Dims&
 
 std::vector<double> as_double(const Tensor& t) { return values(t); }
 
-// ---- registry
-// ---------------------------------------------------------------------------------------------------
+// ---- registry ----
 
 TEST(DnnlRegistry, OpsAreAnchorsWithFlops) {
   for (const char* op :
@@ -350,8 +347,7 @@ TEST(DnnlRegistry, FlopsFromStaticShapes) {
   EXPECT_DOUBLE_EQ(find_op(*nodes[2])->flops(*nodes[2]), 0.0);  // symbolic batch: unknown
 }
 
-// ---- MatMul
-// -----------------------------------------------------------------------------------------------------
+// ---- MatMul ----
 
 struct MatMulCase {
   Dims a, b;
@@ -452,8 +448,7 @@ TEST(DnnlMatMul, BadShapesNameTheNode) {
   expect_error("MatMul", {&e, &f}, {}, {"'op'", "double", "float"});
 }
 
-// ---- Gemm
-// -------------------------------------------------------------------------------------------------------
+// ---- Gemm ----
 
 std::vector<double> ref_gemm(const Tensor& A, const Tensor& B, const Tensor* C, bool ta, bool tb,
                              double alpha, double beta, int64_t M, int64_t N, int64_t K) {
@@ -518,8 +513,7 @@ TEST(DnnlGemm, BadShapes) {
   expect_error("Gemm", {&A3, &B2}, {}, {"'op'", "2-D"});
 }
 
-// ---- Conv
-// -------------------------------------------------------------------------------------------------------
+// ---- Conv ----
 
 struct ConvCase {
   Dims x, w;
@@ -623,8 +617,7 @@ TEST(DnnlConv, BadInputs) {
   }
 }
 
-// ---- ConvTranspose
-// ----------------------------------------------------------------------------------------------
+// ---- ConvTranspose ----
 
 TEST(DnnlConvTranspose, AgainstNaiveReference) {
   struct Case {
@@ -673,8 +666,7 @@ TEST(DnnlConvTranspose, OutputShapeLargerThanNaturalGetsBiasOnly) {
   EXPECT_EQ(od, (Dims{1, 2, 10, 8}));
 }
 
-// ---- pooling
-// ----------------------------------------------------------------------------------------------------
+// ---- pooling ----
 
 TEST(DnnlPool, MaxPoolWithIndicesBothStorageOrders) {
   Tensor x = random_tensor(DType::Float, {2, 3, 7, 6}, 1);
@@ -782,6 +774,21 @@ TEST(DnnlPool, TypesAndSpatialRanks) {
   expect_error("MaxPool", {&x2}, {{"kernel_shape", Dims{2}}}, {"'op'", "rank >= 3"});
 }
 
+TEST(DnnlPool, LpPoolOpset1TakesAFloatP) {
+  Tensor x = random_tensor(DType::Float, {1, 3, 6, 5}, 9);
+  auto want =
+      ref_pool(2, as_double(x), x.dims(), {2, 2}, {2, 1}, {0, 0, 0, 0}, {1, 1}, {3, 4}, false, 3.0, nullptr);
+  OpGraph g("LpPool", {&x}, {{"kernel_shape", Dims{2, 2}}, {"strides", Dims{2, 1}}, {"p", 3.f}}, {}, 1, true,
+            1);
+  expect_close(g.run().at(0), {1, 3, 3, 4}, want);
+  OpGraph gg("GlobalLpPool", {&x}, {{"p", 1.5f}}, {}, 1, true, 1);
+  auto v = values(x);
+  std::vector<double> gw(3, 0.0);
+  for (size_t i = 0; i < v.size(); ++i) gw[i / 30] += std::pow(std::fabs(v[i]), 1.5);
+  for (auto& w : gw) w = std::pow(w, 1 / 1.5);
+  expect_close(gg.run().at(0), {1, 3, 1, 1}, gw);
+}
+
 TEST(DnnlPool, GlobalPoolsLargePlanes) {
   for (DType t : {DType::Float, DType::Float16, DType::Double}) {
     SCOPED_TRACE(dtype_name(t));
@@ -807,8 +814,7 @@ TEST(DnnlPool, GlobalPoolsLargePlanes) {
   }
 }
 
-// ---- integer / quantized
-// ----------------------------------------------------------------------------------------
+// ---- integer / quantized ----
 
 TEST(DnnlQuant, MatMulIntegerZeroPointsPerRowAndColumn) {
   Tensor a = random_tensor(DType::UInt8, {2, 3, 5}, 1, 0, 255),
@@ -860,8 +866,7 @@ TEST(DnnlQuant, ConvIntegerPerChannelWeightZeroPoint) {
   expect_close(y, od, want, 0, 0);
 }
 
-// ---- fused post-ops
-// ---------------------------------------------------------------------------------------------
+// ---- fused post-ops ----
 
 double apply_ref(const dnnl_ops::PostOp& op, double x) {
   using K = dnnl_ops::PostOp::Kind;
@@ -897,36 +902,49 @@ Tensor run_fused(const Node& node, std::vector<const Tensor*> inputs,
   return outs[0];
 }
 
-TEST(DnnlPostOps, ConvWithResidualAndActivations) {
+// act(conv + residual) + per-channel and act(conv) + residual for every activation, on a small problem, a
+// wider one (blocked layouts: the residual goes in as a sum through the output's layout) and a pointwise one
+// (plain layout, where a sum must come first in the chain, else binary adds are used).
+void check_conv_post_ops(const Dims& xd, int64_t M, int64_t k) {
   using P = dnnl_ops::PostOp;
+  const int64_t pad = k / 2;
   Model m;
   GraphBuilder b(m);
-  Value* xv = b.input("x", DType::Float, {2, 8, 9, 9});
-  Value* wv = b.random_constant("w", {16, 8, 3, 3}, 0.2f);
-  Value* bv = b.random_constant("b", {16}, 0.2f);
-  b.output(b.op("Conv", {xv, wv, bv}, {{"pads", Dims{1, 1, 1, 1}}}));
+  Value* xv = b.input("x", DType::Float, {xd[0], xd[1], xd[2], xd[3]});
+  Value* wv = b.random_constant("w", {M, xd[1], k, k}, 0.2f);
+  Value* bv = b.random_constant("b", {M}, 0.2f);
+  b.output(b.op("Conv", {xv, wv, bv}, {{"pads", Dims{pad, pad, pad, pad}}}));
   b.finish();
   const Node& conv = *m.graph->nodes()[0];
   ASSERT_TRUE(dnnl_ops::supports_post_ops(conv));
-  Tensor x = random_tensor(DType::Float, {2, 8, 9, 9}, 1);
+  Tensor x = random_tensor(DType::Float, xd, 1);
   const Tensor& w = m.graph->find_value("w")->constant();
   const Tensor& bias = m.graph->find_value("b")->constant();
   auto biasv = as_double(bias);
   Dims od;
   auto base = ref_conv(as_double(x), x.dims(), as_double(w), w.dims(), &biasv,
-                       {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, &od);
+                       {{1, 1}, {pad, pad, pad, pad}, {1, 1}, 1}, &od);
   Tensor residual = random_tensor(DType::Float, od, 2);
-  Tensor per_channel = random_tensor(DType::Float, {16, 1, 1}, 3);
+  Tensor per_channel = random_tensor(DType::Float, {M, 1, 1}, 3);
   auto rv = as_double(residual), cv = as_double(per_channel);
+  const int64_t plane = od[2] * od[3];
   for (const P& act : {P::relu(), P::relu(0.1f), P::gelu_erf(), P::gelu_tanh(), P::swish(1.5f),
                        P::hard_swish(), P::clip(0.f, 0.6f), P::linear(2.f, -0.5f)}) {
     SCOPED_TRACE(std::string(dnnl_ops::post_op_name(act.kind)));
-    // act(conv + residual) + per-channel
     Tensor y = run_fused(conv, {&x, &w, &bias, &residual, &per_channel}, {P::add(3), act, P::add(4)});
     std::vector<double> want(base.size());
-    for (size_t i = 0; i < base.size(); ++i) want[i] = apply_ref(act, base[i] + rv[i]) + cv[(i / 81) % 16];
+    for (size_t i = 0; i < base.size(); ++i) want[i] = apply_ref(act, base[i] + rv[i]) + cv[(i / plane) % M];
     expect_close(y, od, want, 1e-4, 1e-4);
+    Tensor y2 = run_fused(conv, {&x, &w, &bias, &residual}, {act, P::add(3)});
+    for (size_t i = 0; i < base.size(); ++i) want[i] = apply_ref(act, base[i]) + rv[i];
+    expect_close(y2, od, want, 1e-4, 1e-4);
   }
+}
+
+TEST(DnnlPostOps, ConvWithResidualAndActivations) {
+  check_conv_post_ops({2, 8, 9, 9}, 16, 3);
+  check_conv_post_ops({1, 32, 12, 10}, 48, 3);
+  check_conv_post_ops({1, 32, 7, 7}, 24, 1);
 }
 
 TEST(DnnlPostOps, MatMulAndGemmEpilogues) {

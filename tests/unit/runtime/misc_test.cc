@@ -117,7 +117,7 @@ TEST(misc_ConstantOfShape, TypedValueLargeAndEmpty) {
   outs = run17(R"(g (int64[3] s) => (float[2,0,3] y) { y = ConstantOfShape(s) })", {i64({3}, {2, 0, 3})});
   EXPECT_EQ(outs[0].numel(), 0);
   EXPECT_EQ(outs[0].dtype(), DType::Float);
-  outs = run17(R"(g (int64[0] s) => (float y) { y = ConstantOfShape(s) })", {i64({0}, {})});
+  outs = run17(R"(g (int64[0] s) => (float y) { y = ConstantOfShape(s) })", {Tensor(DType::Int64, {0})});
   EXPECT_EQ(outs[0].rank(), 0);
   EXPECT_EQ(values<float>(outs[0]), std::vector<float>{0.f});
   std::string msg = error_of(model(17, R"(g (int64[2] s) => (float[2,3] y) { y = ConstantOfShape(s) })"),

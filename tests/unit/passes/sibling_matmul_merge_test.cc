@@ -78,15 +78,5 @@ TEST(SiblingMatMulMerge, LoneOrNonConstantWeightsStay) {
   EXPECT_EQ(r.count(kPass), 0) << r.dump();
 }
 
-TEST(SiblingMatMulMerge, RunsAtOptLevelThreeOnly) {
-  auto has = [](int level) {
-    auto names = PassManager::for_opt_level(level).names();
-    return std::find(names.begin(), names.end(), kPass) != names.end();
-  };
-  EXPECT_FALSE(has(2));
-  EXPECT_TRUE(has(3));
-  EXPECT_TRUE(PassManager::for_opt_level(0).names().empty());
-}
-
 }  // namespace
 }  // namespace gaf

@@ -1,0 +1,70 @@
+// The rewrite pipeline on the shared real models: what fires, and that the rewritten model computes what the
+// original does on the recorded inputs.
+#include <filesystem>
+
+#include "pass_test_util.h"
+
+namespace gaf {
+namespace {
+
+struct Expected {
+  const char* model;
+  std::map<std::string, int> rewrites;  // a lower bound per pass
+};
+
+class SharedModel : public ::testing::TestWithParam<Expected> {};
+
+TEST_P(SharedModel, RewritesFireAndOutputsMatch) {
+  std::string dir = std::string(GAF_SHARED_MODELS) + "/" + GetParam().model;
+  if (!std::filesystem::exists(dir + "/model.onnx")) GTEST_SKIP() << "no " << dir;
+  Model m = onnx_io::load_model(dir + "/model.onnx");
+  Model rewritten = tools::copy_model(m);
+  PassContext ctx;
+  ctx.verify_each = true;
+  PassManager::for_opt_level(3).run(*rewritten.graph, ctx);
+  for (const auto& [pass, at_least] : GetParam().rewrites)
+    EXPECT_GE(ctx.rewrites[pass], at_least) << pass << "\n" << rewritten.graph->to_string();
+  EXPECT_LT(rewritten.graph->num_nodes(), m.graph->num_nodes());
+
+  runtime::Session original(*m.graph), after(*rewritten.graph);
+  auto inputs = tools::load_input_dir(dir + "/test_data_set_0");
+  auto want = original.run(inputs);
+  auto got = after.run(inputs);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    auto c = tools::compare(got[i], want[i], 1e-3, 1e-4);
+    EXPECT_TRUE(c.ok) << GetParam().model << " output " << i << ": " << c.message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Passes, SharedModel,
+    ::testing::Values(Expected{"resnet18_bn", {{"conv-bn-fold", 20}}},
+                      Expected{"mobilenet_v2", {{"common-subexpression-elimination", 1}}},
+                      Expected{
+                          "transformer_layer",
+                          {{"layer-norm-recognition", 2}, {"shape-folding", 1}, {"constant-folding", 1}}},
+                      Expected{"mlp", {{"gelu-recognition", 1}}}),
+    [](const auto& info) { return std::string(info.param.model); });
+
+TEST(PassManager, PipelinePerOptLevel) {
+  EXPECT_TRUE(PassManager::for_opt_level(0).names().empty());
+  auto l1 = PassManager::for_opt_level(1).names();
+  auto l3 = PassManager::for_opt_level(3).names();
+  auto has = [](const std::vector<std::string>& n, const char* p) {
+    return std::find(n.begin(), n.end(), p) != n.end();
+  };
+  for (const char* p :
+       {"constant-folding", "common-subexpression-elimination", "shape-folding", "conv-bn-fold",
+        "matmul-add-to-gemm", "transpose-fold", "layer-norm-recognition", "rms-norm-recognition",
+        "gelu-recognition", "silu-recognition", "hard-swish-recognition", "softmax-recognition"}) {
+    EXPECT_TRUE(has(l1, p)) << p;
+    EXPECT_TRUE(has(l3, p)) << p;
+  }
+  EXPECT_FALSE(has(l1, "sibling-matmul-merge"));
+  EXPECT_FALSE(has(PassManager::for_opt_level(2).names(), "sibling-matmul-merge"));
+  EXPECT_TRUE(has(l3, "sibling-matmul-merge"));
+}
+
+}  // namespace
+}  // namespace gaf

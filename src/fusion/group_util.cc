@@ -28,7 +28,7 @@ std::optional<RowSignature> row_signature(const Node& n) {
     if (n.opset >= 13) axes = {axis};
     else
       for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
-  } else if (op == "LayerNormalization") {
+  } else if (op == "LayerNormalization" || op == "RMSNormalization") {
     int64_t axis = n.attr_int("axis", -1);
     if (axis < 0) axis += rank;
     for (int64_t a = axis; a < rank; ++a) axes.push_back(a);

@@ -26,7 +26,7 @@ class Decomposer {
     for (Node* n : g_.nodes()) {
       if (n->body) count += Decomposer(*n->body, opset_).run();
       if (n->domain != "gaf") continue;
-      if (decompose(*n)) ++count;
+      if (decompose(n)) ++count;
     }
     if (count) {
       g_.topo_sort();

@@ -181,6 +181,7 @@ std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string
     else if (op == "Relu") ops.push_back(PostOp::relu());
     else if (op == "LeakyRelu") ops.push_back(PostOp::relu(n->attr_float("alpha", 0.01f)));
     else if (op == "HardSwish") ops.push_back(PostOp::hard_swish());
+    else if (op == "Silu" && n->domain == "gaf") ops.push_back(PostOp::swish());
     else if (op == "Gelu" && n->attr_string("approximate", "none") == "none") ops.push_back(PostOp::gelu_erf());
     else if (op == "Gelu") ops.push_back(PostOp::gelu_tanh());
     else if (op == "Clip") {

@@ -200,7 +200,8 @@ class Emitter {
   // Scalar formula of node n given argument expressions; BatchNormalization has its own.
   ScalarExpr node_expr(const Node& n, const std::vector<std::string>& args, const std::vector<ScalarType>& types) {
     if (n.op_type == "BatchNormalization" && n.domain.empty()) {
-      if (n.num_outputs() > 1 && !n.output(1)->absent_output) reject("{}: training outputs", n.describe());
+      if ((n.num_outputs() > 1 && !n.output(1)->absent_output) || n.attr_int("training_mode", 0))
+        reject("{}: training-mode batch statistics", n.describe());
       std::string eps = float_literal(n.attr_float("epsilon", 1e-5f));
       return {fmt::format("(({} - {}) / gaf_sqrt({} + {}) * {} + {})", args[0], args[3], args[4], eps, args[1], args[2]),
               ScalarType::F32};

@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 
+#include "frontend/onnx/gaf_schemas.h"
 #include "gaf/onnx_io.h"
 #include "gaf/passes.h"
 
@@ -175,6 +176,27 @@ onnx::ModelProto export_model(const Model& m) {
     o->set_domain("gaf.fused");
     o->set_version(1);
   }
+  // Our own op domain (rewrite results) needs an opset import too, wherever its ops appear.
+  std::function<bool(const Graph&)> uses_gaf = [&](const Graph& g) {
+    for (const Node* n : g.nodes())
+      if (n->domain == "gaf" || (n->body && uses_gaf(*n->body))) return true;
+    return false;
+  };
+  if (!m.opsets.count("gaf") && uses_gaf(*m.graph)) {
+    auto* o = p.add_opset_import();
+    o->set_domain("gaf");
+    o->set_version(1);
+    for (auto& f : *p.mutable_functions()) {
+      bool needs = false, has = false;
+      for (const auto& n : f.node()) needs |= n.domain() == "gaf";
+      for (const auto& op : f.opset_import()) has |= op.domain() == "gaf";
+      if (needs && !has) {
+        auto* fo = f.add_opset_import();
+        fo->set_domain("gaf");
+        fo->set_version(1);
+      }
+    }
+  }
   return p;
 }
 
@@ -202,6 +224,7 @@ onnx::ModelProto portable_proto(const Model& m) {
 }  // namespace
 
 void check_model(const Model& m) {
+  register_gaf_schemas();
   try {
     onnx::checker::check_model(portable_proto(m));
   } catch (const std::exception& e) {

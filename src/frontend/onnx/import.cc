@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "frontend/onnx/gaf_schemas.h"
 #include "gaf/builder.h"
 #include "gaf/onnx_io.h"
 
@@ -173,6 +174,7 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
 }  // namespace
 
 Model import_model(onnx::ModelProto proto, const std::string& base_dir, const ImportOptions& opts) {
+  register_gaf_schemas();
   GAF_CHECK(proto.has_graph(), "the model has no graph: is this an ONNX model file?");
   if (opts.check) {
     try {
@@ -243,6 +245,7 @@ Model parse_model_text(const std::string& text, const ImportOptions& opts) {
 namespace gaf {
 
 void infer_types(Model& model) {
+  onnx_io::register_gaf_schemas();
   onnx::ModelProto proto = onnx_io::export_model(model);
   try {
     onnx::shape_inference::InferShapes(proto);

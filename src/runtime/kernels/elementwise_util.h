@@ -26,6 +26,10 @@
 
 #include "runtime/kernels/common.h"
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 namespace gaf::runtime::ew {
 
 // ---- types --------------------------------------------------------------------------------------
@@ -178,6 +182,25 @@ struct ErrorFlag {
   std::atomic<bool> set{false};
   void raise() { set.store(true, std::memory_order_relaxed); }
 };
+
+// ---- SIMD square root ---------------------------------------------------------------------------
+
+// out[i] = sqrt(in[i]). std::sqrt sets errno for negative input (-fmath-errno), which keeps a loop over it
+// scalar with a libm call per negative element; the SIMD instruction gives IEEE results (NaN for x < 0)
+// directly. 256-bit: the loop is memory bound anyway, and GCC 12's 512-bit sqrt intrinsics trip
+// -Wmaybe-uninitialized.
+template <class C>
+inline void sqrt_range(const C* in, C* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX__)
+  if constexpr (std::is_same_v<C, float>) {
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_sqrt_ps(_mm256_loadu_ps(in + i)));
+  } else {
+    for (; i + 4 <= n; i += 4) _mm256_storeu_pd(out + i, _mm256_sqrt_pd(_mm256_loadu_pd(in + i)));
+  }
+#endif
+  for (; i < n; ++i) out[i] = std::sqrt(in[i]);
+}
 
 // ---- unary --------------------------------------------------------------------------------------
 
@@ -333,6 +356,72 @@ inline void binary_row(const SA* a, int64_t sa, const SB* b, int64_t sb, SO* o, 
   }
 }
 
+// Short innermost runs (e.g. [N, 4] + [4], [N, 3] + [N, 1]): calling the row kernel per run of a few elements
+// costs more than the arithmetic, so rows are processed in groups of about kTile elements. Per group, each
+// operand is either read in place (contiguous over the group, or one scalar), or copied into a contiguous
+// tile: a row repeated for every row (kept across groups while the source row stays the same), or a gather.
+inline constexpr int64_t kShortRun = 32;
+inline constexpr int64_t kTile = 512;
+
+// Points *p at the group's data of one operand (stride 1 or 0 over g * k elements), using `tile` as needed.
+template <class T>
+inline int64_t group_operand(const T* src, int64_t base, int64_t s0, int64_t s1, int64_t g, int64_t k,
+                             T* tile, int64_t& tile_base, const T*& p) {
+  if (s1 == 1 && s0 == k) {  // contiguous over the group
+    p = src + base;
+    return 1;
+  }
+  if (s0 == 0 && s1 == 0) {  // one value
+    p = src + base;
+    return 0;
+  }
+  if (s0 == 0) {  // the same row for every row: tile it once
+    if (tile_base != base) {
+      for (int64_t j = 0; j < k; ++j) tile[j] = src[base + j * s1];
+      for (int64_t r = 1; r < kTile / k; ++r) std::copy(tile, tile + k, tile + r * k);
+      tile_base = base;
+    }
+  } else {
+    for (int64_t r = 0; r < g; ++r)
+      for (int64_t j = 0; j < k; ++j) tile[r * k + j] = src[base + r * s0 + j * s1];
+    tile_base = -1;
+  }
+  p = tile;
+  return 1;
+}
+
+template <class SA, class SB, class SO, class Op>
+void binary_short_runs(const SA* a, const SB* b, SO* out, const BroadcastPlan<2>& p, const Op& op,
+                       int64_t grain) {
+  const int rank = int(p.dims.size());
+  const int64_t k = p.dims[rank - 1], m = p.dims[rank - 2];
+  const int64_t sa0 = p.strides[0][rank - 2], sa1 = p.strides[0][rank - 1];
+  const int64_t sb0 = p.strides[1][rank - 2], sb1 = p.strides[1][rank - 1];
+  const int64_t rows_per_group = kTile / k;
+  parallel_for(p.numel / k, std::max<int64_t>(1, grain / k), [&](int64_t row_begin, int64_t row_end) {
+    SA ta[kTile];
+    SB tb[kTile];
+    int64_t ta_base = -1, tb_base = -1;
+    for (int64_t row = row_begin; row < row_end;) {
+      // Offsets of the row's outer index (all dims but the last two), then of the row itself.
+      int64_t outer = row / m, i = row % m, oa = 0, ob = 0;
+      for (int d = rank - 3; d >= 0; --d) {
+        int64_t c = outer % p.dims[d];
+        outer /= p.dims[d];
+        oa += c * p.strides[0][d];
+        ob += c * p.strides[1][d];
+      }
+      const int64_t g = std::min({rows_per_group, m - i, row_end - row});
+      const SA* pa;
+      const SB* pb;
+      int64_t spa = group_operand(a, oa + i * sa0, sa0, sa1, g, k, ta, ta_base, pa);
+      int64_t spb = group_operand(b, ob + i * sb0, sb0, sb1, g, k, tb, tb_base, pb);
+      binary_row(pa, spa, pb, spb, out + row * k, g * k, op);
+      row += g;
+    }
+  });
+}
+
 // out (dims = the broadcast shape, already allocated) = op(a, b) with a, b read in dims adims / bdims (which
 // may differ from the tensors' own dims by leading or inserted 1s: legacy broadcasting and PRelu use that).
 template <class SA, class SB, class SO, class Op>
@@ -340,6 +429,10 @@ void binary_broadcast(const SA* a, const std::vector<int64_t>& adims, const SB* 
                       const std::vector<int64_t>& bdims, SO* out, const std::vector<int64_t>& odims,
                       const Op& op, int64_t grain) {
   auto plan = plan_broadcast<2>(odims, {&adims, &bdims});
+  if (plan.dims.size() >= 2 && plan.dims.back() < kShortRun && plan.numel > 0) {
+    binary_short_runs(a, b, out, plan, op, grain);
+    return;
+  }
   broadcast_run(
       plan, grain,
       [&](int64_t pos, const std::array<int64_t, 2>& offs, int64_t run, const std::array<int64_t, 2>& inner) {

@@ -4,10 +4,6 @@
 // fp32 exp/log/tanh/sigmoid/erf use the vectorisable implementations of elementwise_math.h; double uses libm.
 #include <cmath>
 
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
-
 #include "runtime/kernels/elementwise_math.h"
 #include "runtime/kernels/elementwise_util.h"
 #include "runtime/kernels/families.h"
@@ -158,9 +154,6 @@ struct RoundOp {
   }
 };
 
-// std::sqrt sets errno for negative input (-fmath-errno), which keeps the loop scalar with a libm call per
-// negative element; range() uses the SIMD square root (IEEE: NaN for negative input) directly. (256-bit:
-// memory bound anyway, and GCC 12's 512-bit sqrt intrinsics trip -Wmaybe-uninitialized.)
 struct SqrtOp {
   static constexpr unsigned kTypes = kTFloating;
   static constexpr double kCost = 4;
@@ -170,15 +163,7 @@ struct SqrtOp {
   }
   template <class C>
   void range(const C* in, C* out, int64_t n) const {
-    int64_t i = 0;
-#if defined(__AVX__)
-    if constexpr (std::is_same_v<C, float>) {
-      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_sqrt_ps(_mm256_loadu_ps(in + i)));
-    } else {
-      for (; i + 4 <= n; i += 4) _mm256_storeu_pd(out + i, _mm256_sqrt_pd(_mm256_loadu_pd(in + i)));
-    }
-#endif
-    for (; i < n; ++i) out[i] = std::sqrt(in[i]);
+    sqrt_range(in, out, n);
   }
 };
 
@@ -333,7 +318,7 @@ struct LeakyReluOp {
   explicit LeakyReluOp(const Node& n) : alpha(n.attr_float("alpha", 0.01f)) {}
   template <class C>
   C operator()(C x) const {
-    return x * (x < C(0) ? C(alpha) : C(1));
+    return x * C(x < C(0) ? alpha : 1.0f);  // select on the float attribute, convert unconditionally
   }
 };
 

@@ -322,7 +322,9 @@ TEST(elementwise_broadcast, RandomShapesMatchReference) {
   for (int iter = 0; iter < 300; ++iter) {
     int rank = int(rng() % 5);
     std::vector<int64_t> out(rank), ad, bd;
+    // Mostly small dims (short inner runs: the grouped-rows path), sometimes one long one (the run path).
     for (auto& d : out) d = 1 + rng() % 4;
+    if (rank && rng() % 3 == 0) out[rng() % rank] = 33 + rng() % 8;
     if (rank && rng() % 20 == 0) out[rng() % rank] = 0;
     int ra = rank ? int(rng() % (rank + 1)) : 0, rb = rank ? int(rng() % (rank + 1)) : 0;
     if (rank) (rng() % 2 ? ra : rb) = rank;
@@ -376,6 +378,16 @@ TEST(elementwise_broadcast, LargeTensorsParallelPaths) {
     ASSERT_EQ(row[i], x[i] + row_v[i % HW]);
     ASSERT_EQ(chan[i], x[i] / chan_v[(i / HW) % C]);
     ASSERT_EQ(flat[i], std::max(x[i], flat_v[i]));
+  }
+  // Short rows on the parallel path: a repeated row, and a per-row column.
+  const int64_t R = 200003;
+  auto rows = random_floats(R * 3, -3, 3, 15), r3 = random_floats(3, -1, 1, 16),
+       col = random_floats(R, -1, 1, 17);
+  auto rowsum = values<float>(run_node("Add", {make<float>({R, 3}, rows), make<float>({3}, r3)}));
+  auto colmul = values<float>(run_node("Mul", {make<float>({R, 1}, col), make<float>({R, 3}, rows)}));
+  for (int64_t i = 0; i < R * 3; ++i) {
+    ASSERT_EQ(rowsum[i], rows[i] + r3[i % 3]) << i;
+    ASSERT_EQ(colmul[i], col[i / 3] * rows[i]) << i;
   }
   // Scalar first operand (stride 0 on the left).
   auto rsub = values<float>(run_node("Sub", {make<float>({1}, {1.0f}), tx}));

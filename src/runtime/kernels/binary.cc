@@ -3,7 +3,6 @@
 // the op functor only computes one element on compute types. The variadic ops, Where and Cast live in
 // elementwise_{variadic,where,cast}.cc and are registered from here.
 #include <cmath>
-#include <optional>
 
 #include "runtime/kernels/elementwise_util.h"
 #include "runtime/kernels/families.h"
@@ -13,22 +12,6 @@ namespace gaf::runtime {
 namespace {
 
 using namespace ew;
-
-template <class Op>
-constexpr bool bool_out() {
-  if constexpr (requires { Op::kBoolOut; })
-    return Op::kBoolOut;
-  else
-    return false;
-}
-
-template <class Op>
-Op make_op(const Node& n) {
-  if constexpr (std::is_constructible_v<Op, const Node&>)
-    return Op(n);
-  else
-    return Op{};
-}
 
 // Opset < 7 binary ops broadcast only with broadcast=1: B (rank <= A's) is aligned with A's dimensions
 // starting at `axis` (default: B's trailing dimensions match A's), and the output has A's shape. Returns B's

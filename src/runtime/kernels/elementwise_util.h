@@ -1,18 +1,21 @@
 // The elementwise engine shared by the unary, binary, variadic and cast kernels.
 //
-//  - Storage vs compute types: fp16/bf16 are storage types; kernels convert blocks of them to fp32 (F16C /
-//    AVX-512 conversions), run the fp32 loop and convert back. Every other type computes in itself.
-//  - dispatch<Allowed>(dtype, ...) turns the runtime dtype into a C++ type once per kernel call, restricted
-//  to
-//    the type classes an op accepts (anything else is a clear UnsupportedError naming the node).
-//  - unary_map: a flat loop over contiguous data, split across threads for large tensors.
-//  - Broadcasting: plan_broadcast drops size-1 dimensions and merges dimensions that are contiguous for every
-//    operand, so same-shape operands become one flat run, [N,C] + [C] becomes rows with a stride-1 operand
-//    and [N,C,H,W] + [C,1,1] becomes runs of H*W against one scalar. Row kernels specialise the inner strides
-//    (1/1, scalar/1, 1/scalar) into tight loops the compiler vectorises; other strides take a gather loop.
-//  - Integer faults (division by zero) cannot throw inside OpenMP regions: ops record them in an ErrorFlag
-//  and
-//    the kernel throws after the parallel loop.
+// Storage vs compute types: fp16/bf16 are storage types; kernels convert blocks of them to fp32 (F16C or
+// AVX-512 conversions), run the fp32 loop and convert back. Every other type computes in itself.
+//
+// dispatch<Allowed>(dtype, ...) turns the runtime dtype into a C++ type once per kernel call, restricted to
+// the type classes an op accepts (anything else is a clear UnsupportedError naming the node).
+//
+// unary_map: a flat loop over contiguous data, split across threads for large tensors.
+//
+// Broadcasting: plan_broadcast drops size-1 dimensions and merges dimensions that are contiguous for every
+// operand, so same-shape operands become one flat run, [N,C] + [C] becomes rows with a stride-1 operand and
+// [N,C,H,W] + [C,1,1] becomes runs of H*W against one scalar. Row kernels specialise the inner strides (1/1,
+// scalar/1, 1/scalar) into tight loops the compiler vectorises; other strides take a gather loop. Short inner
+// runs (< kShortRun) are processed as groups of rows (binary_short_runs).
+//
+// Integer faults (division by zero) cannot throw inside OpenMP regions: ops record them in an ErrorFlag and
+// the kernel throws after the parallel loop.
 #pragma once
 
 #include <algorithm>
@@ -85,6 +88,26 @@ void dispatch(DType t, const Node& node, const char* what, F&& f) {
     else
       unsupported_dtype(node, what, t, Allowed);
   });
+}
+
+// ---- op functors -------------------------------------------------------------------------------
+
+// An op functor may declare `static constexpr bool kBoolOut = true` (comparisons, IsNaN): bool results.
+template <class Op>
+constexpr bool bool_out() {
+  if constexpr (requires { Op::kBoolOut; })
+    return Op::kBoolOut;
+  else
+    return false;
+}
+
+// Ops with attributes are constructed from the node (reading and validating them once); others by default.
+template <class Op>
+Op make_op(const Node& n) {
+  if constexpr (std::is_constructible_v<Op, const Node&>)
+    return Op(n);
+  else
+    return Op{};
 }
 
 // ---- scalar conversions -------------------------------------------------------------------------
@@ -183,6 +206,11 @@ struct ErrorFlag {
   void raise() { set.store(true, std::memory_order_relaxed); }
 };
 
+// Elementwise loops write out[i] after reading only index i (or broadcast elements), and the output is either
+// a fresh buffer or exactly an input (in-place folds): the compiler's assumed loop-carried dependence does
+// not exist, so its runtime overlap check (which rejects the in-place case) is skipped.
+#define GAF_EW_IVDEP _Pragma("GCC ivdep")
+
 // ---- SIMD square root ---------------------------------------------------------------------------
 
 // out[i] = sqrt(in[i]). std::sqrt sets errno for negative input (-fmath-errno), which keeps a loop over it
@@ -212,14 +240,16 @@ inline int64_t grain_for(double cost) {
 
 // out[i] = op(in[i]) over [0, n). S and SO are storage types; op sees and returns compute types. An op may
 // provide `range(const C* in, C* out, n)` for a whole contiguous run (explicit SIMD where the compiler
-// cannot).
+// cannot). Ops are taken by value: a local copy cannot alias the output, so attributes stay in registers.
 template <class S, class SO, class Op>
 inline void unary_range(const S* in, SO* out, int64_t n, const Op op) {
   if constexpr (!is_f16_v<S> && !is_f16_v<SO>) {
-    if constexpr (requires { op.range(in, out, n); })
+    if constexpr (requires { op.range(in, out, n); }) {
       op.range(in, out, n);
-    else
+    } else {
+      GAF_EW_IVDEP
       for (int64_t i = 0; i < n; ++i) out[i] = static_cast<SO>(op(in[i]));
+    }
   } else {
     alignas(64) compute_t<S> a[kBlock];
     alignas(64) compute_t<SO> r[kBlock];
@@ -239,6 +269,7 @@ inline void unary_range(const S* in, SO* out, int64_t n, const Op op) {
           for (int64_t i = 0; i < m; ++i) r[i] = static_cast<compute_t<SO>>(op(pa[i]));
         from_float(r, out + b, m);
       } else {
+        GAF_EW_IVDEP
         for (int64_t i = 0; i < m; ++i) out[b + i] = static_cast<SO>(op(pa[i]));
       }
     }
@@ -297,17 +328,21 @@ void broadcast_run(const BroadcastPlan<N>& p, int64_t grain, Row&& row) {
 template <class A, class B, class O, class Op>
 inline void binary_row_native(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n, const Op op) {
   if (sa == 1 && sb == 1) {
+    GAF_EW_IVDEP
     for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(op(a[i], b[i]));
   } else if (sa == 0 && sb == 1) {
     const A x = a[0];
+    GAF_EW_IVDEP
     for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(op(x, b[i]));
   } else if (sa == 1 && sb == 0) {
     const B y = b[0];
+    GAF_EW_IVDEP
     for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(op(a[i], y));
   } else if (sa == 0 && sb == 0) {
     const O r = static_cast<O>(op(a[0], b[0]));
     std::fill_n(o, n, r);
   } else {
+    GAF_EW_IVDEP
     for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(op(a[i * sa], b[i * sb]));
   }
 }

@@ -23,8 +23,6 @@ inline float c_expm1(float x) { return fm::expm1(x); }
 inline double c_expm1(double x) { return std::expm1(x); }
 inline float c_log(float x) { return fm::log(x); }
 inline double c_log(double x) { return std::log(x); }
-inline float c_log1p(float x) { return fm::log1p(x); }
-inline double c_log1p(double x) { return std::log1p(x); }
 inline float c_tanh(float x) { return fm::tanh(x); }
 inline double c_tanh(double x) { return std::tanh(x); }
 inline float c_erf(float x) { return fm::erf(x); }
@@ -53,22 +51,6 @@ inline C neg_part(C x) {
 }
 
 // ---- the kernel ---------------------------------------------------------------------------------
-
-template <class Op>
-constexpr bool bool_out() {
-  if constexpr (requires { Op::kBoolOut; })
-    return Op::kBoolOut;
-  else
-    return false;
-}
-
-template <class Op>
-Op make_op(const Node& n) {
-  if constexpr (std::is_constructible_v<Op, const Node&>)
-    return Op(n);
-  else
-    return Op{};
-}
 
 template <class Op>
 class UnaryKernel final : public Kernel {
@@ -194,12 +176,17 @@ struct LogOp {
   }
 };
 
+// Integer inputs (allowed since opset 9) compute erf in double and truncate like a cast: 0, or +-1 where erf
+// rounds to 1 in double (|x| >= 6).
 struct ErfOp {
-  static constexpr unsigned kTypes = kTFloating;
+  static constexpr unsigned kTypes = kTNumeric;
   static constexpr double kCost = 20;
   template <class C>
   C operator()(C x) const {
-    return c_erf(x);
+    if constexpr (std::is_floating_point_v<C>)
+      return c_erf(x);
+    else
+      return saturate_cast<C>(std::erf(double(x)));
   }
 };
 

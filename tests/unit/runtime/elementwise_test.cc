@@ -217,6 +217,11 @@ TEST(elementwise_math, SignAndSpecialValues) {
   EXPECT_EQ(inf, (std::vector<bool>{false, true, false, false}));
 }
 
+TEST(elementwise_math, IntegerErfTruncates) {
+  auto y = values<int32_t>(run_node("Erf", {make<int32_t>({5}, {-7, -1, 0, 5, 6})}));
+  EXPECT_EQ(y, (std::vector<int32_t>{-1, 0, 0, 0, 1}));
+}
+
 TEST(elementwise_math, IntegerAbsNegWrap) {
   int32_t mn = std::numeric_limits<int32_t>::min();
   EXPECT_EQ(values<int32_t>(run_node("Abs", {make<int32_t>({3}, {-5, 7, mn})})),
@@ -650,6 +655,22 @@ TEST(elementwise_cast, Strings) {
       {"node 'y' (Cast)", "12abc", "float"});
 }
 
+TEST(elementwise_cast, FromBool) {
+  Tensor b(DType::Bool, {3});
+  b.data<bool>()[0] = true;
+  b.data<bool>()[1] = false;
+  b.data<bool>()[2] = true;
+  EXPECT_EQ(values<float>(run_node("Cast", {b}, 17, {{"to", int64_t(DType::Float)}})),
+            (std::vector<float>{1, 0, 1}));
+  EXPECT_EQ(half_values(run_node("Cast", {b}, 17, {{"to", int64_t(DType::Float16)}})),
+            (std::vector<float>{1, 0, 1}));
+  EXPECT_EQ(values<int64_t>(run_node("Cast", {b}, 17, {{"to", int64_t(DType::Int64)}})),
+            (std::vector<int64_t>{1, 0, 1}));
+  Tensor s = run_node("Cast", {b}, 17, {{"to", int64_t(DType::String)}});
+  EXPECT_EQ(s.strings()[0], "True");
+  EXPECT_EQ(s.strings()[1], "False");
+}
+
 TEST(elementwise_cast, CastLikeAndIdentity) {
   Tensor x = make<int64_t>({3}, {1, 2, 3});
   Tensor y = run_node("CastLike", {x, make<double>({1}, {0})}, 15);
@@ -662,11 +683,11 @@ TEST(elementwise_cast, CastLikeAndIdentity) {
 
 TEST(elementwise_errors, UnsupportedDtypeNamesNodeAndTypes) {
   try {
-    run_node("Exp", {make<int32_t>({1}, {1})});
+    run_node("Log", {make<int32_t>({1}, {1})});
     ADD_FAILURE() << "no error";
   } catch (const UnsupportedError& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("node 'y' (Exp)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("node 'y' (Log)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("int32"), std::string::npos) << msg;
     EXPECT_NE(msg.find("float16"), std::string::npos) << msg;
   }

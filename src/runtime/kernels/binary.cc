@@ -3,7 +3,6 @@
 // the op functor only computes one element on compute types. The variadic ops, Where and Cast live in
 // elementwise_{variadic,where,cast}.cc and are registered from here.
 #include <cmath>
-#include <optional>
 
 #include "runtime/kernels/elementwise_util.h"
 #include "runtime/kernels/families.h"
@@ -13,22 +12,6 @@ namespace gaf::runtime {
 namespace {
 
 using namespace ew;
-
-template <class Op>
-constexpr bool bool_out() {
-  if constexpr (requires { Op::kBoolOut; })
-    return Op::kBoolOut;
-  else
-    return false;
-}
-
-template <class Op>
-Op make_op(const Node& n) {
-  if constexpr (std::is_constructible_v<Op, const Node&>)
-    return Op(n);
-  else
-    return Op{};
-}
 
 // Opset < 7 binary ops broadcast only with broadcast=1: B (rank <= A's) is aligned with A's dimensions
 // starting at `axis` (default: B's trailing dimensions match A's), and the output has A's shape. Returns B's
@@ -305,26 +288,33 @@ struct PowOp {
   }
 };
 
-// Pow with one scalar exponent of a common value on floating data: plain arithmetic instead of pow().
-template <class C>
+// Pow with one scalar exponent of a common value on floating data: plain arithmetic instead of pow(). The
+// exponent is a template parameter so that each loop is a straight vectorisable map.
+enum class PowKind { Zero, One, Two, Three, Half, MinusOne };
+template <PowKind K>
 struct PowScalarOp {
-  int kind;  // 0: ^0, 1: ^1, 2: ^2, 3: ^3, 4: ^0.5, 5: ^-1
+  template <class C>
   C operator()(C x) const {
-    switch (kind) {
-      case 0:
-        return C(1);
-      case 1:
-        return x;
-      case 2:
-        return x * x;
-      case 3:
-        return x * x * x;
-      case 4:
-        return x == -std::numeric_limits<C>::infinity() ? std::numeric_limits<C>::infinity()
-                                                        : std::sqrt(x) + C(0);  // + 0: pow(-0, .5) = +0
-      default:
-        return C(1) / x;
-    }
+    if constexpr (K == PowKind::Zero)
+      return C(1);
+    else if constexpr (K == PowKind::One)
+      return x;
+    else if constexpr (K == PowKind::Two)
+      return x * x;
+    else if constexpr (K == PowKind::Three)
+      return x * x * x;
+    else if constexpr (K == PowKind::MinusOne)
+      return C(1) / x;
+    else
+      return x == -std::numeric_limits<C>::infinity() ? std::numeric_limits<C>::infinity()
+                                                      : std::sqrt(x) + C(0);
+  }
+  // x^0.5 through the SIMD square root (std::sqrt stays scalar): pow(-0, .5) = +0 and pow(-inf, .5) = inf.
+  template <class C>
+  void range(const C* in, C* out, int64_t n) const requires(K == PowKind::Half) {
+    sqrt_range(in, out, n);
+    constexpr C inf = std::numeric_limits<C>::infinity();
+    for (int64_t i = 0; i < n; ++i) out[i] = (in[i] == -inf ? inf : out[i]) + C(0);
   }
 };
 
@@ -357,11 +347,22 @@ class PowKernel final : public Kernel {
  private:
   template <class SX>
   static bool scalar_fast_path(const Tensor& x, const Tensor& y, Tensor& z) {
-    using C = compute_t<SX>;
     double e = y.get_double(0);
-    int kind = e == 0 ? 0 : e == 1 ? 1 : e == 2 ? 2 : e == 3 ? 3 : e == 0.5 ? 4 : e == -1 ? 5 : -1;
-    if (kind < 0) return false;
-    unary_map(x.data<SX>(), z.data<SX>(), x.numel(), PowScalarOp<C>{kind}, grain_for(2));
+    auto map = [&](auto op) { unary_map(x.data<SX>(), z.data<SX>(), x.numel(), op, grain_for(2)); };
+    if (e == 0)
+      map(PowScalarOp<PowKind::Zero>{});
+    else if (e == 1)
+      map(PowScalarOp<PowKind::One>{});
+    else if (e == 2)
+      map(PowScalarOp<PowKind::Two>{});
+    else if (e == 3)
+      map(PowScalarOp<PowKind::Three>{});
+    else if (e == -1)
+      map(PowScalarOp<PowKind::MinusOne>{});
+    else if (e == 0.5)
+      map(PowScalarOp<PowKind::Half>{});
+    else
+      return false;
     return true;
   }
 };

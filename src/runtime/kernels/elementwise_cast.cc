@@ -32,7 +32,10 @@ inline D convert(S v) {
 
 template <class D, class S>
 void cast_range(const S* in, D* out, int64_t n) {
-  if constexpr (!is_f16_v<S> && !is_f16_v<D>) {
+  if constexpr (std::is_same_v<S, bool>) {
+    // Read bools as their bytes (0 / 1): GCC 12 does not vectorise conversions from bool.
+    cast_range(reinterpret_cast<const uint8_t*>(in), out, n);
+  } else if constexpr (!is_f16_v<S> && !is_f16_v<D>) {
     for (int64_t i = 0; i < n; ++i) out[i] = convert<D>(in[i]);
   } else {
     alignas(64) float buf[kBlock];

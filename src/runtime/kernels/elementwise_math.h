@@ -1,16 +1,17 @@
-// Branch-free fp32 implementations of the transcendental functions the hot activations need (exp, expm1, log,
-// log1p, tanh, sigmoid, softplus, erf). Straight-line code with selects instead of branches, so that a plain
+// Branch-free fp32 implementations of the transcendental functions the hot activations need (exp, expm1,
+// log, tanh, sigmoid, softplus, erf). Straight-line code with selects instead of branches, so that a plain
 // loop over them auto-vectorises (AVX2 / AVX-512 with -march=native); libm's scalar calls do not.
 //
-// Accuracy (checked against double-precision libm over dense sweeps in
-// tests/unit/runtime/elementwise_test.cc): exp, expm1, log within 1.5 ulp; log1p, sigmoid, softplus, erf
-// within 3 ulp; tanh within 5 ulp (3e-7 relative). Special values follow libm: NaN propagates, overflow gives
-// inf, underflow gives (sub)normals or 0.
+// Accuracy, checked against double-precision libm over dense sweeps by the Exp/Log/Tanh/... kernel tests in
+// tests/unit/runtime/elementwise_test.cc: exp, expm1, log within 1.5 ulp; sigmoid, softplus, erf within 3
+// ulp; tanh within 5 ulp (3e-7 relative). Special values follow libm: NaN propagates, overflow gives inf,
+// underflow gives (sub)normals or 0.
 //
 // Constants: a Cody-Waite split of ln 2; Taylor coefficients for the reduced exp/expm1 and the atanh series
 // of log. The others are fits made with mpmath: erf(x)/x in x^2 on [0, 1] and erf(x) in (x - 2.5) / 1.5 on
-// [1, 4] (least-squares Chebyshev, mpmath.chebyfit), atanh(s)/s in s^2 on [0, 1/9] (chebyfit), and tanh(x)/x
-// in x^2 on [0, 81] as a rational function (Loeb's iterated linear least squares on Chebyshev nodes).
+// [1, 4] (least-squares Chebyshev, mpmath.chebyfit), atanh(s)/s in s^2 on [0, 1/9] (chebyfit), and
+// tanh(x)/x in x^2 on [0, 81] as a rational function (Loeb's iterated linear least squares on Chebyshev
+// nodes).
 #pragma once
 
 #include <bit>
@@ -30,8 +31,8 @@ inline float fmadd(float a, float b, float c) {
 
 inline float select(bool c, float a, float b) { return c ? a : b; }
 
-// Same as select, through an integer mask: GCC cannot turn it into a branch that skips computing `b` (which,
-// with trapping math on, would stop the loop from vectorising).
+// Same as select, through an integer mask. Used where a plain select let GCC sink the computation of the
+// other value into a branch (it may not speculate trapping fp math), which stopped the loop vectorising.
 inline float blend(bool c, float a, float b) {
   uint32_t m = 0u - uint32_t(c);
   return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
@@ -119,16 +120,6 @@ inline float log(float x) {
   y = blend(x == 0.0f, -INFINITY, y);
   y = blend(x < 0.0f, NAN, y);
   y = blend(x == INFINITY, INFINITY, y);
-  return blend(x == x, y, x);
-}
-
-// log(1 + x) accurate for small x (Kahan: log(w) * x / (w - 1) with w = 1 + x).
-inline float log1p(float x) {
-  float w = 1.0f + x;
-  float d = w - 1.0f;
-  float l = log(w);
-  float y = blend(d == 0.0f, x, l * (x / select(d == 0.0f, 1.0f, d)));
-  y = blend(w == INFINITY, INFINITY, y);
   return blend(x == x, y, x);
 }
 

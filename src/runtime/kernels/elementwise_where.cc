@@ -8,19 +8,27 @@ namespace gaf::runtime::ew {
 
 namespace {
 
+// Both values are loaded before the select (`c ? x[i] : y[i]` makes the loads conditional), and the condition
+// is read as bytes (GCC 12 does not vectorise bool -> wider integer conversions): the flat loops vectorise.
 template <class T>
-void where_row(const bool* c, int64_t sc, const T* x, int64_t sx, const T* y, int64_t sy, T* o, int64_t n) {
+inline T pick(uint8_t c, const T& x, const T& y) {
+  return c != 0 ? x : y;
+}
+
+template <class T>
+void where_row(const uint8_t* c, int64_t sc, const T* x, int64_t sx, const T* y, int64_t sy, T* o,
+               int64_t n) {
   if (sc == 1 && sx == 1 && sy == 1) {
-    for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
+    for (int64_t i = 0; i < n; ++i) o[i] = pick(c[i], x[i], y[i]);
   } else if (sc == 1 && sx == 0 && sy == 1) {
     const T xv = x[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? xv : y[i];
+    for (int64_t i = 0; i < n; ++i) o[i] = pick(c[i], xv, y[i]);
   } else if (sc == 1 && sx == 1 && sy == 0) {
     const T yv = y[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : yv;
+    for (int64_t i = 0; i < n; ++i) o[i] = pick(c[i], x[i], yv);
   } else if (sc == 1 && sx == 0 && sy == 0) {
     const T xv = x[0], yv = y[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? xv : yv;
+    for (int64_t i = 0; i < n; ++i) o[i] = pick(c[i], xv, yv);
   } else if (sc == 0) {
     const T* src = c[0] ? x : y;
     const int64_t ss = c[0] ? sx : sy;
@@ -29,14 +37,14 @@ void where_row(const bool* c, int64_t sc, const T* x, int64_t sx, const T* y, in
     else
       for (int64_t i = 0; i < n; ++i) o[i] = src[i * ss];
   } else {
-    for (int64_t i = 0; i < n; ++i) o[i] = c[i * sc] ? x[i * sx] : y[i * sy];
+    for (int64_t i = 0; i < n; ++i) o[i] = pick(c[i * sc], x[i * sx], y[i * sy]);
   }
 }
 
 template <class T>
 void where_typed(const Tensor& c, const Tensor& x, const Tensor& y, Tensor& out, int64_t grain) {
   auto plan = plan_broadcast<3>(out.dims(), {&c.dims(), &x.dims(), &y.dims()});
-  const bool* pc = c.data<bool>();
+  const uint8_t* pc = reinterpret_cast<const uint8_t*>(c.data<bool>());
   const T* px = static_cast<const T*>(x.raw());
   const T* py = static_cast<const T*>(y.raw());
   T* po = static_cast<T*>(out.raw());

@@ -4,10 +4,6 @@
 // fp32 exp/log/tanh/sigmoid/erf use the vectorisable implementations of elementwise_math.h; double uses libm.
 #include <cmath>
 
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
-
 #include "runtime/kernels/elementwise_math.h"
 #include "runtime/kernels/elementwise_util.h"
 #include "runtime/kernels/families.h"
@@ -27,8 +23,6 @@ inline float c_expm1(float x) { return fm::expm1(x); }
 inline double c_expm1(double x) { return std::expm1(x); }
 inline float c_log(float x) { return fm::log(x); }
 inline double c_log(double x) { return std::log(x); }
-inline float c_log1p(float x) { return fm::log1p(x); }
-inline double c_log1p(double x) { return std::log1p(x); }
 inline float c_tanh(float x) { return fm::tanh(x); }
 inline double c_tanh(double x) { return std::tanh(x); }
 inline float c_erf(float x) { return fm::erf(x); }
@@ -57,22 +51,6 @@ inline C neg_part(C x) {
 }
 
 // ---- the kernel ---------------------------------------------------------------------------------
-
-template <class Op>
-constexpr bool bool_out() {
-  if constexpr (requires { Op::kBoolOut; })
-    return Op::kBoolOut;
-  else
-    return false;
-}
-
-template <class Op>
-Op make_op(const Node& n) {
-  if constexpr (std::is_constructible_v<Op, const Node&>)
-    return Op(n);
-  else
-    return Op{};
-}
 
 template <class Op>
 class UnaryKernel final : public Kernel {
@@ -158,9 +136,6 @@ struct RoundOp {
   }
 };
 
-// std::sqrt sets errno for negative input (-fmath-errno), which keeps the loop scalar with a libm call per
-// negative element; range() uses the SIMD square root (IEEE: NaN for negative input) directly. (256-bit:
-// memory bound anyway, and GCC 12's 512-bit sqrt intrinsics trip -Wmaybe-uninitialized.)
 struct SqrtOp {
   static constexpr unsigned kTypes = kTFloating;
   static constexpr double kCost = 4;
@@ -170,15 +145,7 @@ struct SqrtOp {
   }
   template <class C>
   void range(const C* in, C* out, int64_t n) const {
-    int64_t i = 0;
-#if defined(__AVX__)
-    if constexpr (std::is_same_v<C, float>) {
-      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_sqrt_ps(_mm256_loadu_ps(in + i)));
-    } else {
-      for (; i + 4 <= n; i += 4) _mm256_storeu_pd(out + i, _mm256_sqrt_pd(_mm256_loadu_pd(in + i)));
-    }
-#endif
-    for (; i < n; ++i) out[i] = std::sqrt(in[i]);
+    sqrt_range(in, out, n);
   }
 };
 
@@ -209,12 +176,17 @@ struct LogOp {
   }
 };
 
+// Integer inputs (allowed since opset 9) compute erf in double and truncate like a cast: 0, or +-1 where erf
+// rounds to 1 in double (|x| >= 6).
 struct ErfOp {
-  static constexpr unsigned kTypes = kTFloating;
+  static constexpr unsigned kTypes = kTNumeric;
   static constexpr double kCost = 20;
   template <class C>
   C operator()(C x) const {
-    return c_erf(x);
+    if constexpr (std::is_floating_point_v<C>)
+      return c_erf(x);
+    else
+      return saturate_cast<C>(std::erf(double(x)));
   }
 };
 
@@ -333,7 +305,7 @@ struct LeakyReluOp {
   explicit LeakyReluOp(const Node& n) : alpha(n.attr_float("alpha", 0.01f)) {}
   template <class C>
   C operator()(C x) const {
-    return x * (x < C(0) ? C(alpha) : C(1));
+    return x * C(x < C(0) ? alpha : 1.0f);  // select on the float attribute, convert unconditionally
   }
 };
 

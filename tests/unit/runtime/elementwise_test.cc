@@ -217,6 +217,11 @@ TEST(elementwise_math, SignAndSpecialValues) {
   EXPECT_EQ(inf, (std::vector<bool>{false, true, false, false}));
 }
 
+TEST(elementwise_math, IntegerErfTruncates) {
+  auto y = values<int32_t>(run_node("Erf", {make<int32_t>({5}, {-7, -1, 0, 5, 6})}));
+  EXPECT_EQ(y, (std::vector<int32_t>{-1, 0, 0, 0, 1}));
+}
+
 TEST(elementwise_math, IntegerAbsNegWrap) {
   int32_t mn = std::numeric_limits<int32_t>::min();
   EXPECT_EQ(values<int32_t>(run_node("Abs", {make<int32_t>({3}, {-5, 7, mn})})),
@@ -322,7 +327,9 @@ TEST(elementwise_broadcast, RandomShapesMatchReference) {
   for (int iter = 0; iter < 300; ++iter) {
     int rank = int(rng() % 5);
     std::vector<int64_t> out(rank), ad, bd;
+    // Mostly small dims (short inner runs: the grouped-rows path), sometimes one long one (the run path).
     for (auto& d : out) d = 1 + rng() % 4;
+    if (rank && rng() % 3 == 0) out[rng() % rank] = 33 + rng() % 8;
     if (rank && rng() % 20 == 0) out[rng() % rank] = 0;
     int ra = rank ? int(rng() % (rank + 1)) : 0, rb = rank ? int(rng() % (rank + 1)) : 0;
     if (rank) (rng() % 2 ? ra : rb) = rank;
@@ -376,6 +383,16 @@ TEST(elementwise_broadcast, LargeTensorsParallelPaths) {
     ASSERT_EQ(row[i], x[i] + row_v[i % HW]);
     ASSERT_EQ(chan[i], x[i] / chan_v[(i / HW) % C]);
     ASSERT_EQ(flat[i], std::max(x[i], flat_v[i]));
+  }
+  // Short rows on the parallel path: a repeated row, and a per-row column.
+  const int64_t R = 200003;
+  auto rows = random_floats(R * 3, -3, 3, 15), r3 = random_floats(3, -1, 1, 16),
+       col = random_floats(R, -1, 1, 17);
+  auto rowsum = values<float>(run_node("Add", {make<float>({R, 3}, rows), make<float>({3}, r3)}));
+  auto colmul = values<float>(run_node("Mul", {make<float>({R, 1}, col), make<float>({R, 3}, rows)}));
+  for (int64_t i = 0; i < R * 3; ++i) {
+    ASSERT_EQ(rowsum[i], rows[i] + r3[i % 3]) << i;
+    ASSERT_EQ(colmul[i], col[i / 3] * rows[i]) << i;
   }
   // Scalar first operand (stride 0 on the left).
   auto rsub = values<float>(run_node("Sub", {make<float>({1}, {1.0f}), tx}));
@@ -638,6 +655,22 @@ TEST(elementwise_cast, Strings) {
       {"node 'y' (Cast)", "12abc", "float"});
 }
 
+TEST(elementwise_cast, FromBool) {
+  Tensor b(DType::Bool, {3});
+  b.data<bool>()[0] = true;
+  b.data<bool>()[1] = false;
+  b.data<bool>()[2] = true;
+  EXPECT_EQ(values<float>(run_node("Cast", {b}, 17, {{"to", int64_t(DType::Float)}})),
+            (std::vector<float>{1, 0, 1}));
+  EXPECT_EQ(half_values(run_node("Cast", {b}, 17, {{"to", int64_t(DType::Float16)}})),
+            (std::vector<float>{1, 0, 1}));
+  EXPECT_EQ(values<int64_t>(run_node("Cast", {b}, 17, {{"to", int64_t(DType::Int64)}})),
+            (std::vector<int64_t>{1, 0, 1}));
+  Tensor s = run_node("Cast", {b}, 17, {{"to", int64_t(DType::String)}});
+  EXPECT_EQ(s.strings()[0], "True");
+  EXPECT_EQ(s.strings()[1], "False");
+}
+
 TEST(elementwise_cast, CastLikeAndIdentity) {
   Tensor x = make<int64_t>({3}, {1, 2, 3});
   Tensor y = run_node("CastLike", {x, make<double>({1}, {0})}, 15);
@@ -650,11 +683,11 @@ TEST(elementwise_cast, CastLikeAndIdentity) {
 
 TEST(elementwise_errors, UnsupportedDtypeNamesNodeAndTypes) {
   try {
-    run_node("Exp", {make<int32_t>({1}, {1})});
+    run_node("Log", {make<int32_t>({1}, {1})});
     ADD_FAILURE() << "no error";
   } catch (const UnsupportedError& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("node 'y' (Exp)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("node 'y' (Log)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("int32"), std::string::npos) << msg;
     EXPECT_NE(msg.find("float16"), std::string::npos) << msg;
   }

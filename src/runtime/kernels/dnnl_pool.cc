@@ -151,6 +151,15 @@ class PoolKernel final : public Kernel {
               node.describe(), storage_order_);
     if (kind == PoolKind::Lp) p_ = lp_norm_p(node);
     want_indices_ = kind == PoolKind::Max && node.num_outputs() > 1 && !node.output(1)->absent_output;
+    // Static input shape: build the primitive now; shape errors surface at run time instead.
+    if (auto x = static_input_dims(node, 0)) {
+      try {
+        Dims key;
+        key_append(key, *x, node.input(0)->type.dtype);
+        cache_.insert(key, build(*x, node.input(0)->type.dtype));
+      } catch (const Error&) {
+      }
+    }
   }
 
   void run(KernelContext& ctx) override {
@@ -158,7 +167,7 @@ class PoolKernel final : public Kernel {
     Dims key;
     key_append(key, &X);
     Entry* e = cache_.find(key);
-    if (!e) e = &cache_.insert(key, build(X));
+    if (!e) e = &cache_.insert(key, build(X.dims(), X.dtype()));
     Tensor& Y = ctx.allocate_output(0, X.dtype(), e->out);
     Tensor* I = want_indices_ ? &ctx.allocate_output(1, DType::Int64, e->out) : nullptr;
     if (Y.numel() == 0) return;
@@ -199,18 +208,17 @@ class PoolKernel final : public Kernel {
     memory::desc src_md, dst_md;
   };
 
-  std::unique_ptr<Entry> build(const Tensor& X) {
-    GAF_CHECK(X.rank() >= 3, "{}: input must be N x C x spatial (rank >= 3), got {}", node_.describe(),
-              dims_to_string(X.dims()));
+  std::unique_ptr<Entry> build(const Dims& x, DType t) {
+    GAF_CHECK(x.size() >= 3, "{}: input must be N x C x spatial (rank >= 3), got {}", node_.describe(),
+              dims_to_string(x));
     auto e = std::make_unique<Entry>();
-    Dims in(X.dims().begin() + 2, X.dims().end());
+    Dims in(x.begin() + 2, x.end());
     e->win = forward_window(node_, attrs_, in, attrs_.kernel_shape);
-    e->out = {X.dim(0), X.dim(1)};
+    e->out = {x[0], x[1]};
     e->out.insert(e->out.end(), e->win.out.begin(), e->win.out.end());
     if (e->win.rank() > 3)
       unsupported("{}: {} spatial dimensions are not supported (at most 3)", node_.describe(), e->win.rank());
-    const DType t = X.dtype();
-    bool ok = kind_ != PoolKind::Lp && !want_indices_ && X.numel() > 0 && numel_of(e->out) > 0 &&
+    bool ok = kind_ != PoolKind::Lp && !want_indices_ && numel_of(x) > 0 && numel_of(e->out) > 0 &&
               (is_dnnl_float(t) || (kind_ == PoolKind::Max && (t == DType::Int8 || t == DType::UInt8)));
     if (!ok) return e;
     const Window& w = e->win;
@@ -233,7 +241,7 @@ class PoolKernel final : public Kernel {
     // oneDNN counts a ceil_mode overhang as padding; ONNX's count_include_pad counts only the given pads.
     if (kind_ == PoolKind::Avg && count_include_pad_ && overhang) return e;
     const dt_t data_type = t == DType::Int8 ? dt_t::s8 : t == DType::UInt8 ? dt_t::u8 : dt_t::f32;
-    e->src_md = plain_desc(X.dims(), data_type);
+    e->src_md = plain_desc(x, data_type);
     e->dst_md = plain_desc(e->out, data_type);
     const dnnl::algorithm alg = kind_ == PoolKind::Max ? dnnl::algorithm::pooling_max
                                 : count_include_pad_   ? dnnl::algorithm::pooling_avg_include_padding

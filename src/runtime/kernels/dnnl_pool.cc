@@ -367,6 +367,71 @@ void global_pool_kernel(KernelContext& ctx) {
   });
 }
 
+// MaxUnpool(X, I, output_shape?): zeros with X scattered to the positions I (MaxPool's flat Indices into its
+// input, whose shape is the default output (in - 1) * stride - pads + kernel). A given output_shape keeps
+// those coordinates (a larger output is zero at the end of each spatial dim).
+void max_unpool_kernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& X = ctx.in(0);
+  const Tensor& I = ctx.in(1);
+  GAF_CHECK(X.rank() >= 3, "{}: input must be N x C x spatial (rank >= 3), got {}", node.describe(),
+            dims_to_string(X.dims()));
+  GAF_CHECK(I.dims() == X.dims(), "{}: indices I {} must have the shape of X {}", node.describe(),
+            dims_to_string(I.dims()), dims_to_string(X.dims()));
+  GAF_CHECK(I.dtype() == DType::Int64, "{}: indices I must be int64, got {}", node.describe(),
+            dtype_name(I.dtype()));
+  const int r = X.rank() - 2;
+  const WindowAttrs a = WindowAttrs::parse(node);
+  GAF_CHECK(int(a.kernel_shape.size()) == r, "{}: kernel_shape must have {} values", node.describe(), r);
+  Dims s = a.strides.empty() ? Dims(r, 1) : a.strides, pads = a.pads.empty() ? Dims(2 * r, 0) : a.pads;
+  GAF_CHECK(int(s.size()) == r && int(pads.size()) == 2 * r,
+            "{}: strides / pads do not match {} spatial dimensions", node.describe(), r);
+  Dims def;  // default spatial output: the shape the indices refer to
+  for (int i = 0; i < r; ++i) {
+    int64_t o = (X.dim(i + 2) - 1) * s[i] - pads[i] - pads[r + i] + a.kernel_shape[i];
+    GAF_CHECK(o >= 0, "{}: output size {} in spatial dimension {} is negative", node.describe(), o, i);
+    def.push_back(o);
+  }
+  Dims out = {X.dim(0), X.dim(1)};
+  out.insert(out.end(), def.begin(), def.end());
+  const Tensor* shape = ctx.input(2);
+  if (shape && shape->defined()) {
+    Dims want = shape->to_int_vector();
+    GAF_CHECK(int(want.size()) == X.rank() && want[0] == X.dim(0) && want[1] == X.dim(1),
+              "{}: output_shape {} must be N x C x spatial for X {}", node.describe(), dims_to_string(want),
+              dims_to_string(X.dims()));
+    out = want;
+  }
+  Tensor& Y = ctx.allocate_output(0, X.dtype(), out, /*zero=*/true);
+  const int64_t n = X.numel(), def_plane = numel_of(def);
+  const int64_t total = X.dim(0) * X.dim(1) * def_plane;
+  const Dims out_sp(out.begin() + 2, out.end());
+  const int64_t out_plane = numel_of(out_sp);
+  const int64_t* idx = I.data<int64_t>();
+  const size_t esize = dtype_size(X.dtype());
+  const char* x = static_cast<const char*>(X.raw());
+  char* y = static_cast<char*>(Y.raw());
+  const bool same = out_sp == def;
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t k = idx[j];
+    GAF_CHECK(k >= 0 && k < total, "{}: index {} at position {} is outside the unpooled input of {} elements",
+              node.describe(), k, j, total);
+    if (!same) {  // re-ravel the spatial coordinates into the requested output shape
+      int64_t plane = k / def_plane, rem = k % def_plane, pos = 0, mul = 1;
+      for (int d = r - 1; d >= 0; --d) {
+        const int64_t c = rem % def[d];
+        rem /= def[d];
+        GAF_CHECK(c < out_sp[d], "{}: index {} falls outside output_shape {}", node.describe(), idx[j],
+                  dims_to_string(out));
+        pos += c * mul;
+        mul *= out_sp[d];
+      }
+      k = plane * out_plane + pos;
+    }
+    std::memcpy(y + k * esize, x + j * esize, esize);
+  }
+}
+
 double pool_flops(const Node& n, double per_tap) {
   auto x = static_input_dims(n, 0);
   if (!x || x->size() < 3) return 0;
@@ -403,6 +468,8 @@ void register_pool_ops(OpRegistry& r) {
       .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
         return std::make_unique<PoolKernel>(n, PoolKind::Lp);
       });
+  // Data-dependent scatter: no fusion.
+  r.add("MaxUnpool", OpKind::Opaque).set_flops_per_element(1).set_kernel(fn_kernel(max_unpool_kernel));
   r.add("GlobalAveragePool", OpKind::Anchor)
       .set_flops([](const Node& n) { return global_pool_flops(n, 1.0); })
       .set_kernel(fn_kernel(global_pool_kernel<PoolKind::Avg>));

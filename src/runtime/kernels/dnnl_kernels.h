@@ -16,7 +16,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& node, std::vector<dnnl_ops:
 
 void register_matmul_ops(OpRegistry& r);  // MatMul, Gemm            (dnnl_matmul.cc)
 void register_conv_ops(OpRegistry& r);    // Conv, ConvTranspose     (dnnl_conv.cc)
-void register_pool_ops(OpRegistry& r);    // *Pool, Global*Pool      (dnnl_pool.cc)
+void register_pool_ops(OpRegistry& r);    // *Pool, Global*Pool, MaxUnpool (dnnl_pool.cc)
 void register_quant_ops(
     OpRegistry& r);  // MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv (dnnl_quant.cc)
 

@@ -151,6 +151,15 @@ class PoolKernel final : public Kernel {
               node.describe(), storage_order_);
     if (kind == PoolKind::Lp) p_ = lp_norm_p(node);
     want_indices_ = kind == PoolKind::Max && node.num_outputs() > 1 && !node.output(1)->absent_output;
+    // Static input shape: build the primitive now; shape errors surface at run time instead.
+    if (auto x = static_input_dims(node, 0)) {
+      try {
+        Dims key;
+        key_append(key, *x, node.input(0)->type.dtype);
+        cache_.insert(key, build(*x, node.input(0)->type.dtype));
+      } catch (const Error&) {
+      }
+    }
   }
 
   void run(KernelContext& ctx) override {
@@ -158,7 +167,7 @@ class PoolKernel final : public Kernel {
     Dims key;
     key_append(key, &X);
     Entry* e = cache_.find(key);
-    if (!e) e = &cache_.insert(key, build(X));
+    if (!e) e = &cache_.insert(key, build(X.dims(), X.dtype()));
     Tensor& Y = ctx.allocate_output(0, X.dtype(), e->out);
     Tensor* I = want_indices_ ? &ctx.allocate_output(1, DType::Int64, e->out) : nullptr;
     if (Y.numel() == 0) return;
@@ -199,18 +208,17 @@ class PoolKernel final : public Kernel {
     memory::desc src_md, dst_md;
   };
 
-  std::unique_ptr<Entry> build(const Tensor& X) {
-    GAF_CHECK(X.rank() >= 3, "{}: input must be N x C x spatial (rank >= 3), got {}", node_.describe(),
-              dims_to_string(X.dims()));
+  std::unique_ptr<Entry> build(const Dims& x, DType t) {
+    GAF_CHECK(x.size() >= 3, "{}: input must be N x C x spatial (rank >= 3), got {}", node_.describe(),
+              dims_to_string(x));
     auto e = std::make_unique<Entry>();
-    Dims in(X.dims().begin() + 2, X.dims().end());
+    Dims in(x.begin() + 2, x.end());
     e->win = forward_window(node_, attrs_, in, attrs_.kernel_shape);
-    e->out = {X.dim(0), X.dim(1)};
+    e->out = {x[0], x[1]};
     e->out.insert(e->out.end(), e->win.out.begin(), e->win.out.end());
     if (e->win.rank() > 3)
       unsupported("{}: {} spatial dimensions are not supported (at most 3)", node_.describe(), e->win.rank());
-    const DType t = X.dtype();
-    bool ok = kind_ != PoolKind::Lp && !want_indices_ && X.numel() > 0 && numel_of(e->out) > 0 &&
+    bool ok = kind_ != PoolKind::Lp && !want_indices_ && numel_of(x) > 0 && numel_of(e->out) > 0 &&
               (is_dnnl_float(t) || (kind_ == PoolKind::Max && (t == DType::Int8 || t == DType::UInt8)));
     if (!ok) return e;
     const Window& w = e->win;
@@ -233,7 +241,7 @@ class PoolKernel final : public Kernel {
     // oneDNN counts a ceil_mode overhang as padding; ONNX's count_include_pad counts only the given pads.
     if (kind_ == PoolKind::Avg && count_include_pad_ && overhang) return e;
     const dt_t data_type = t == DType::Int8 ? dt_t::s8 : t == DType::UInt8 ? dt_t::u8 : dt_t::f32;
-    e->src_md = plain_desc(X.dims(), data_type);
+    e->src_md = plain_desc(x, data_type);
     e->dst_md = plain_desc(e->out, data_type);
     const dnnl::algorithm alg = kind_ == PoolKind::Max ? dnnl::algorithm::pooling_max
                                 : count_include_pad_   ? dnnl::algorithm::pooling_avg_include_padding
@@ -359,6 +367,71 @@ void global_pool_kernel(KernelContext& ctx) {
   });
 }
 
+// MaxUnpool(X, I, output_shape?): zeros with X scattered to the positions I (MaxPool's flat Indices into its
+// input, whose shape is the default output (in - 1) * stride - pads + kernel). A given output_shape keeps
+// those coordinates (a larger output is zero at the end of each spatial dim).
+void max_unpool_kernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& X = ctx.in(0);
+  const Tensor& I = ctx.in(1);
+  GAF_CHECK(X.rank() >= 3, "{}: input must be N x C x spatial (rank >= 3), got {}", node.describe(),
+            dims_to_string(X.dims()));
+  GAF_CHECK(I.dims() == X.dims(), "{}: indices I {} must have the shape of X {}", node.describe(),
+            dims_to_string(I.dims()), dims_to_string(X.dims()));
+  GAF_CHECK(I.dtype() == DType::Int64, "{}: indices I must be int64, got {}", node.describe(),
+            dtype_name(I.dtype()));
+  const int r = X.rank() - 2;
+  const WindowAttrs a = WindowAttrs::parse(node);
+  GAF_CHECK(int(a.kernel_shape.size()) == r, "{}: kernel_shape must have {} values", node.describe(), r);
+  Dims s = a.strides.empty() ? Dims(r, 1) : a.strides, pads = a.pads.empty() ? Dims(2 * r, 0) : a.pads;
+  GAF_CHECK(int(s.size()) == r && int(pads.size()) == 2 * r,
+            "{}: strides / pads do not match {} spatial dimensions", node.describe(), r);
+  Dims def;  // default spatial output: the shape the indices refer to
+  for (int i = 0; i < r; ++i) {
+    int64_t o = (X.dim(i + 2) - 1) * s[i] - pads[i] - pads[r + i] + a.kernel_shape[i];
+    GAF_CHECK(o >= 0, "{}: output size {} in spatial dimension {} is negative", node.describe(), o, i);
+    def.push_back(o);
+  }
+  Dims out = {X.dim(0), X.dim(1)};
+  out.insert(out.end(), def.begin(), def.end());
+  const Tensor* shape = ctx.input(2);
+  if (shape && shape->defined()) {
+    Dims want = shape->to_int_vector();
+    GAF_CHECK(int(want.size()) == X.rank() && want[0] == X.dim(0) && want[1] == X.dim(1),
+              "{}: output_shape {} must be N x C x spatial for X {}", node.describe(), dims_to_string(want),
+              dims_to_string(X.dims()));
+    out = want;
+  }
+  Tensor& Y = ctx.allocate_output(0, X.dtype(), out, /*zero=*/true);
+  const int64_t n = X.numel(), def_plane = numel_of(def);
+  const int64_t total = X.dim(0) * X.dim(1) * def_plane;
+  const Dims out_sp(out.begin() + 2, out.end());
+  const int64_t out_plane = numel_of(out_sp);
+  const int64_t* idx = I.data<int64_t>();
+  const size_t esize = dtype_size(X.dtype());
+  const char* x = static_cast<const char*>(X.raw());
+  char* y = static_cast<char*>(Y.raw());
+  const bool same = out_sp == def;
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t k = idx[j];
+    GAF_CHECK(k >= 0 && k < total, "{}: index {} at position {} is outside the unpooled input of {} elements",
+              node.describe(), k, j, total);
+    if (!same) {  // re-ravel the spatial coordinates into the requested output shape
+      int64_t plane = k / def_plane, rem = k % def_plane, pos = 0, mul = 1;
+      for (int d = r - 1; d >= 0; --d) {
+        const int64_t c = rem % def[d];
+        rem /= def[d];
+        GAF_CHECK(c < out_sp[d], "{}: index {} falls outside output_shape {}", node.describe(), idx[j],
+                  dims_to_string(out));
+        pos += c * mul;
+        mul *= out_sp[d];
+      }
+      k = plane * out_plane + pos;
+    }
+    std::memcpy(y + k * esize, x + j * esize, esize);
+  }
+}
+
 double pool_flops(const Node& n, double per_tap) {
   auto x = static_input_dims(n, 0);
   if (!x || x->size() < 3) return 0;
@@ -395,6 +468,8 @@ void register_pool_ops(OpRegistry& r) {
       .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
         return std::make_unique<PoolKernel>(n, PoolKind::Lp);
       });
+  // Data-dependent scatter: no fusion.
+  r.add("MaxUnpool", OpKind::Opaque).set_flops_per_element(1).set_kernel(fn_kernel(max_unpool_kernel));
   r.add("GlobalAveragePool", OpKind::Anchor)
       .set_flops([](const Node& n) { return global_pool_flops(n, 1.0); })
       .set_kernel(fn_kernel(global_pool_kernel<PoolKind::Avg>));

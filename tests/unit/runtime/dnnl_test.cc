@@ -323,6 +323,7 @@ TEST(DnnlRegistry, OpsAreAnchorsWithFlops) {
     EXPECT_TRUE(info->flops) << op;
   }
   EXPECT_TRUE(OpRegistry::instance().find("LpPool")->flags & kPrecisionSensitive);
+  EXPECT_EQ(OpRegistry::instance().find("MaxUnpool")->kind, OpKind::Opaque);  // data-dependent scatter
 }
 
 TEST(DnnlRegistry, FlopsFromStaticShapes) {
@@ -787,6 +788,33 @@ TEST(DnnlPool, LpPoolOpset1TakesAFloatP) {
   for (size_t i = 0; i < v.size(); ++i) gw[i / 30] += std::pow(std::fabs(v[i]), 1.5);
   for (auto& w : gw) w = std::pow(w, 1 / 1.5);
   expect_close(gg.run().at(0), {1, 3, 1, 1}, gw);
+}
+
+TEST(DnnlPool, MaxUnpoolInvertsMaxPoolIndices) {
+  Tensor x = random_tensor(DType::Float, {2, 3, 6, 8}, 11);
+  OpGraph pool("MaxPool", {&x}, {{"kernel_shape", Dims{2, 2}}, {"strides", Dims{2, 2}}}, {}, 2);
+  auto pooled = pool.run();
+  const Tensor& vals = pooled[0];
+  const Tensor& idx = pooled[1];
+  // Default output: the pooled input's shape; zeros except the maxima at their indices.
+  Tensor y = run1("MaxUnpool", {&vals, &idx}, {{"kernel_shape", Dims{2, 2}}, {"strides", Dims{2, 2}}});
+  std::vector<double> want(x.numel(), 0.0);
+  auto xv = values(x), iv = values(idx);
+  for (double i : iv) want[int64_t(i)] = xv[int64_t(i)];
+  expect_close(y, x.dims(), want, 0, 0);
+  // A larger output_shape keeps the coordinates, zero at the end of each spatial dim.
+  Tensor shape = make_tensor(DType::Int64, {4}, {2, 3, 7, 9});
+  Tensor y2 =
+      run1("MaxUnpool", {&vals, &idx, &shape}, {{"kernel_shape", Dims{2, 2}}, {"strides", Dims{2, 2}}});
+  std::vector<double> want2(2 * 3 * 7 * 9, 0.0);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    Dims c = unravel(i, x.dims());
+    want2[ravel(c, {2, 3, 7, 9})] = want[i];
+  }
+  expect_close(y2, {2, 3, 7, 9}, want2, 0, 0);
+  Tensor bad = make_tensor(DType::Int64, vals.dims(), std::vector<double>(vals.numel(), 1000.0));
+  expect_error("MaxUnpool", {&vals, &bad}, {{"kernel_shape", Dims{2, 2}}, {"strides", Dims{2, 2}}},
+               {"'op'", "index 1000", "outside"});
 }
 
 TEST(DnnlPool, GlobalPoolsLargePlanes) {

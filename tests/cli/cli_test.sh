@@ -28,7 +28,7 @@ printf 'not a model at all' >"$tmp/garbage.onnx"
 check garbage-file 1 "not a valid ONNX model" -- "$bin" info "$tmp/garbage.onnx"
 head -c 3000 "$models/mlp/model.onnx" >"$tmp/truncated.onnx"
 check truncated-file 1 "not a valid ONNX model" -- "$bin" info "$tmp/truncated.onnx"
-check info 0 "MatMul" -- "$bin" info "$models/mlp/model.onnx"
+check info 0 "Gemm +2" -- "$bin" info "$models/mlp/model.onnx"
 check bad-tensor 1 "not a serialized ONNX TensorProto" -- "$bin" run "$models/mlp/model.onnx" --input-pb "$tmp/garbage.onnx"
 check wrong-shape 1 "expected shape" -- "$bin" run "$models/mlp/model.onnx" \
   --input-pb "$models/transformer_layer/test_data_set_0/input_0.pb" --save-outputs "$tmp/out_bad"

@@ -1,14 +1,11 @@
-// Sampling ops: GridSample and MaxUnpool.
+// Sampling ops: GridSample (MaxUnpool lives with the pooling ops in dnnl_pool.cc).
 //
 // GridSample (4-D input): output pixel (n, :, h, w) samples X[n] at grid[n, h, w] = (x, y) in [-1, 1],
 // mapped to pixel coordinates with or without align_corners. Nearest (round half to even), bilinear and
 // bicubic (Keys, a = -0.75) interpolation; zeros, border or reflection padding, as in the ONNX reference and
 // onnxruntime. The taps (input offset, weight) of a block of output pixels are computed once and applied to
 // every channel.
-//
-// MaxUnpool scatters X into a zero tensor of the shape MaxPool had as input: indices are flat positions in
-// the inferred shape (N, C, (D_i - 1) * stride_i + kernel_i - pad_begin_i - pad_end_i). With output_shape
-// given, that result sits at the origin of the larger output (as the ONNX conformance data expects).
+
 #include <algorithm>
 
 #include "runtime/kernels/extra_util.h"
@@ -214,96 +211,12 @@ class GridSampleKernel final : public Kernel {
   bool align_corners_ = false;
 };
 
-// ---- MaxUnpool -----------------------------------------------------------------------------------------
-
-template <class U>
-void unpool_scatter(const void* src, void* dst, const int64_t* idx, int64_t count,
-                    const std::vector<int64_t>& inferred, const std::vector<int64_t>& out, const Node& node) {
-  const U* s = static_cast<const U*>(src);
-  U* o = static_cast<U*>(dst);
-  int64_t total = 1;
-  for (int64_t v : inferred) total *= v;
-  const bool same = inferred == out;
-  const int rank = int(out.size());
-  const std::vector<int64_t> ostr = contiguous_strides(out);
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t p = idx[i];
-    GAF_CHECK(p >= 0 && p < total, "{}: index {} at position {} is out of range for the unpooled shape {}",
-              node.describe(), p, i, dims_to_string(inferred));
-    if (!same) {  // coordinates in the inferred shape -> offset in the output
-      int64_t q = 0, rem = p;
-      for (int dd = rank - 1; dd >= 0; --dd) {
-        q += (rem % inferred[size_t(dd)]) * ostr[size_t(dd)];
-        rem /= inferred[size_t(dd)];
-      }
-      p = q;
-    }
-    o[p] = s[i];
-  }
-}
-
-void max_unpool_kernel(KernelContext& ctx) {
-  const Node& node = ctx.node();
-  const std::string d = node.describe();
-  const Tensor& x = ctx.in(0);
-  const Tensor& ind = ctx.in(1);
-  GAF_CHECK(x.rank() >= 3, "{}: X must have shape [N, C, D1, ...], got {}", d, dims_to_string(x.dims()));
-  GAF_CHECK(ind.dims() == x.dims(), "{}: I must have the shape of X {}, got {}", d, dims_to_string(x.dims()),
-            dims_to_string(ind.dims()));
-  GAF_CHECK(ind.dtype() == DType::Int64, "{}: I must be int64, got {}", d, dtype_name(ind.dtype()));
-  const size_t k = size_t(x.rank() - 2);
-  const std::vector<int64_t> kernel = node.attr_ints("kernel_shape");
-  const std::vector<int64_t> strides = node.attr_ints("strides", std::vector<int64_t>(k, 1));
-  const std::vector<int64_t> pads = node.attr_ints("pads", std::vector<int64_t>(2 * k, 0));
-  GAF_CHECK(kernel.size() == k, "{}: kernel_shape has {} values for {} spatial dimensions", d, kernel.size(),
-            k);
-  GAF_CHECK(strides.size() == k, "{}: strides has {} values for {} spatial dimensions", d, strides.size(), k);
-  GAF_CHECK(pads.size() == 2 * k, "{}: pads has {} values, expected {}", d, pads.size(), 2 * k);
-  std::vector<int64_t> inferred = {x.dim(0), x.dim(1)};
-  for (size_t i = 0; i < k; ++i) {
-    GAF_CHECK(kernel[i] > 0 && strides[i] > 0, "{}: kernel_shape and strides must be positive", d);
-    const int64_t v = (x.dim(int(i) + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[k + i];
-    GAF_CHECK(v >= 0, "{}: the unpooled size of spatial dimension {} is negative ({})", d, i, v);
-    inferred.push_back(v);
-  }
-  std::vector<int64_t> out = inferred;
-  if (const Tensor* os = ctx.input(2)) {
-    GAF_CHECK(os->rank() == 1 && os->dim(0) == x.rank() && is_integer(os->dtype()),
-              "{}: output_shape must be an integer vector of {} values, got {} {}", d, x.rank(),
-              dtype_name(os->dtype()), dims_to_string(os->dims()));
-    out = os->to_int_vector();
-    for (int i = 0; i < x.rank(); ++i)
-      GAF_CHECK(out[size_t(i)] >= inferred[size_t(i)] && (i >= 2 || out[size_t(i)] == inferred[size_t(i)]),
-                "{}: output_shape {} is smaller than the unpooled shape {} (or changes N or C)", d,
-                dims_to_string(out), dims_to_string(inferred));
-  }
-  Tensor& y = ctx.allocate_output(0, x.dtype(), out, /*zero=*/true);
-  const int64_t* idx = ind.data<int64_t>();
-  switch (x.dtype() == DType::String ? 0 : dtype_size(x.dtype())) {
-    case 1:
-      unpool_scatter<uint8_t>(x.raw(), y.raw(), idx, x.numel(), inferred, out, node);
-      break;
-    case 2:
-      unpool_scatter<uint16_t>(x.raw(), y.raw(), idx, x.numel(), inferred, out, node);
-      break;
-    case 4:
-      unpool_scatter<uint32_t>(x.raw(), y.raw(), idx, x.numel(), inferred, out, node);
-      break;
-    case 8:
-      unpool_scatter<uint64_t>(x.raw(), y.raw(), idx, x.numel(), inferred, out, node);
-      break;
-    default:
-      unsupported("{}: element type {} is not supported", d, dtype_name(x.dtype()));
-  }
-}
-
 }  // namespace
 
 void register_extra_sample_ops(OpRegistry& r) {
   r.add("GridSample", OpKind::Opaque).set_flops_per_element(20).set_kernel([](const Node& n) {
     return std::make_unique<GridSampleKernel>(n);
   });
-  r.add("MaxUnpool", OpKind::Opaque).set_flops_per_element(0).set_kernel(fn_kernel(max_unpool_kernel));
 }
 
 }  // namespace gaf::runtime::extra

@@ -107,8 +107,9 @@ KernelStats group_stats(const std::vector<const Node*>& nodes, const Graph& g) {
     // Reduce->broadcast->elementwise rows: every row-shaped value of the group lives on chip for a row.
     k.working_set = reduce_row * std::max(1, live);
   } else if (anchor_n > 0) {
-    // The epilogue runs on a block of output rows while it is in cache: the block plus one operand block.
-    k.working_set = double(kAnchorRowBlock * anchor_n) * 4.0 * 2;
+    // oneDNN applies post-ops to each output tile (a block of rows by at most 256 columns) while it is in cache:
+    // the tile plus one operand tile.
+    k.working_set = double(kAnchorRowBlock * std::min<int64_t>(anchor_n, 256)) * 4.0 * 2;
   } else {
     k.working_set = double(kTileElements) * 4.0 * std::max(1, live);
   }

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstring>
 #include <string>
+#include <variant>
 
 #include "runtime/kernels/elementwise_util.h"
 
@@ -188,10 +189,26 @@ void cast_to(KernelContext& ctx, const Tensor& x, DType to) {
   }
 }
 
+// Cast-1 (opset < 6) names the target type with a string attribute: "FLOAT", "INT64", ...
+int64_t legacy_cast_target(const Node& n, const std::string& name) {
+  static const std::pair<const char*, DType> kNames[] = {
+      {"FLOAT", DType::Float},     {"UINT8", DType::UInt8},      {"INT8", DType::Int8},
+      {"UINT16", DType::UInt16},   {"INT16", DType::Int16},      {"INT32", DType::Int32},
+      {"INT64", DType::Int64},     {"STRING", DType::String},    {"BOOL", DType::Bool},
+      {"FLOAT16", DType::Float16}, {"DOUBLE", DType::Double},    {"UINT32", DType::UInt32},
+      {"UINT64", DType::UInt64},   {"BFLOAT16", DType::BFloat16}};
+  for (const auto& [text, t] : kNames)
+    if (iequals(name, text)) return int64_t(t);
+  unsupported("{}: casting to element type \"{}\" is not supported", n.describe(), name);
+}
+
 class CastKernel final : public Kernel {
  public:
   explicit CastKernel(const Node& n) {
-    int64_t to = n.attr_int("to");
+    auto it = n.attrs.find("to");
+    int64_t to = it != n.attrs.end() && std::holds_alternative<std::string>(it->second)
+                     ? legacy_cast_target(n, std::get<std::string>(it->second))
+                     : n.attr_int("to");
     DType t = static_cast<DType>(to);
     if (!castable(t) || to != int64_t(t)) {
       unsupported("{}: casting to element type {} ({}) is not supported", n.describe(), to,

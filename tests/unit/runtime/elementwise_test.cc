@@ -49,6 +49,7 @@ Tensor run_node(const std::string& op, const std::vector<Tensor>& inputs, int op
 
 template <class T>
 Tensor make(std::vector<int64_t> dims, const std::vector<T>& v) {
+  if (v.empty()) return Tensor(DTypeOf<T>::value, std::move(dims));  // Tensor::from would memcpy from null
   return Tensor::from<T>(std::move(dims), std::span<const T>(v));
 }
 
@@ -400,7 +401,7 @@ TEST(elementwise_broadcast, LargeTensorsParallelPaths) {
 }
 
 TEST(elementwise_broadcast, EmptyAndScalarShapes) {
-  Tensor y = run_node("Add", {make<float>({0, 3}, {}), make<float>({3}, {1, 2, 3})});
+  Tensor y = run_node("Add", {Tensor(DType::Float, {0, 3}), make<float>({3}, {1, 2, 3})});
   EXPECT_EQ(y.dims(), (std::vector<int64_t>{0, 3}));
   Tensor s = run_node("Mul", {make<float>({}, {3}), make<float>({}, {4})});
   EXPECT_EQ(s.rank(), 0);
@@ -623,6 +624,11 @@ TEST(elementwise_cast, Strings) {
                       {{"to", int64_t(DType::String)}});
   std::vector<std::string> sv(s.strings(), s.strings() + 6);
   EXPECT_EQ(sv, (std::vector<std::string>{"1.0", "0.1", "1e-05", "nan", "-inf", "123.25"}));
+  Tensor i8 = run_node("Cast", {make<int8_t>({2}, {-5, 100})}, 17, {{"to", int64_t(DType::String)}});
+  EXPECT_EQ(i8.strings()[0], "-5");
+  EXPECT_EQ(i8.strings()[1], "100");
+  Tensor u8 = run_node("Cast", {make<uint8_t>({1}, {200})}, 17, {{"to", int64_t(DType::String)}});
+  EXPECT_EQ(u8.strings()[0], "200");
   Tensor h = run_node("Cast", {halves({2}, {0.1f, 2.0f})}, 17, {{"to", int64_t(DType::String)}});
   EXPECT_EQ(h.strings()[0], "0.1");
   EXPECT_EQ(h.strings()[1], "2.0");
@@ -669,6 +675,14 @@ TEST(elementwise_cast, FromBool) {
   Tensor s = run_node("Cast", {b}, 17, {{"to", int64_t(DType::String)}});
   EXPECT_EQ(s.strings()[0], "True");
   EXPECT_EQ(s.strings()[1], "False");
+}
+
+TEST(elementwise_cast, Opset1StringTarget) {
+  auto y =
+      values<int32_t>(run_node("Cast", {make<float>({2}, {2.7f, -1.5f})}, 1, {{"to", std::string("INT32")}}));
+  EXPECT_EQ(y, (std::vector<int32_t>{2, -1}));
+  EXPECT_THROW(run_node("Cast", {make<float>({1}, {1})}, 1, {{"to", std::string("COMPLEX64")}}),
+               UnsupportedError);
 }
 
 TEST(elementwise_cast, CastLikeAndIdentity) {

@@ -166,7 +166,12 @@ void append_post_ops(dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
         po.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
         break;
       case PostOp::Kind::Clip:
-        po.append_eltwise(1.f, A::eltwise_clip_v2, op.alpha, op.beta);
+        // brgconv/brgemm kernels take bounded_relu and clip but not clip_v2 (which drops convs to gemm:jit,
+        // several times slower); for a finite min/max the three agree.
+        if (op.alpha == 0.f)
+          po.append_eltwise(1.f, A::eltwise_bounded_relu, op.beta, 0.f);
+        else
+          po.append_eltwise(1.f, A::eltwise_clip, op.alpha, op.beta);
         break;
       case PostOp::Kind::Linear:
         po.append_eltwise(1.f, A::eltwise_linear, op.alpha, op.beta);

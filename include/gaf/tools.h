@@ -102,3 +102,22 @@ std::string explain(const FuseResult& r, const std::string& node = "");
 Model copy_model(const Model& m);
 
 }  // namespace gaf::tools
+
+namespace gaf::tools {
+
+// Differential self-test: seeded random graphs (elementwise, broadcast, reductions, softmax, MatMul anchors with
+// epilogues, multi-consumer values, symbolic batch dims, fp16 regions) run unfused and fused at opt level 3 with
+// generated kernels; every output must agree. Graphs are checked in batches (disjoint subgraphs of one model, so
+// one kernel compilation serves a batch). A failing graph is shrunk to the fewest nodes that still fail and
+// reported as ONNX text.
+struct SelftestResult {
+  int graphs = 0, passed = 0, failed = 0;
+  size_t fused_groups = 0, generated_kernels = 0;  // over all batches: what the check exercised
+  std::vector<std::string> failures;  // seed, error and a reproducer in ONNX text
+};
+SelftestResult selftest(int graphs, uint64_t seed, int batch = 100);
+
+// Graph `index` of the random family of `seed` with `nodes` nodes, as ONNX text.
+std::string random_graph_text(uint64_t seed, int index, int nodes);
+
+}  // namespace gaf::tools

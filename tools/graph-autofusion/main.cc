@@ -224,6 +224,12 @@ int main(int argc, char** argv) {
 
   auto* demo = app.add_subcommand("demo", "build, run and report the built-in transformer block");
 
+  int st_graphs = 200;
+  uint64_t st_seed = 1;
+  auto* selftest = app.add_subcommand("selftest", "random graphs: fused (generated kernels) vs unfused");
+  selftest->add_option("--graphs", st_graphs, "how many random graphs")->check(CLI::PositiveNumber);
+  selftest->add_option("--seed", st_seed, "seed of the random family");
+
   FuseArgs verify_args;
   RunArgs verify_io;
   double rtol = 1e-3, atol = 1e-5;
@@ -274,6 +280,13 @@ int main(int argc, char** argv) {
     if (*info) return cmd_info(info_model);
     if (*run) return cmd_run(run_args);
     if (*demo) return cmd_demo();
+    if (*selftest) {
+      auto r = tools::selftest(st_graphs, st_seed);
+      for (const auto& f : r.failures) std::cout << "FAILED " << f << "\n";
+      std::cout << fmt::format("{} fused groups, {} of them generated kernels\nselftest: {} passed, {} failed\n",
+                               r.fused_groups, r.generated_kernels, r.passed, r.failed);
+      return r.failed ? 1 : 0;
+    }
     if (*verify) return cmd_verify(verify_args, verify_io, rtol, atol);
     if (*explain) return cmd_explain(explain_args, explain_node);
     if (*bench) return cmd_bench(bench_args, bench_io);

@@ -4,7 +4,7 @@ WERROR := $(if $(CI),ON,OFF)
 BUILD := build/$(PRESET)
 BIN := $(BUILD)/graph-autofusion
 
-.PHONY: setup configure build demo test test-asan bench clean
+.PHONY: setup configure build demo test test-asan bench bench-peers clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -27,6 +27,10 @@ test-asan:
 bench: build
 	@$(BUILD)/bench/gaf_fusion_bench
 	@$(BUILD)/bench/gaf_bench
+
+# Side by side with ONNX Runtime (onnxruntime-node, installed into bench/peers/node_modules).
+bench-peers: build
+	@bash bench/peers/install.sh && bash bench/peers/run.sh $(BIN)
 
 clean:
 	rm -rf build

@@ -8,12 +8,37 @@
 #include <algorithm>
 #include <array>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "gaf/kernel.h"
 #include "gaf/op_registry.h"
 
 namespace gaf::runtime {
+
+// Arithmetic type of a storage type: 16-bit floats compute in fp32, everything else in itself; and the
+// conversions between them.
+template <class T>
+using arith_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
+template <class T>
+inline arith_t<T> to_arith(T v) {
+  if constexpr (std::is_same_v<T, Half>)
+    return half_to_float(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return bf16_to_float(v.bits);
+  else
+    return v;
+}
+template <class T>
+inline T from_arith(arith_t<T> v) {
+  if constexpr (std::is_same_v<T, Half>)
+    return Half{float_to_half(v)};
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return BFloat16{float_to_bf16(v)};
+  else
+    return v;
+}
 
 // Maps a possibly negative axis into [0, rank); throws naming the node when out of range.
 int normalize_axis(int64_t axis, int rank, const Node& node);

@@ -51,8 +51,8 @@ void nms_typed(KernelContext& ctx, const Tensor& boxes_t, const Tensor& scores_t
   // Box corners once per box.
   std::vector<Corners<A>> corners(static_cast<size_t>(nb * ns));
   for (int64_t i = 0; i < nb * ns; ++i) {
-    const A v0 = load(bp[4 * i]), v1 = load(bp[4 * i + 1]), v2 = load(bp[4 * i + 2]),
-            v3 = load(bp[4 * i + 3]);
+    const A v0 = to_arith(bp[4 * i]), v1 = to_arith(bp[4 * i + 1]), v2 = to_arith(bp[4 * i + 2]),
+            v3 = to_arith(bp[4 * i + 3]);
     Corners<A> c;
     if (center_box) {
       c.x0 = v0 - v2 / 2;
@@ -80,7 +80,7 @@ void nms_typed(KernelContext& ctx, const Tensor& boxes_t, const Tensor& scores_t
                      const T* s = sp + u * ns;
                      cand.clear();
                      for (int64_t i = 0; i < ns; ++i) {
-                       sc[size_t(i)] = load(s[i]);
+                       sc[size_t(i)] = to_arith(s[i]);
                        if (std::isnan(sc[size_t(i)])) continue;  // NaN scores are never selected
                        if (!has_score_threshold || sc[size_t(i)] > sthr) cand.push_back(i);
                      }
@@ -239,8 +239,8 @@ class RoiAlignKernel final : public Kernel {
               for (int64_t bin = 0; bin < oh_ * ow_; ++bin) {
                 A acc = 0;
                 for (int64_t k = 0; k < per_bin; ++k, ++s) {
-                  const A t0 = s->w[0] * load(plane[s->pos[0]]), t1 = s->w[1] * load(plane[s->pos[1]]);
-                  const A t2 = s->w[2] * load(plane[s->pos[2]]), t3 = s->w[3] * load(plane[s->pos[3]]);
+                  const A t0 = s->w[0] * to_arith(plane[s->pos[0]]), t1 = s->w[1] * to_arith(plane[s->pos[1]]);
+                  const A t2 = s->w[2] * to_arith(plane[s->pos[2]]), t3 = s->w[3] * to_arith(plane[s->pos[3]]);
                   if (max_) {
                     const A v = std::max(std::max(t0, t1), std::max(t2, t3));
                     acc = k == 0 ? v : std::max(acc, v);
@@ -248,7 +248,7 @@ class RoiAlignKernel final : public Kernel {
                     acc += t0 + t1 + t2 + t3;
                   }
                 }
-                out[bin] = store<T>(max_ ? acc : acc * inv);
+                out[bin] = from_arith<T>(max_ ? acc : acc * inv);
               }
             }
           }
@@ -266,8 +266,8 @@ class RoiAlignKernel final : public Kernel {
   Region<acc_t<T>> region_of(const T* roi, int64_t r, const Node& node) const {
     using A = acc_t<T>;
     const A scale = A(spatial_scale_), off = half_pixel_ ? A(0.5) : A(0);
-    const A x0 = load(roi[0]) * scale - off, y0 = load(roi[1]) * scale - off;
-    const A x1 = load(roi[2]) * scale - off, y1 = load(roi[3]) * scale - off;
+    const A x0 = to_arith(roi[0]) * scale - off, y0 = to_arith(roi[1]) * scale - off;
+    const A x1 = to_arith(roi[2]) * scale - off, y1 = to_arith(roi[3]) * scale - off;
     GAF_CHECK(std::isfinite(x0) && std::isfinite(y0) && std::isfinite(x1) && std::isfinite(y1),
               "{}: roi {} has a non-finite coordinate", node.describe(), r);
     A rw = x1 - x0, rh = y1 - y0;

@@ -91,7 +91,7 @@ void log_sum_exp(const T* x, const LossSpec& s, acc_t<T>* lse, T* logp) {
           row = xr;
         } else {
           buf.resize(size_t(C));
-          for (int64_t c = 0; c < C; ++c) buf[size_t(c)] = load(xr[c]);
+          for (int64_t c = 0; c < C; ++c) buf[size_t(c)] = to_arith(xr[c]);
           row = buf.data();
         }
         constexpr int64_t kLanes = 16;
@@ -110,7 +110,7 @@ void log_sum_exp(const T* x, const LossSpec& s, acc_t<T>* lse, T* logp) {
         lse[n] = l;
         if (logp) {
           T* pr = logp + n * C;
-          for (int64_t k = 0; k < C; ++k) pr[k] = store<T>(row[k] - l);
+          for (int64_t k = 0; k < C; ++k) pr[k] = from_arith<T>(row[k] - l);
         }
       }
     });
@@ -134,13 +134,13 @@ void log_sum_exp(const T* x, const LossSpec& s, acc_t<T>* lse, T* logp) {
                    for (int64_t c = 0; c < C; ++c) {
                      const T* xc = xn + c * D;
                      for (int64_t j = 0; j < len; ++j) {
-                       const A v = load(xc[j]);
+                       const A v = to_arith(xc[j]);
                        mx[j] = v > mx[j] ? v : mx[j];
                      }
                    }
                    for (int64_t c = 0; c < C; ++c) {
                      const T* xc = xn + c * D;
-                     for (int64_t j = 0; j < len; ++j) sum[j] += exp_a(load(xc[j]) - mx[j]);
+                     for (int64_t j = 0; j < len; ++j) sum[j] += exp_a(to_arith(xc[j]) - mx[j]);
                    }
                    A* l = lse + n * D + d0;
                    for (int64_t j = 0; j < len; ++j) l[j] = mx[j] + std::log(sum[j]);
@@ -148,7 +148,7 @@ void log_sum_exp(const T* x, const LossSpec& s, acc_t<T>* lse, T* logp) {
                      for (int64_t c = 0; c < C; ++c) {
                        const T* xc = xn + c * D;
                        T* pc = logp + n * C * D + c * D + d0;
-                       for (int64_t j = 0; j < len; ++j) pc[j] = store<T>(load(xc[j]) - l[j]);
+                       for (int64_t j = 0; j < len; ++j) pc[j] = from_arith<T>(to_arith(xc[j]) - l[j]);
                      }
                    }
                  }
@@ -171,16 +171,16 @@ void weighted_nll(KernelContext& ctx, const LossSpec& s, const Tensor& x, const 
       return 0;
     }
     const int64_t n = p / D, d = p % D;
-    A v = load(xp[(n * C + t) * D + d]);
+    A v = to_arith(xp[(n * C + t) * D + d]);
     if (lse) v -= lse[p];
-    w = wp ? load(wp[t]) : A(1);
+    w = wp ? to_arith(wp[t]) : A(1);
     return -w * v;
   };
   if (s.reduction == Reduction::None) {
     T* out = ctx.allocate_output(0, x.dtype(), target.dims()).template data<T>();
     parallel_for(P, kWorkGrain, [&](int64_t b, int64_t e) {
       A w;
-      for (int64_t p = b; p < e; ++p) out[p] = store<T>(loss_at(p, w));
+      for (int64_t p = b; p < e; ++p) out[p] = from_arith<T>(loss_at(p, w));
     });
     return;
   }
@@ -196,7 +196,7 @@ void weighted_nll(KernelContext& ctx, const LossSpec& s, const Tensor& x, const 
   }
   const double r = s.reduction == Reduction::Sum ? total : total / wsum;
   T* out = ctx.allocate_output(0, x.dtype(), {}).template data<T>();
-  out[0] = store<T>(A(r));
+  out[0] = from_arith<T>(A(r));
 }
 
 template <class F>

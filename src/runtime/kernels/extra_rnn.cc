@@ -316,15 +316,15 @@ class RecurrentKernel final : public Kernel {
       const T* wd = wp + dir * GH * I;
       const T* rd = rp + dir * GH * H;
       for (int64_t g = 0; g < GH; ++g) {
-        for (int64_t k = 0; k < I; ++k) dw.wt[size_t(k * GH + g)] = load(wd[g * I + k]);
-        for (int64_t k = 0; k < H; ++k) dw.rt[size_t(k * GH + g)] = load(rd[g * H + k]);
+        for (int64_t k = 0; k < I; ++k) dw.wt[size_t(k * GH + g)] = to_arith(wd[g * I + k]);
+        for (int64_t k = 0; k < H; ++k) dw.rt[size_t(k * GH + g)] = to_arith(rd[g * H + k]);
       }
       dw.xbias.assign(size_t(GH), A(0));
       if (lbr_) dw.rbias_h.assign(size_t(H), A(0));
       if (b) {
         const T* bd = b->data<T>() + dir * 2 * GH;
         for (int64_t g = 0; g < GH; ++g) {
-          const A wb = load(bd[g]), rb = load(bd[GH + g]);
+          const A wb = to_arith(bd[g]), rb = to_arith(bd[GH + g]);
           if (lbr_ && g >= 2 * H) {
             dw.xbias[size_t(g)] = wb;
             dw.rbias_h[size_t(g - 2 * H)] = rb;
@@ -336,7 +336,7 @@ class RecurrentKernel final : public Kernel {
       if (p) {
         const T* pd = p->data<T>() + dir * 3 * H;
         dw.peep.resize(size_t(3 * H));
-        for (int64_t k = 0; k < 3 * H; ++k) dw.peep[size_t(k)] = load(pd[k]);
+        for (int64_t k = 0; k < 3 * H; ++k) dw.peep[size_t(k)] = to_arith(pd[k]);
       }
     }
     return out;
@@ -474,9 +474,9 @@ class RecurrentKernel final : public Kernel {
       // Initial state.
       for (int64_t b = 0; b < B; ++b) {
         for (int64_t k = 0; k < H; ++k) {
-          h[size_t(b * H + k)] = h0_t ? A(load(h0_t->data<T>()[state_off(dir, b) + k])) : A(0);
+          h[size_t(b * H + k)] = h0_t ? A(to_arith(h0_t->data<T>()[state_off(dir, b) + k])) : A(0);
           if (cell_ == Cell::LSTM)
-            c[size_t(b * H + k)] = c0_t ? A(load(c0_t->data<T>()[state_off(dir, b) + k])) : A(0);
+            c[size_t(b * H + k)] = c0_t ? A(to_arith(c0_t->data<T>()[state_off(dir, b) + k])) : A(0);
         }
       }
 
@@ -602,14 +602,14 @@ class RecurrentKernel final : public Kernel {
             if (t < 0) continue;
             T* dst = y + (layout_ == 0 ? (t * D + dir) * B + b : (b * S + t) * D + dir) * H;
             const A* src = h.data() + b * H;
-            for (int64_t k = 0; k < H; ++k) dst[k] = store<T>(src[k]);
+            for (int64_t k = 0; k < H; ++k) dst[k] = from_arith<T>(src[k]);
           }
         }
       }
       for (int64_t b = 0; b < B; ++b) {
         for (int64_t k = 0; k < H; ++k) {
-          if (yh) yh[state_off(dir, b) + k] = store<T>(h[size_t(b * H + k)]);
-          if (yc) yc[state_off(dir, b) + k] = store<T>(c[size_t(b * H + k)]);
+          if (yh) yh[state_off(dir, b) + k] = from_arith<T>(h[size_t(b * H + k)]);
+          if (yc) yc[state_off(dir, b) + k] = from_arith<T>(c[size_t(b * H + k)]);
         }
       }
     }

@@ -86,7 +86,7 @@ class GridSampleKernel final : public Kernel {
         using G = decltype(gtag);
         const G* gp = grid.data<G>();
         gbuf.resize(size_t(grid.numel()));
-        for (int64_t i = 0; i < grid.numel(); ++i) gbuf[size_t(i)] = acc_t<T>(load(gp[i]));
+        for (int64_t i = 0; i < grid.numel(); ++i) gbuf[size_t(i)] = acc_t<T>(to_arith(gp[i]));
         g = gbuf.data();
       });
       run_typed<T>(ctx, x, g, grid.dim(1), grid.dim(2));
@@ -198,8 +198,8 @@ class GridSampleKernel final : public Kernel {
                        for (int64_t i = 0; i < len; ++i) {
                          const Taps<A>& t = tb[size_t(i)];
                          A acc = 0;
-                         for (int k = 0; k < t.n; ++k) acc += t.w[k] * load(plane[t.off[k]]);
-                         out[i] = store<T>(acc);
+                         for (int k = 0; k < t.n; ++k) acc += t.w[k] * to_arith(plane[t.off[k]]);
+                         out[i] = from_arith<T>(acc);
                        }
                      }
                    }

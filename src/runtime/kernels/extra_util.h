@@ -17,26 +17,7 @@ namespace gaf::runtime::extra {
 template <class T>
 inline constexpr bool is_half_like_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 template <class T>
-using acc_t = std::conditional_t<is_half_like_v<T>, float, T>;
-
-template <class T>
-inline acc_t<T> load(T v) {
-  if constexpr (std::is_same_v<T, Half>)
-    return half_to_float(v.bits);
-  else if constexpr (std::is_same_v<T, BFloat16>)
-    return bf16_to_float(v.bits);
-  else
-    return v;
-}
-template <class T>
-inline T store(acc_t<T> v) {
-  if constexpr (std::is_same_v<T, Half>)
-    return Half{float_to_half(v)};
-  else if constexpr (std::is_same_v<T, BFloat16>)
-    return BFloat16{float_to_bf16(v)};
-  else
-    return v;
-}
+using acc_t = arith_t<T>;
 
 // Transcendentals in the compute type: fp32 goes through the branch-free fastmath versions (within a few ulp,
 // and loops over them vectorise); double uses libm.
@@ -91,7 +72,7 @@ const acc_t<T>* compute_view(const Tensor& t, std::vector<acc_t<T>>& buf) {
     return p;
   } else {
     buf.resize(size_t(t.numel()));
-    for (int64_t i = 0; i < t.numel(); ++i) buf[size_t(i)] = load(p[i]);
+    for (int64_t i = 0; i < t.numel(); ++i) buf[size_t(i)] = to_arith(p[i]);
     return buf.data();
   }
 }

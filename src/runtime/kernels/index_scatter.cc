@@ -25,8 +25,8 @@ inline void combine(T& dst, const T& v) {
   if constexpr (R == Red::None) {
     dst = v;
   } else {
-    using C = compute_t<T>;
-    const C a = to_compute(dst), b = to_compute(v);
+    using C = arith_t<T>;
+    const C a = to_arith(dst), b = to_arith(v);
     C c;
     if constexpr (std::is_same_v<T, bool>) {
       if constexpr (R == Red::Add || R == Red::Max)
@@ -42,7 +42,7 @@ inline void combine(T& dst, const T& v) {
     } else {
       c = std::min(a, b);
     }
-    dst = from_compute<T>(c);
+    dst = from_arith<T>(c);
   }
 }
 

@@ -77,7 +77,7 @@ void non_zero_kernel(KernelContext& ctx) {
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* p = x.data<T>();
-    auto nz = [](T v) { return to_compute(v) != compute_t<T>(0); };
+    auto nz = [](T v) { return to_arith(v) != arith_t<T>(0); };
     parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
       for (int64_t c = cb; c < ce; ++c) {
         int64_t cnt = 0;
@@ -199,7 +199,7 @@ void cumsum_kernel(KernelContext& ctx) {
   const int64_t outer = prod(x.dims(), 0, axis), inner = prod(x.dims(), axis + 1, x.dims().size());
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    using C = compute_t<T>;
+    using C = arith_t<T>;
     const T* src = x.data<T>();
     T* dst = y.data<T>();
     const int64_t step = reverse ? -1 : 1;
@@ -211,11 +211,11 @@ void cumsum_kernel(KernelContext& ctx) {
           C acc = C(0);
           for (int64_t a = 0, i = reverse ? n - 1 : 0; a < n; ++a, i += step) {
             if (exclusive) {
-              d[i] = from_compute<T>(acc);
-              acc = static_cast<C>(acc + to_compute(s[i]));
+              d[i] = from_arith<T>(acc);
+              acc = static_cast<C>(acc + to_arith(s[i]));
             } else {
-              acc = static_cast<C>(acc + to_compute(s[i]));
-              d[i] = from_compute<T>(acc);
+              acc = static_cast<C>(acc + to_arith(s[i]));
+              d[i] = from_arith<T>(acc);
             }
           }
         }
@@ -238,13 +238,13 @@ void cumsum_kernel(KernelContext& ctx) {
                        T* d = dst + (o * n + i) * inner + j0;
                        if (exclusive) {
                          for (int64_t j = 0; j < len; ++j) {
-                           d[j] = from_compute<T>(ac[j]);
-                           ac[j] = static_cast<C>(ac[j] + to_compute(s[j]));
+                           d[j] = from_arith<T>(ac[j]);
+                           ac[j] = static_cast<C>(ac[j] + to_arith(s[j]));
                          }
                        } else {
                          for (int64_t j = 0; j < len; ++j) {
-                           ac[j] = static_cast<C>(ac[j] + to_compute(s[j]));
-                           d[j] = from_compute<T>(ac[j]);
+                           ac[j] = static_cast<C>(ac[j] + to_arith(s[j]));
+                           d[j] = from_arith<T>(ac[j]);
                          }
                        }
                      }

@@ -23,7 +23,7 @@ inline bool key_less(const C& a, const C& b) {
 
 template <class T>
 void topk_typed(const Tensor& x, Tensor& values, Tensor& indices, int axis, int64_t k, bool largest) {
-  using C = compute_t<T>;
+  using C = arith_t<T>;
   const int64_t n = x.dim(axis);
   const int64_t outer = prod(x.dims(), 0, axis), inner = prod(x.dims(), axis + 1, x.dims().size());
   const T* src = x.data<T>();
@@ -36,7 +36,7 @@ void topk_typed(const Tensor& x, Tensor& values, Tensor& indices, int axis, int6
                  for (int64_t s = b; s < e; ++s) {
                    const int64_t o = s / inner, j = s % inner;
                    const T* p = src + o * n * inner + j;
-                   for (int64_t i = 0; i < n; ++i) vals[i] = to_compute(p[i * inner]);
+                   for (int64_t i = 0; i < n; ++i) vals[i] = to_arith(p[i * inner]);
                    std::iota(ord.begin(), ord.end(), int64_t(0));
                    auto before = [&](int64_t a, int64_t c) {
                      const C& va = vals[a];
@@ -93,7 +93,7 @@ void topk_kernel(KernelContext& ctx) {
 // Element order and equality for Unique: compute-type values (fp16 through fp32), strings as strings.
 template <class T>
 struct ElemKey {
-  static auto get(const T& v) { return to_compute(v); }
+  static auto get(const T& v) { return to_arith(v); }
 };
 template <>
 struct ElemKey<std::string> {

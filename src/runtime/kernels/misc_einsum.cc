@@ -693,7 +693,7 @@ class EinsumKernel final : public Kernel {
  private:
   template <class T>
   void compute(KernelContext& ctx, const EinsumProblem& p, Tensor& y) {
-    using C = compute_t<T>;
+    using C = arith_t<T>;
     Contractor<C> ctr{p.size, ctx.node(), {}};
     std::vector<View<C>> views;
     for (int i = 0; i < ctx.num_inputs(); ++i) {
@@ -705,7 +705,7 @@ class EinsumKernel final : public Kernel {
         C* d = ctr.scratch(t.numel());
         const T* s = t.data<T>();
         parallel_for(t.numel(), kElemGrain, [&](int64_t b, int64_t e) {
-          for (int64_t j = b; j < e; ++j) d[j] = load_c(s[j]);
+          for (int64_t j = b; j < e; ++j) d[j] = to_arith(s[j]);
         });
         data = d;
       }
@@ -760,7 +760,7 @@ class EinsumKernel final : public Kernel {
     if constexpr (!std::is_same_v<T, C>) {
       T* o = y.data<T>();
       parallel_for(y.numel(), kElemGrain, [&](int64_t b, int64_t e) {
-        for (int64_t j = b; j < e; ++j) o[j] = store_c<T>(dst[j]);
+        for (int64_t j = b; j < e; ++j) o[j] = from_arith<T>(dst[j]);
       });
     }
   }

@@ -59,8 +59,8 @@ void det_kernel(KernelContext& ctx) {
       std::vector<double> a(static_cast<size_t>(n * n));
       for (int64_t i = b; i < e; ++i) {
         const T* m = src + i * n * n;
-        for (int64_t j = 0; j < n * n; ++j) a[j] = double(load_c(m[j]));
-        dst[i] = store_c<T>(compute_t<T>(lu_determinant(a.data(), n)));
+        for (int64_t j = 0; j < n * n; ++j) a[j] = double(to_arith(m[j]));
+        dst[i] = from_arith<T>(arith_t<T>(lu_determinant(a.data(), n)));
       }
     });
   };

@@ -74,7 +74,7 @@ void quantize_run(const X* x, Q* y, int64_t n, double scale, int64_t zero_point)
   const F s = F(scale), zp = F(zero_point);
   const F lo = F(std::numeric_limits<Q>::min()), hi = F(std::numeric_limits<Q>::max());
   for (int64_t i = 0; i < n; ++i) {
-    F v = std::nearbyint(F(load_c(x[i])) / s) + zp;
+    F v = std::nearbyint(F(to_arith(x[i])) / s) + zp;
     v = v > lo ? v : lo;  // NaN saturates to the low end
     v = v < hi ? v : hi;
     y[i] = Q(v);
@@ -162,14 +162,14 @@ void dequantize_linear_kernel(KernelContext& ctx) {
     using X = decltype(xtag);
     auto go = [&](auto ytag) {
       using Y = decltype(ytag);
-      using F = compute_t<Y>;
+      using F = arith_t<Y>;
       const X* xs = x.data<X>();
       Y* ys = y.data<Y>();
       for_each_channel_run(x.numel(), p, [&](int64_t b, int64_t e, int64_t c) {
         const F s = F(p.scale[c]);
         // Zero points fit the input type and are 0 for int32 input, so the difference fits int32.
         const auto z = int32_t(p.zero_point[c]);
-        for (int64_t i = b; i < e; ++i) ys[i] = store_c<Y>(F(int32_t(xs[i]) - z) * s);
+        for (int64_t i = b; i < e; ++i) ys[i] = from_arith<Y>(F(int32_t(xs[i]) - z) * s);
       });
     };
     switch (yt) {

@@ -248,7 +248,7 @@ void resize_gather(const T* in, T* out, const std::vector<int64_t>& out_dims,
 template <class T, class Cm>
 inline T store_interp(Cm v) {
   if constexpr (is_float_like_v<T>) {
-    return store_c<T>(compute_t<T>(v));
+    return from_arith<T>(arith_t<T>(v));
   } else {
     // Integer data: round to nearest and saturate (a cubic overshoot must not wrap around).
     v = std::nearbyint(v);
@@ -290,16 +290,16 @@ void resize_interp(const T* in, T* out, const std::vector<int64_t>& in_dims,
       Cm* t = tmp.data() + row * out_last;
       const Cm* w = wl.data();
       if (K == 1) {
-        for (int64_t j = 0; j < out_last; ++j) t[j] = w[j] * Cm(load_c(src[il[j]]));
+        for (int64_t j = 0; j < out_last; ++j) t[j] = w[j] * Cm(to_arith(src[il[j]]));
       } else if (K == 2) {
         for (int64_t j = 0; j < out_last; ++j)
-          t[j] = w[2 * j] * Cm(load_c(src[il[2 * j]])) + w[2 * j + 1] * Cm(load_c(src[il[2 * j + 1]]));
+          t[j] = w[2 * j] * Cm(to_arith(src[il[2 * j]])) + w[2 * j + 1] * Cm(to_arith(src[il[2 * j + 1]]));
       } else {
         for (int64_t j = 0; j < out_last; ++j) {
           const int64_t* ij = il + 4 * j;
           const Cm* wj = w + 4 * j;
-          t[j] = wj[0] * Cm(load_c(src[ij[0]])) + wj[1] * Cm(load_c(src[ij[1]])) +
-                 wj[2] * Cm(load_c(src[ij[2]])) + wj[3] * Cm(load_c(src[ij[3]]));
+          t[j] = wj[0] * Cm(to_arith(src[ij[0]])) + wj[1] * Cm(to_arith(src[ij[1]])) +
+                 wj[2] * Cm(to_arith(src[ij[2]])) + wj[3] * Cm(to_arith(src[ij[3]]));
         }
       }
     }

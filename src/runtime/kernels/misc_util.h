@@ -12,28 +12,6 @@
 
 namespace gaf::runtime {
 
-// Arithmetic type of a storage type: 16-bit floats compute in fp32, everything else in itself.
-template <class T>
-using compute_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
-
-template <class T>
-inline compute_t<T> load_c(T v) {
-  if constexpr (std::is_same_v<T, Half>)
-    return half_to_float(v.bits);
-  else if constexpr (std::is_same_v<T, BFloat16>)
-    return bf16_to_float(v.bits);
-  else
-    return v;
-}
-template <class T>
-inline T store_c(compute_t<T> v) {
-  if constexpr (std::is_same_v<T, Half>)
-    return Half{float_to_half(v)};
-  else if constexpr (std::is_same_v<T, BFloat16>)
-    return BFloat16{float_to_bf16(v)};
-  else
-    return v;
-}
 
 template <class T>
 inline constexpr bool is_16bit_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;

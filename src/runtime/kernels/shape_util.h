@@ -130,39 +130,4 @@ inline int64_t prod(const std::vector<int64_t>& d, size_t b, size_t e) {
   return p;
 }
 
-// A 16-bit float is compared and accumulated in fp32; everything else in its own type.
-template <class T>
-struct ComputeType {
-  using type = T;
-};
-template <>
-struct ComputeType<Half> {
-  using type = float;
-};
-template <>
-struct ComputeType<BFloat16> {
-  using type = float;
-};
-template <class T>
-using compute_t = typename ComputeType<T>::type;
-
-template <class T>
-inline compute_t<T> to_compute(T v) {
-  if constexpr (std::is_same_v<T, Half>)
-    return half_to_float(v.bits);
-  else if constexpr (std::is_same_v<T, BFloat16>)
-    return bf16_to_float(v.bits);
-  else
-    return v;
-}
-template <class T>
-inline T from_compute(compute_t<T> v) {
-  if constexpr (std::is_same_v<T, Half>)
-    return Half{float_to_half(v)};
-  else if constexpr (std::is_same_v<T, BFloat16>)
-    return BFloat16{float_to_bf16(v)};
-  else
-    return v;
-}
-
 }  // namespace gaf::runtime

@@ -171,10 +171,10 @@ ConvShape conv_shape(const Node& node, bool transpose, const WindowAttrs& attrs,
   return s;
 }
 
-BatchedMatMul batched_matmul(const Node& node, const Dims& a, const Dims& b) {
+MatMulShape matmul_shape(const Node& node, const Dims& a, const Dims& b) {
   GAF_CHECK(!a.empty() && !b.empty(), "{}: MatMul operands must have rank >= 1 (got {} and {})",
             node.describe(), dims_to_string(a), dims_to_string(b));
-  BatchedMatMul m;
+  MatMulShape m;
   m.a_vec = a.size() == 1;
   m.b_vec = b.size() == 1;
   Dims ac = m.a_vec ? Dims{1, a[0]} : a;
@@ -186,12 +186,28 @@ BatchedMatMul batched_matmul(const Node& node, const Dims& a, const Dims& b) {
       bc[bc.size() - 2] == m.K,
       "{}: inner dimensions differ: A is {} and B is {} (A's last dimension must equal B's {} dimension)",
       node.describe(), dims_to_string(a), dims_to_string(b), m.b_vec ? "only" : "second-to-last");
-  Dims ba(ac.begin(), ac.end() - 2), bb(bc.begin(), bc.end() - 2);
-  m.batch = broadcast_shape(ba, bb, node);
-  m.count = numel_of(m.batch);
+  m.a_batch.assign(ac.begin(), ac.end() - 2);
+  m.b_batch.assign(bc.begin(), bc.end() - 2);
+  m.batch = broadcast_shape(m.a_batch, m.b_batch, node);
   m.out = m.batch;
   if (!m.a_vec) m.out.push_back(m.M);
   if (!m.b_vec) m.out.push_back(m.N);
+  return m;
+}
+
+BatchedMatMul batched_matmul(const Node& node, const Dims& a, const Dims& b) {
+  MatMulShape s = matmul_shape(node, a, b);
+  BatchedMatMul m;
+  m.out = s.out;
+  m.batch = s.batch;
+  m.M = s.M;
+  m.N = s.N;
+  m.K = s.K;
+  m.a_vec = s.a_vec;
+  m.b_vec = s.b_vec;
+  m.count = numel_of(m.batch);
+  const Dims& ba = s.a_batch;
+  const Dims& bb = s.b_batch;
   const size_t r = m.batch.size();
   Dims pa(r - ba.size(), 1), pb(r - bb.size(), 1);
   pa.insert(pa.end(), ba.begin(), ba.end());

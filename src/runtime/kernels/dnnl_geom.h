@@ -49,6 +49,16 @@ struct ConvShape {
 ConvShape conv_shape(const Node& node, bool transpose, const WindowAttrs& attrs, int64_t group, const Dims& x,
                      const Dims& w, const Dims* b);
 
+// numpy matmul shapes of A and B: 1-D operands promoted, inner dims checked, batch dims broadcast.
+struct MatMulShape {
+  Dims out;                 // ONNX output dims
+  Dims batch;               // broadcast batch dims
+  Dims a_batch, b_batch;    // each operand's own batch dims
+  int64_t M = 0, N = 0, K = 0;
+  bool a_vec = false, b_vec = false;
+};
+MatMulShape matmul_shape(const Node& node, const Dims& a, const Dims& b);
+
 // numpy matmul of A and B: 1-D operands, broadcast batch dims. For output batch i, A's matrix is
 // a_index[i] (offset a_index[i] * M * K) and B's is b_index[i].
 struct BatchedMatMul {

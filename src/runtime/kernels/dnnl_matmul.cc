@@ -33,29 +33,21 @@ Dims pad_front(const Dims& d, size_t rank) {
 
 // MatMul: numpy matmul of `a` and `b`. With `fold`, a batched A times an unbatched B becomes one 2-D product.
 Problem matmul_problem(const Node& node, const Dims& a, const Dims& b, bool fold) {
-  GAF_CHECK(!a.empty() && !b.empty(), "{}: MatMul operands must have rank >= 1 (got {} and {})",
-            node.describe(), dims_to_string(a), dims_to_string(b));
+  MatMulShape s = matmul_shape(node, a, b);
   Problem p;
-  p.a_vec = a.size() == 1;
-  p.b_vec = b.size() == 1;
-  Dims ac = p.a_vec ? Dims{1, a[0]} : a;
-  Dims bc = p.b_vec ? Dims{b[0], 1} : b;
-  p.M = ac[ac.size() - 2];
-  p.K = ac.back();
-  p.N = bc.back();
-  GAF_CHECK(
-      bc[bc.size() - 2] == p.K,
-      "{}: inner dimensions differ: A is {} and B is {} (A's last dimension must equal B's {} dimension)",
-      node.describe(), dims_to_string(a), dims_to_string(b), p.b_vec ? "only" : "second-to-last");
-  Dims ba(ac.begin(), ac.end() - 2), bb(bc.begin(), bc.end() - 2);
-  Dims batch = broadcast_shape(ba, bb, node);
+  p.a_vec = s.a_vec;
+  p.b_vec = s.b_vec;
+  p.M = s.M;
+  p.K = s.K;
+  p.N = s.N;
+  const Dims& ba = s.a_batch;
+  const Dims& bb = s.b_batch;
+  const Dims& batch = s.batch;
   p.batch = numel_of(batch);
   p.canon = batch;
   p.canon.push_back(p.M);
   p.canon.push_back(p.N);
-  p.out = batch;
-  if (!p.a_vec) p.out.push_back(p.M);
-  if (!p.b_vec) p.out.push_back(p.N);
+  p.out = s.out;
   if (fold && numel_of(bb) == 1) {
     p.folded = true;
     p.src = {p.batch * p.M, p.K};

@@ -1,7 +1,7 @@
 // Fused vs unfused on the cases of the CPU codegen issue, interleaved in one run, with this machine's copy
 // bandwidth measured in the same run:
 //
-//   gaf_fusion_bench [--iterations N] [--filter SUBSTR]
+//   gaf_fusion_bench [--iterations N] [--filter SUBSTR] [--save-models DIR]
 //
 // For each case: unfused ms, fused ms, their ratio, and the fused run's achieved bandwidth (bytes the fused graph
 // must move / median time) as a fraction of the measured copy bandwidth.
@@ -9,10 +9,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <vector>
 
 #include "gaf/builder.h"
+#include "gaf/onnx_io.h"
 #include "gaf/session.h"
 #include "gaf/tools.h"
 
@@ -116,25 +118,73 @@ Case matmul_bias_gelu() {
   return c;
 }
 
+
+// BERT-style self-attention, 12 heads, d 768, sequence 512: heads split by Reshape + Transpose, scores scaled
+// by 1/sqrt(64), an additive padding mask, Softmax, heads merged back. `projections` adds the Q/K/V and output
+// projections around it (a full attention layer, where the GEMMs dominate).
+Case attention(bool projections) {
+  Case c{projections ? "attention layer + projections, 12h d768 L512" : "attention 12 heads d768 L512 (+mask)", {}};
+  GraphBuilder b(c.model);
+  const int64_t L = 512, H = 12, D = 64;
+  Value* heads = b.ints({1, L, H, D});
+  Value* merged = b.ints({1, L, H * D});
+  Value* mask = b.input("mask", DType::Float, {1, 1, 1, L});
+  auto split = [&](Value* x, std::vector<int64_t> perm) {
+    return b.op("Transpose", {b.op("Reshape", {x, heads})}, {{"perm", perm}});
+  };
+  Value *q, *k, *v;
+  if (projections) {
+    Value* x = b.input("x", DType::Float, {1, L, H * D});
+    auto proj = [&](const char* name) {
+      return b.op("Add", {b.op("MatMul", {x, b.random_constant(std::string(name) + "_w", {H * D, H * D}, 0.03f)}),
+                          b.random_constant(std::string(name) + "_b", {H * D}, 0.1f)});
+    };
+    q = proj("q"), k = proj("k"), v = proj("v");
+  } else {
+    q = b.input("q", DType::Float, {1, L, H * D});
+    k = b.input("k", DType::Float, {1, L, H * D});
+    v = b.input("v", DType::Float, {1, L, H * D});
+  }
+  Value* s = b.op("MatMul", {split(q, {0, 2, 1, 3}), split(k, {0, 2, 3, 1})});
+  Value* p = b.op("Softmax", {b.op("Add", {b.op("Div", {s, b.scalar(8.0f)}), mask})}, {{"axis", int64_t(-1)}});
+  Value* o = b.op("Reshape", {b.op("Transpose", {b.op("MatMul", {p, split(v, {0, 2, 1, 3})})},
+                                    {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}),
+                               merged});
+  if (projections)
+    o = b.op("Add", {b.op("MatMul", {o, b.random_constant("o_w", {H * D, H * D}, 0.03f)}),
+                     b.random_constant("o_b", {H * D}, 0.1f)});
+  b.output(o);
+  b.finish();
+  return c;
+}
+
+Case attention_core() { return attention(false); }
+Case attention_layer() { return attention(true); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int iterations = 15;
-  std::string filter;
+  std::string filter, save_dir;  // --save-models DIR: each case as DIR/<n>.onnx (for profile, explain, ORT)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--iterations" && i + 1 < argc) iterations = std::atoi(argv[++i]);
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+    else if (a == "--save-models" && i + 1 < argc) save_dir = argv[++i];
   }
   double bw = copy_bandwidth();
   std::cout << fmt::format("copy bandwidth (read+write, measured now): {:.1f} GB/s\n\n", bw / 1e9);
   std::cout << fmt::format("{:<46} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>4} {:>8}\n", "case", "kernels", "unfused",
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
   std::vector<Case (*)()> cases = {elementwise_chain, add_relu_mul, reduce_mean, softmax_rows, layernorm_rows,
-                                   matmul_bias_gelu};
-  for (auto make : cases) {
+                                   matmul_bias_gelu, attention_core, attention_layer};
+  for (const auto& make : cases) {
     Case c = make();
     if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
+    if (!save_dir.empty()) {
+      std::filesystem::create_directories(save_dir);
+      onnx_io::save_model(c.model, (std::filesystem::path(save_dir) / fmt::format("case{}.onnx", &make - cases.data())).string());
+    }
     tools::FuseOptions opts;
     opts.fusion.opt_level = 3;
     auto inputs = tools::random_inputs(*c.model.graph, 1);

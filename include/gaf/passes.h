@@ -66,5 +66,7 @@ std::unique_ptr<Pass> make_gelu_recognition();        // erf and tanh forms -> g
 std::unique_ptr<Pass> make_silu_recognition();        // x * Sigmoid(x) -> gaf.Silu
 std::unique_ptr<Pass> make_hard_swish_recognition();  // x * HardSigmoid(x), x * Relu6(x + 3) / 6
 std::unique_ptr<Pass> make_softmax_recognition();     // Exp(x - ReduceMax) / ReduceSum -> Softmax
+// MatMul(Q, Kt) -> scale -> [+ mask] -> Softmax -> MatMul(., V), head transposes included -> gaf.Attention
+std::unique_ptr<Pass> make_attention_fusion();
 
 }  // namespace gaf

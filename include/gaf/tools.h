@@ -95,6 +95,11 @@ struct BenchResult {
 BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
                          int iterations);
 
+// Per-node time of `model` unfused and fused with `opts` (`iterations` profiled runs each after one warm-up):
+// the `top` most expensive nodes of each and totals by op type, as a text table.
+std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
+                           int iterations, int top = 15);
+
 // Human-readable decision log, optionally only the decisions touching `node` (a node or value name).
 std::string explain(const FuseResult& r, const std::string& node = "");
 

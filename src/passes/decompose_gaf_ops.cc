@@ -9,6 +9,8 @@
 //   LayerNormalization    -> standard LayerNormalization at opset >= 17, else ReduceMean/Sub/Mul/ReduceMean/
 //                            Add eps/Sqrt/Div/Mul scale/Add bias
 //   RMSNormalization      -> Div(x, Sqrt(Add(ReduceMean(Mul(x, x)), eps))) * scale
+//   Attention             -> Transpose(MatMul(Softmax(MatMul(Q', Transpose(K')) * scale [+ mask]), V'), out_perm)
+//                            with Q' = Transpose(Q, q_perm) and so on (a Transpose only where a perm is given)
 #include <cmath>
 
 #include "gaf/passes.h"
@@ -108,7 +110,40 @@ class Decomposer {
       replace(n, y);
       return true;
     }
+    if (kind == "Attention") {
+      replace(n, attention(n));
+      return true;
+    }
     fail("{}: no standard ONNX form for gaf op '{}'", n->describe(), kind);
+  }
+
+  int rank_of(const Node* n, int i, const char* perm) {
+    if (n->has_attr(perm)) return int(n->attr_ints(perm).size());
+    GAF_CHECK(n->input(i)->type.shape, "{}: the rank of input {} is unknown", n->describe(), i);
+    return int(n->input(i)->type.shape->size());
+  }
+
+  Value* attention(Node* n) {
+    auto read = [&](int i, const char* perm, bool swap_last) {
+      int rank = rank_of(n, i, perm);
+      std::vector<int64_t> p = n->attr_ints(perm);
+      if (p.empty())
+        for (int k = 0; k < rank; ++k) p.push_back(k);
+      if (swap_last) std::swap(p[size_t(rank - 2)], p[size_t(rank - 1)]);
+      bool id = true;
+      for (int k = 0; k < rank; ++k) id &= p[size_t(k)] == k;
+      return id ? n->input(i) : op(n, "Transpose", {n->input(i)}, {{"perm", p}});
+    };
+    Value* q = read(0, "q_perm", false);
+    Value* kt = read(1, "k_perm", true);
+    Value* v = read(2, "v_perm", false);
+    GAF_CHECK(n->has_attr("scale"), "{}: without a scale attribute it has no standard form here", n->describe());
+    Value* s = op(n, "Mul", {op(n, "MatMul", {q, kt}), scalar(n->attr_float("scale", 1.0f))});
+    if (n->input(3)) s = op(n, "Add", {s, n->input(3)});
+    int rank = std::max(rank_of(n, 0, "q_perm"), rank_of(n, 1, "k_perm"));
+    Value* o = op(n, "MatMul", {op(n, "Softmax", {s}, {{"axis", int64_t(opset_ >= 13 ? -1 : rank - 1)}}), v});
+    if (n->has_attr("out_perm")) o = op(n, "Transpose", {o}, {{"perm", n->attr_ints("out_perm")}});
+    return o;
   }
 
   Graph& g_;

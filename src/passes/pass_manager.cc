@@ -48,6 +48,8 @@ PassManager PassManager::for_opt_level(int opt_level) {
   pm.add(make_silu_recognition());
   pm.add(make_hard_swish_recognition());
   pm.add(make_softmax_recognition());
+  // After Softmax recognition: a hand-written softmax inside attention is a Softmax by then.
+  pm.add(make_attention_fusion());
   pm.add(make_dead_code_elimination());
   return pm;
 }

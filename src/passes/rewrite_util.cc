@@ -2,10 +2,29 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "gaf/session.h"
 
 namespace gaf::rewrite {
+
+// The permutation of Transpose `t` when valid and known (the default reverses the dims).
+std::optional<std::vector<int64_t>> transpose_perm(const Node& t) {
+  int rank = rank_of(t.input(0));
+  std::vector<int64_t> p = t.attr_ints("perm");
+  if (!t.has_attr("perm")) {
+    if (rank < 0) return std::nullopt;
+    p.resize(rank);
+    std::iota(p.rbegin(), p.rend(), int64_t(0));
+  }
+  std::vector<bool> seen(p.size(), false);
+  for (int64_t a : p) {
+    if (a < 0 || a >= int64_t(p.size()) || seen[a]) return std::nullopt;
+    seen[a] = true;
+  }
+  if (rank >= 0 && rank != int64_t(p.size())) return std::nullopt;
+  return p;
+}
 
 const Tensor* constant_of(const Graph& g, const Value* v) {
   if (!v || !v->is_constant()) return nullptr;

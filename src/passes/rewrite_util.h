@@ -50,6 +50,9 @@ Value* other_operand(const Node* n, const Value* v);
 std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n, int rank);
 bool keeps_dims(const Node& reduce);
 
+// The permutation of the Transpose `t` when valid and known (no perm attribute: the dims reversed).
+std::optional<std::vector<int64_t>> transpose_perm(const Node& t);
+
 // Runs `n` alone on the runtime with the constant data of its inputs; returns its outputs. Throws gaf::Error
 // (UnsupportedError when the runtime has no kernel).
 std::vector<Tensor> evaluate(const Graph& g, const Node& n);

@@ -20,24 +20,6 @@ namespace {
 
 using rewrite::is_op;
 
-// The permutation of Transpose `t` when valid and known.
-std::optional<std::vector<int64_t>> perm_of(const Node& t) {
-  int rank = rewrite::rank_of(t.input(0));
-  std::vector<int64_t> p = t.attr_ints("perm");
-  if (!t.has_attr("perm")) {
-    if (rank < 0) return std::nullopt;
-    p.resize(rank);
-    std::iota(p.rbegin(), p.rend(), int64_t(0));
-  }
-  std::vector<bool> seen(p.size(), false);
-  for (int64_t a : p) {
-    if (a < 0 || a >= int64_t(p.size()) || seen[a]) return std::nullopt;
-    seen[a] = true;
-  }
-  if (rank >= 0 && rank != int64_t(p.size())) return std::nullopt;
-  return p;
-}
-
 bool is_identity(const std::vector<int64_t>& p) {
   for (size_t i = 0; i < p.size(); ++i)
     if (p[i] != int64_t(i)) return false;
@@ -48,7 +30,7 @@ bool is_identity(const std::vector<int64_t>& p) {
 Node* transpose_2d(const Value* v) {
   Node* t = rewrite::producer_op(v, "Transpose");
   if (!t) return nullptr;
-  auto p = perm_of(*t);
+  auto p = rewrite::transpose_perm(*t);
   return p && *p == std::vector<int64_t>{1, 0} ? t : nullptr;
 }
 
@@ -71,7 +53,7 @@ class TransposeFold final : public Pass {
   static bool fold_transpose(rewrite::Rewriter& rw, Node& t) {
     Graph& g = rw.graph();
     Value* x = t.input(0);
-    auto perm = perm_of(t);
+    auto perm = rewrite::transpose_perm(t);
     if (!x || !perm) return false;
     Value* y = t.output(0);
     if (is_identity(*perm)) {
@@ -80,7 +62,7 @@ class TransposeFold final : public Pass {
       rw.replace(y, x, false);
     } else if (Node* inner = rewrite::producer_op(x, "Transpose")) {
       // Transpose(Transpose(x, p1), p2) -> Transpose(x, p1 o p2)
-      auto p1 = perm_of(*inner);
+      auto p1 = rewrite::transpose_perm(*inner);
       if (!p1 || p1->size() != perm->size()) return false;
       std::vector<int64_t> composed(perm->size());
       for (size_t i = 0; i < perm->size(); ++i) composed[i] = (*p1)[(*perm)[i]];

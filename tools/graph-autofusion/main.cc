@@ -165,6 +165,13 @@ int cmd_bench(const FuseArgs& a, const RunArgs& io) {
   return 0;
 }
 
+int cmd_profile(const FuseArgs& a, const RunArgs& io) {
+  tools::FuseOptions opts = fuse_options(a);
+  Model m = onnx_io::load_model(a.input);
+  std::cout << tools::profile_fusion(m, opts, inputs_for(m, io.input_pbs, io.input_dir), std::max(io.iterations, 1));
+  return 0;
+}
+
 int cmd_demo() {
   Model m = tools::demo_transformer_block();
   std::cout << "Built-in model: " << m.graph->name << " (seq 128, d_model 256, 4 heads, d_ff 1024)\n";
@@ -255,6 +262,15 @@ int main(int argc, char** argv) {
   bench->add_option("--inputs", bench_io.input_dir, "folder with input_<i>.pb files");
   bench->add_option("--iterations", bench_io.iterations, "runs of each variant");
 
+  FuseArgs profile_args;
+  RunArgs profile_io;
+  profile_io.iterations = 10;
+  auto* profile = app.add_subcommand("profile", "time per node, unfused and fused: where the time goes");
+  add_fuse_options(profile, profile_args, true);
+  profile->add_option("--input-pb", profile_io.input_pbs, "input TensorProto files (default: seeded random)");
+  profile->add_option("--inputs", profile_io.input_dir, "folder with input_<i>.pb files");
+  profile->add_option("--iterations", profile_io.iterations, "profiled runs of each variant");
+
   std::string cmp_actual, cmp_expected;
   double cmp_rtol = 1e-3, cmp_atol = 1e-5;
   auto* compare = app.add_subcommand("compare", "compare two TensorProto files within a tolerance");
@@ -290,6 +306,7 @@ int main(int argc, char** argv) {
     if (*verify) return cmd_verify(verify_args, verify_io, rtol, atol);
     if (*explain) return cmd_explain(explain_args, explain_node);
     if (*bench) return cmd_bench(bench_args, bench_io);
+    if (*profile) return cmd_profile(profile_args, profile_io);
     if (*compare) return cmd_compare(cmp_actual, cmp_expected, cmp_rtol, cmp_atol);
   } catch (const gaf::Error& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -3,6 +3,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "frontend/onnx/gaf_schemas.h"
@@ -48,6 +49,79 @@ onnx::OpSchema normalization(const char* name, bool with_bias) {
   return s;
 }
 
+
+// gaf.Attention: output = Transpose(Softmax(scale * Q Kᵀ + mask) V, out_perm) with Q, K, V read as
+// Transpose(input, *_perm); batch dims broadcast like MatMul's (src/runtime/kernels/attention.cc).
+void infer_attention(onnx::InferenceContext& ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  for (size_t i = 0; i < 3; ++i)
+    if (!onnx::hasInputShape(ctx, i)) return;
+  using Dims = std::vector<onnx::TensorShapeProto_Dimension>;
+  auto logical = [&](size_t i, const char* attr) {
+    const auto& shape = ctx.getInputType(i)->tensor_type().shape();
+    std::vector<int64_t> perm;
+    onnx::getRepeatedAttribute(ctx, attr, perm);
+    Dims d;
+    for (int k = 0; k < shape.dim_size(); ++k) {
+      int64_t a = perm.empty() ? k : perm[size_t(k)];
+      if (perm.size() && perm.size() != size_t(shape.dim_size())) fail_shape_inference(attr, " does not match the rank");
+      if (a < 0 || a >= shape.dim_size()) fail_shape_inference(attr, " is not a permutation");
+      d.push_back(shape.dim(int(a)));
+    }
+    if (d.size() < 2) fail_shape_inference("attention operands need rank 2 or more");
+    return d;
+  };
+  Dims q = logical(0, "q_perm"), k = logical(1, "k_perm"), v = logical(2, "v_perm");
+  std::vector<Dims> leads = {Dims(q.begin(), q.end() - 2), Dims(k.begin(), k.end() - 2), Dims(v.begin(), v.end() - 2)};
+  size_t nb = 0;
+  for (const auto& l : leads) nb = std::max(nb, l.size());
+  Dims out(nb);
+  for (size_t i = 0; i < nb; ++i) {  // right-aligned broadcast: a known dim other than 1 wins
+    bool all_one = true;
+    for (const auto& l : leads) {
+      if (i + l.size() < nb) continue;
+      const auto& d = l[i + l.size() - nb];
+      if (d.has_dim_value() && d.dim_value() != 1) out[i] = d;
+      if (!d.has_dim_value() || d.dim_value() != 1) all_one = false;
+    }
+    if (all_one) out[i].set_dim_value(1);
+  }
+  out.push_back(q[q.size() - 2]);
+  out.push_back(v.back());
+  std::vector<int64_t> out_perm;
+  onnx::getRepeatedAttribute(ctx, "out_perm", out_perm);
+  if (!out_perm.empty() && out_perm.size() != out.size()) fail_shape_inference("out_perm does not match the rank");
+  auto* shape = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  shape->clear_dim();
+  for (size_t j = 0; j < out.size(); ++j) {
+    int64_t a = out_perm.empty() ? int64_t(j) : out_perm[j];
+    if (a < 0 || a >= int64_t(out.size())) fail_shape_inference("out_perm is not a permutation");
+    *shape->add_dim() = out[size_t(a)];
+  }
+}
+
+onnx::OpSchema attention() {
+  onnx::OpSchema s;
+  s.SetName("Attention")
+      .SetDomain("gaf")
+      .SinceVersion(1)
+      .SetDoc("Softmax(scale * Q K^T + mask) V over the last two dims, Q/K/V read as Transpose(input, *_perm), "
+              "the result written as Transpose(O, out_perm).")
+      .Attr("scale", "multiplies the scores", onnx::AttributeProto::FLOAT, onnx::OPTIONAL_VALUE)
+      .Attr("q_perm", "Q = Transpose(input 0, q_perm)", onnx::AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Attr("k_perm", "K = Transpose(input 1, k_perm)", onnx::AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Attr("v_perm", "V = Transpose(input 2, v_perm)", onnx::AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Attr("out_perm", "output = Transpose(O, out_perm)", onnx::AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Input(0, "Q", "queries [..., Lq, D] after q_perm", "T")
+      .Input(1, "K", "keys [..., Lk, D] after k_perm", "T")
+      .Input(2, "V", "values [..., Lk, Dv] after v_perm", "T")
+      .Input(3, "mask", "added to the scores; broadcasts to [..., Lq, Lk]", "T", onnx::OpSchema::Optional)
+      .Output(0, "Y", "attention output", "T")
+      .TypeConstraint("T", {"tensor(float)"}, "float tensors")
+      .TypeAndShapeInferenceFunction(infer_attention);
+  return s;
+}
+
 }  // namespace
 
 void register_gaf_schemas() {
@@ -61,6 +135,7 @@ void register_gaf_schemas() {
     onnx::RegisterSchema(unary("HardSwish", "x * max(0, min(1, x / 6 + 1/2))"));
     onnx::RegisterSchema(normalization("LayerNormalization", true));
     onnx::RegisterSchema(normalization("RMSNormalization", false));
+    onnx::RegisterSchema(attention());
   });
 }
 

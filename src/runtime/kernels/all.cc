@@ -15,6 +15,7 @@ void register_all_op_families(OpRegistry& r) {
   register_fused_ops(r);
   register_gaf_ops(r);
   register_extra_ops(r);
+  register_attention_ops(r);
 }
 
 }  // namespace gaf::runtime

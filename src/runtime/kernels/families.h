@@ -19,6 +19,7 @@ void register_misc_ops(OpRegistry& r);           // Constant, Shape, Size, Range
 void register_random_ops(OpRegistry& r);         // RandomUniform/Normal(Like), Bernoulli
 void register_fused_ops(OpRegistry& r);          // gaf.fused nodes
 void register_gaf_ops(OpRegistry& r);            // gaf.Gelu, gaf.LayerNormalization, ... (rewrite results)
-void register_extra_ops(OpRegistry& r);          // losses, RNN/GRU/LSTM, string, detection and sampling ops
+void register_extra_ops(OpRegistry& r);
+void register_attention_ops(OpRegistry& r);      // gaf.Attention (flash-style, from attention fusion)          // losses, RNN/GRU/LSTM, string, detection and sampling ops
 
 }  // namespace gaf::runtime

@@ -1,0 +1,125 @@
+#include "pass_test_util.h"
+
+namespace gaf {
+namespace {
+
+using testing::expect_same_outputs;
+using testing::header;
+using testing::rewrite;
+
+const char* kPass = "attention-fusion";
+
+// nn.MultiheadAttention as PyTorch 1.13 exports it (batch 1 folded away): Q, K and V of [L, H*d] split into
+// heads by Reshape + Transpose, Q divided by sqrt(d), K transposed to [H, d, L], the result transposed back.
+// L = 300 is not a multiple of the query block.
+std::string torch_style(const std::string& softmax = "p = Softmax <axis = -1> (s)", const std::string& extra = "",
+                        int opset = 13) {
+  return header(opset) + R"(g (float[300,64] q, float[300,64] k, float[300,64] v) => (float[300,64] y)" + extra +
+         R"() {
+    hs = Constant <value = int64[3] {300, 4, 16}> ()
+    os = Constant <value = int64[2] {300, 64}> ()
+    c = Constant <value = float {4.0}> ()
+    qh = Reshape(q, hs)  qt = Transpose <perm = [1, 0, 2]> (qh)  qs = Div(qt, c)
+    kh = Reshape(k, hs)  kt = Transpose <perm = [1, 2, 0]> (kh)
+    vh = Reshape(v, hs)  vt = Transpose <perm = [1, 0, 2]> (vh)
+    s = MatMul(qs, kt)
+    )" + softmax + R"(
+    o = MatMul(p, vt)  ot = Transpose <perm = [1, 0, 2]> (o)  y = Reshape(ot, os)
+  })";
+}
+
+// Returns a copy of `m` with its gaf ops decomposed into standard ONNX (what other runtimes get).
+Model decomposed(const Model& m, int opset) {
+  Model c = tools::copy_model(m);
+  decompose_gaf_ops(*c.graph, opset);
+  return c;
+}
+
+TEST(AttentionFusion, TorchMultiheadAttentionBecomesOneNode) {
+  auto r = rewrite(torch_style(), make_attention_fusion());
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Reshape", 4}, {"gaf.Attention", 1}})) << r.dump();
+  EXPECT_EQ(r.count(kPass), 1);
+  const Node* att = nullptr;
+  for (const Node* n : r.after.graph->nodes())
+    if (n->op_type == "Attention") att = n;
+  ASSERT_TRUE(att);
+  EXPECT_FLOAT_EQ(att->attr_float("scale", 0), 0.25f);  // the Div by 4 on Q
+  EXPECT_EQ(att->attr_ints("q_perm"), (std::vector<int64_t>{1, 0, 2}));
+  EXPECT_EQ(att->attr_ints("k_perm"), (std::vector<int64_t>{1, 0, 2}));  // [1,2,0] then the last two swapped
+  EXPECT_EQ(att->attr_ints("out_perm"), (std::vector<int64_t>{1, 0, 2}));
+  expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+  expect_same_outputs(r.before, decomposed(r.after, 13), 1e-4, 1e-5);
+}
+
+TEST(AttentionFusion, ScaledScoresMaskBroadcastBatchAndCrossAttention) {
+  // Scale on the scores, an additive mask, K and V shared across the batch, Lq != Lk and Dv != D.
+  auto r = rewrite(header(13) + R"(g (float[2,4,70,16] q, float[1,4,600,16] k, float[1,4,600,24] v,
+                                      float[1,1,70,600] mask) => (float[2,4,70,24] y) {
+      kt = Transpose <perm = [0, 1, 3, 2]> (k)
+      s = MatMul(q, kt)  c = Constant <value = float {0.25}> ()  ss = Mul(c, s)  sm = Add(ss, mask)
+      p = Softmax <axis = 3> (sm)  y = MatMul(p, v) })",
+                   make_attention_fusion());
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"gaf.Attention", 1}})) << r.dump();
+  expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+  expect_same_outputs(r.before, decomposed(r.after, 13), 1e-4, 1e-5);
+}
+
+TEST(AttentionFusion, InfiniteMasksAcrossKeyTiles) {
+  // mask = log(triangle of ones): 0 where attended, -inf elsewhere; 600 keys are two key tiles. Causal: the
+  // first rows' second key tile is masked out entirely; anti-causal: the last rows see nothing in their first tile (online softmax starts at
+  // -inf and must not produce NaN).
+  for (int upper : {0, 1}) {
+    auto r = rewrite(header(14) + R"(g (float[1,2,600,16] q, float[1,2,600,16] k, float[1,2,600,16] v)
+                                         => (float[1,2,600,16] y) {
+        one = Constant <value = float {1.0}> ()  shp = Constant <value = int64[2] {600, 600}> ()
+        ones = Expand(one, shp)  tri = Trilu <upper = )" + std::to_string(upper) + R"(> (ones)  mask = Log(tri)
+        kt = Transpose <perm = [0, 1, 3, 2]> (k)  s = MatMul(q, kt)  c = Constant <value = float {0.25}> ()
+        ss = Mul(s, c)  sm = Add(mask, ss)  p = Softmax <axis = -1> (sm)  y = MatMul(p, v) })",
+                     make_attention_fusion());
+    EXPECT_EQ(r.count(kPass), 1) << r.dump();
+    expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+  }
+}
+
+TEST(AttentionFusion, OldOpsetSoftmaxOnTheLastAxis) {
+  auto r = rewrite(torch_style("p = Softmax <axis = 2> (s)", "", 11), make_attention_fusion());
+  EXPECT_EQ(r.count(kPass), 1) << r.dump();
+  expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+  expect_same_outputs(r.before, decomposed(r.after, 11), 1e-4, 1e-5);
+}
+
+TEST(AttentionFusion, DoesNotFire) {
+  const std::string cases[] = {
+      torch_style("p = Softmax <axis = 1> (s)"),                              // softmax over the queries
+      torch_style("p = Softmax <axis = -1> (s)", ", float[4,300,300] p"),     // probabilities read elsewhere
+      torch_style("p = Softmax <axis = -1> (s)", ", float[4,300,300] s"),     // scores read elsewhere
+      torch_style("p = Softmax <axis = 1> (s)", "", 11),                      // opset 11 flattens from axis 1
+      // a per-head scale
+      torch_style(R"(hc = Constant <value = float[4,1,1] {1, 2, 3, 4}> ()  sh = Mul(s, hc)  p = Softmax <axis = -1> (sh))"),
+      // the mask added before the scale
+      torch_style(R"(m = Constant <value = float[1,1] {0.5}> ()  c2 = Constant <value = float {2.0}> ()
+                     sm = Add(s, m)  sc = Mul(sm, c2)  p = Softmax <axis = -1> (sc))"),
+      // the mask widens the scores from [1,4,8,8] to [2,4,8,8]
+      header(13) + R"(g (float[1,4,8,16] q, float[1,4,8,16] k, float[1,4,8,16] v, float[2,1,1,8] m)
+                        => (float[2,4,8,16] y) {
+          kt = Transpose <perm = [0, 1, 3, 2]> (k)  s = MatMul(q, kt)  sm = Add(s, m)  p = Softmax <axis = -1> (sm)
+          y = MatMul(p, v) })",
+  };
+  for (const auto& c : cases) {
+    auto r = rewrite(c, make_attention_fusion());
+    EXPECT_EQ(r.count(kPass), 0) << r.dump();
+  }
+}
+
+TEST(AttentionFusion, RunsInTheOptLevelPipeline) {
+  Model m = testing::parse(torch_style());
+  Model fused = tools::copy_model(m);
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 1;
+  tools::fuse_model(fused, opts);
+  EXPECT_EQ(testing::histogram(*fused.graph).count("gaf.Attention"), 1u) << fused.graph->to_string();
+  expect_same_outputs(m, fused, 1e-4, 1e-5);
+}
+
+}  // namespace
+}  // namespace gaf

@@ -1,0 +1,408 @@
+// Our own shape inference, for what ONNX shape inference left unknown. ONNX infers at import, before our
+// canonicalisation, so a Reshape, Slice, Expand or Squeeze whose shape, starts or axes were computed at run time
+// comes out with an unknown shape; once constant folding and shape folding have turned those inputs into
+// constants, the shapes follow. Unknown shapes block fusion and codegen (a group's loops need its dims), so this
+// pass fills them in:
+//   elementwise / broadcast ops, Where, variadic Sum/Mean/Max/Min   numpy broadcast of the inputs
+//   Softmax family, normalisations, Identity, Dropout, CumSum, ...  the shape of input 0
+//   Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Slice, Concat, Gather, Expand, Split, MatMul, Gemm,
+//   Reduce*, Shape, ConstantOfShape                                 their ONNX rules, with constant inputs
+// Dims may be symbols; a dim that cannot be known stays unknown. Only unknown ranks and unknown dims are filled:
+// a known dim is never changed, and an inference that contradicts it is dropped (the runtime reports the
+// mismatch with the node's name). Each value whose type gained something counts as one rewrite.
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "gaf/op_registry.h"
+#include "gaf/passes.h"
+#include "passes/rewrite_util.h"
+
+namespace gaf {
+
+namespace {
+
+using MaybeShape = std::optional<Shape>;
+
+bool known(const Dim& d) { return d.is_static() || d.is_symbol(); }
+bool complete(const TensorType& t) { return t.shape && std::all_of(t.shape->begin(), t.shape->end(), known); }
+
+// Numpy broadcast; nullopt when a rank is unknown or two static dims clash.
+MaybeShape broadcast(const std::vector<MaybeShape>& shapes) {
+  size_t rank = 0;
+  for (const auto& s : shapes) {
+    if (!s) return std::nullopt;
+    rank = std::max(rank, s->size());
+  }
+  Shape out(rank, Dim(1));
+  for (const auto& s : shapes) {
+    for (size_t i = 0; i < s->size(); ++i) {
+      Dim& o = out[rank - s->size() + i];
+      const Dim& d = (*s)[i];
+      if (d.is_static() && d.value() == 1) continue;
+      if (o.is_static() && o.value() == 1) o = d;
+      else if (!(o == d)) {
+        if (o.is_static() && d.is_static()) return std::nullopt;
+        if (!o.is_static()) o = d.is_static() ? d : Dim();  // a static dim other than 1 decides
+      }
+    }
+  }
+  return out;
+}
+
+class Inferrer {
+ public:
+  explicit Inferrer(const Graph& g) : g_(g) {}
+
+  // Inferred shapes of n's outputs (nullopt entries where nothing is known).
+  std::vector<MaybeShape> infer(const Node& n) {
+    std::vector<MaybeShape> out(size_t(n.num_outputs()));
+    const std::string& op = n.op_type;
+    if (n.domain == "gaf") {
+      if (op != "Attention") out[0] = in(n, 0);
+      return out;
+    }
+    if (!n.domain.empty()) return out;
+    static const std::set<std::string> same_as_input = {
+        "Softmax", "LogSoftmax", "Hardmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization",
+        "LpNormalization", "MeanVarianceNormalization", "Identity", "Dropout", "CumSum", "Trilu", "Cast",
+        "CastLike", "Clip", "PRelu", "QuantizeLinear", "DequantizeLinear", "Bernoulli", "RandomNormalLike",
+        "RandomUniformLike"};
+    if (same_as_input.count(op)) {
+      out[0] = in(n, 0);
+    } else if (op == "Where" || op == "Sum" || op == "Mean" || op == "Max" || op == "Min" ||
+               (op_kind(n) <= OpKind::Broadcast && n.num_outputs() == 1 && !n.has_attr("broadcast"))) {
+      std::vector<MaybeShape> ins;
+      for (int i = 0; i < n.num_inputs(); ++i)
+        if (n.input(i)) ins.push_back(in(n, i));
+      if (!ins.empty()) out[0] = broadcast(ins);
+    } else if (op == "Transpose") {
+      auto s = in(n, 0);
+      auto perm = rewrite::transpose_perm(n);
+      if (s && perm && perm->size() == s->size()) {
+        Shape r;
+        for (int64_t a : *perm) r.push_back((*s)[size_t(a)]);
+        out[0] = r;
+      }
+    } else if (op == "Reshape") {
+      out[0] = reshape(n);
+    } else if (op == "Flatten") {
+      out[0] = flatten(n);
+    } else if (op == "Squeeze" || op == "Unsqueeze") {
+      out[0] = squeeze(n, op == "Unsqueeze");
+    } else if (op == "Slice") {
+      out[0] = slice(n);
+    } else if (op == "Concat") {
+      out[0] = concat(n);
+    } else if (op == "Gather") {
+      auto d = in(n, 0), idx = in(n, 1);
+      if (d && idx && !d->empty()) {
+        int64_t axis = n.attr_int("axis", 0);
+        if (axis < 0) axis += int64_t(d->size());
+        if (axis >= 0 && axis < int64_t(d->size())) {
+          Shape r(d->begin(), d->begin() + axis);
+          r.insert(r.end(), idx->begin(), idx->end());
+          r.insert(r.end(), d->begin() + axis + 1, d->end());
+          out[0] = r;
+        }
+      }
+    } else if (op == "Expand") {
+      if (auto shape = ints(n.input(1))) {
+        Shape target(shape->begin(), shape->end());
+        out[0] = broadcast({in(n, 0), target});
+      }
+    } else if (op == "MatMul") {
+      out[0] = matmul(n);
+    } else if (op == "Gemm") {
+      auto a = in(n, 0), b = in(n, 1);
+      if (a && b && a->size() == 2 && b->size() == 2)
+        out[0] = Shape{(*a)[n.attr_int("transA", 0) ? 1 : 0], (*b)[n.attr_int("transB", 0) ? 0 : 1]};
+    } else if (op.rfind("Reduce", 0) == 0) {
+      out[0] = reduce(n);
+    } else if (op == "Shape") {
+      if (auto s = in(n, 0)) {
+        int64_t r = int64_t(s->size());
+        auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + r : v, int64_t(0), r); };
+        int64_t b = clamp(n.attr_int("start", 0)), e = clamp(n.attr_int("end", r));
+        out[0] = Shape{Dim(std::max<int64_t>(e - b, 0))};
+      }
+    } else if (op == "ConstantOfShape") {
+      if (auto shape = ints(n.input(0))) out[0] = Shape(shape->begin(), shape->end());
+    } else if (op == "Split") {
+      split(n, out);
+    }
+    return out;
+  }
+
+ private:
+  MaybeShape in(const Node& n, int i) const {
+    const Value* v = n.input(i);
+    if (!v || !v->type.shape) return std::nullopt;
+    return v->type.shape;
+  }
+  std::optional<std::vector<int64_t>> ints(const Value* v) const {
+    const Tensor* t = v ? rewrite::constant_of(g_, v) : nullptr;
+    if (!t || (t->dtype() != DType::Int64 && t->dtype() != DType::Int32)) return std::nullopt;
+    return t->to_int_vector();
+  }
+  // Axes from the attribute (older opsets) or the constant input `i`; nullopt when neither is known.
+  std::optional<std::vector<int64_t>> axes(const Node& n, int i) const {
+    if (n.has_attr("axes")) return n.attr_ints("axes");
+    if (n.input(i)) return ints(n.input(i));
+    return std::vector<int64_t>{};
+  }
+
+  MaybeShape reshape(const Node& n) const {
+    auto s = in(n, 0);
+    auto target = ints(n.input(1));
+    if (!target) return std::nullopt;
+    bool allowzero = n.attr_int("allowzero", 0);
+    Shape r;
+    int infer = -1;
+    for (size_t i = 0; i < target->size(); ++i) {
+      int64_t t = (*target)[i];
+      if (t == 0 && !allowzero) {
+        if (!s || i >= s->size()) return std::nullopt;
+        r.push_back((*s)[i]);
+      } else if (t == -1) {
+        infer = int(i);
+        r.emplace_back();
+      } else {
+        r.emplace_back(t);
+      }
+    }
+    if (infer >= 0 && s && std::all_of(s->begin(), s->end(), [](const Dim& d) { return d.is_static(); })) {
+      int64_t total = 1, rest = 1;
+      for (const Dim& d : *s) total *= d.value();
+      for (size_t i = 0; i < r.size(); ++i)
+        if (int(i) != infer) {
+          if (!r[i].is_static()) return r;
+          rest *= r[i].value();
+        }
+      if (rest > 0 && total % rest == 0) r[size_t(infer)] = Dim(total / rest);
+    }
+    return r;
+  }
+
+  MaybeShape flatten(const Node& n) const {
+    auto s = in(n, 0);
+    if (!s) return std::nullopt;
+    int64_t axis = n.attr_int("axis", 1);
+    if (axis < 0) axis += int64_t(s->size());
+    if (axis < 0 || axis > int64_t(s->size())) return std::nullopt;
+    auto prod = [&](size_t b, size_t e) {
+      int64_t p = 1;
+      for (size_t i = b; i < e; ++i) {
+        if (!(*s)[i].is_static()) return Dim();
+        p *= (*s)[i].value();
+      }
+      return Dim(p);
+    };
+    return Shape{prod(0, size_t(axis)), prod(size_t(axis), s->size())};
+  }
+
+  MaybeShape squeeze(const Node& n, bool unsqueeze) const {
+    auto s = in(n, 0);
+    auto ax = axes(n, 1);
+    if (!s || !ax) return std::nullopt;
+    if (unsqueeze) {
+      int64_t rank = int64_t(s->size() + ax->size());
+      std::vector<bool> inserted(size_t(rank), false);
+      for (int64_t a : *ax) {
+        a = a < 0 ? a + rank : a;
+        if (a < 0 || a >= rank || inserted[size_t(a)]) return std::nullopt;
+        inserted[size_t(a)] = true;
+      }
+      Shape r;
+      size_t k = 0;
+      for (int64_t i = 0; i < rank; ++i) r.push_back(inserted[size_t(i)] ? Dim(1) : (*s)[k++]);
+      return r;
+    }
+    int64_t rank = int64_t(s->size());
+    std::vector<bool> drop(s->size(), false);
+    if (ax->empty()) {  // every static 1; an unknown dim makes the rank unknown
+      for (size_t i = 0; i < s->size(); ++i) {
+        if (!(*s)[i].is_static()) return std::nullopt;
+        drop[i] = (*s)[i].value() == 1;
+      }
+    }
+    for (int64_t a : *ax) {
+      a = a < 0 ? a + rank : a;
+      if (a < 0 || a >= rank) return std::nullopt;
+      drop[size_t(a)] = true;
+    }
+    Shape r;
+    for (size_t i = 0; i < s->size(); ++i)
+      if (!drop[i]) r.push_back((*s)[i]);
+    return r;
+  }
+
+  MaybeShape slice(const Node& n) const {
+    auto s = in(n, 0);
+    if (!s) return std::nullopt;
+    std::optional<std::vector<int64_t>> starts, ends, ax, steps;
+    if (n.has_attr("starts")) {  // opset < 10
+      starts = n.attr_ints("starts"), ends = n.attr_ints("ends"), ax = n.attr_ints("axes");
+    } else {
+      starts = ints(n.input(1)), ends = ints(n.input(2));
+      ax = n.input(3) ? ints(n.input(3)) : std::vector<int64_t>{};
+      steps = n.input(4) ? ints(n.input(4)) : std::vector<int64_t>{};
+    }
+    if (!starts || !ends || !ax || starts->size() != ends->size()) return std::nullopt;
+    if (!steps) return std::nullopt;
+    if (ax->empty()) {
+      ax->resize(starts->size());
+      std::iota(ax->begin(), ax->end(), int64_t(0));
+    }
+    if (ax->size() != starts->size() || (!steps->empty() && steps->size() != starts->size())) return std::nullopt;
+    Shape r = *s;
+    const int64_t rank = int64_t(s->size());
+    for (size_t k = 0; k < ax->size(); ++k) {
+      int64_t a = (*ax)[k] < 0 ? (*ax)[k] + rank : (*ax)[k];
+      if (a < 0 || a >= rank) return std::nullopt;
+      const Dim& d = (*s)[size_t(a)];
+      if (!d.is_static()) {
+        r[size_t(a)] = Dim();
+        continue;
+      }
+      int64_t dim = d.value(), step = steps->empty() ? 1 : (*steps)[k];
+      if (step == 0) return std::nullopt;
+      auto clampi = [&](int64_t v, int64_t lo, int64_t hi) {
+        if (v < 0) v += dim;
+        return std::clamp(v, lo, hi);
+      };
+      int64_t b = step > 0 ? clampi((*starts)[k], 0, dim) : clampi((*starts)[k], -1, dim - 1);
+      int64_t e = step > 0 ? clampi((*ends)[k], 0, dim) : clampi((*ends)[k], -1, dim - 1);
+      int64_t len = step > 0 ? (e > b ? (e - b + step - 1) / step : 0) : (b > e ? (b - e - step - 1) / -step : 0);
+      r[size_t(a)] = Dim(len);
+    }
+    return r;
+  }
+
+  MaybeShape concat(const Node& n) const {
+    std::vector<Shape> shapes;
+    for (int i = 0; i < n.num_inputs(); ++i) {
+      auto s = in(n, i);
+      if (!s) return std::nullopt;
+      shapes.push_back(*s);
+    }
+    if (shapes.empty() || shapes[0].empty()) return std::nullopt;
+    const int64_t rank = int64_t(shapes[0].size());
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return std::nullopt;
+    Shape r = shapes[0];
+    int64_t total = 0;
+    bool all_static = true;
+    for (const Shape& s : shapes) {
+      if (int64_t(s.size()) != rank) return std::nullopt;
+      all_static &= s[size_t(axis)].is_static();
+      if (s[size_t(axis)].is_static()) total += s[size_t(axis)].value();
+      for (int64_t i = 0; i < rank; ++i)
+        if (i != axis && !known(r[size_t(i)])) r[size_t(i)] = s[size_t(i)];
+    }
+    r[size_t(axis)] = all_static ? Dim(total) : Dim();
+    return r;
+  }
+
+  MaybeShape matmul(const Node& n) const {
+    auto a = in(n, 0), b = in(n, 1);
+    if (!a || !b || a->empty() || b->empty()) return std::nullopt;
+    bool a1 = a->size() == 1, b1 = b->size() == 1;
+    Shape av = a1 ? Shape{Dim(1), (*a)[0]} : *a;
+    Shape bv = b1 ? Shape{(*b)[0], Dim(1)} : *b;
+    auto batch = broadcast({Shape(av.begin(), av.end() - 2), Shape(bv.begin(), bv.end() - 2)});
+    if (!batch) return std::nullopt;
+    Shape r = *batch;
+    if (!a1) r.push_back(av[av.size() - 2]);
+    if (!b1) r.push_back(bv.back());
+    return r;
+  }
+
+  MaybeShape reduce(const Node& n) const {
+    auto s = in(n, 0);
+    auto ax = axes(n, 1);
+    if (!s || !ax) return std::nullopt;
+    const int64_t rank = int64_t(s->size());
+    std::vector<bool> red(s->size(), ax->empty() && !n.attr_int("noop_with_empty_axes", 0));
+    for (int64_t a : *ax) {
+      a = a < 0 ? a + rank : a;
+      if (a < 0 || a >= rank) return std::nullopt;
+      red[size_t(a)] = true;
+    }
+    bool keep = n.attr_int("keepdims", 1);
+    Shape r;
+    for (size_t i = 0; i < s->size(); ++i) {
+      if (!red[i]) r.push_back((*s)[i]);
+      else if (keep) r.emplace_back(1);
+    }
+    return r;
+  }
+
+  void split(const Node& n, std::vector<MaybeShape>& out) const {
+    auto s = in(n, 0);
+    if (!s || s->empty()) return;
+    const int64_t rank = int64_t(s->size());
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return;
+    std::optional<std::vector<int64_t>> parts =
+        n.has_attr("split") ? std::optional(n.attr_ints("split")) : (n.input(1) ? ints(n.input(1)) : std::nullopt);
+    const Dim& d = (*s)[size_t(axis)];
+    if (!parts && n.input(1) == nullptr && !n.has_attr("split") && d.is_static()) {
+      int64_t k = n.num_outputs(), chunk = (d.value() + k - 1) / k;  // equal parts, the last one smaller
+      parts = std::vector<int64_t>();
+      for (int64_t i = 0, left = d.value(); i < k; ++i, left -= chunk) parts->push_back(std::min(chunk, left));
+    }
+    if (!parts || int(parts->size()) != n.num_outputs()) return;
+    for (int i = 0; i < n.num_outputs(); ++i) {
+      Shape r = *s;
+      r[size_t(axis)] = Dim((*parts)[size_t(i)]);
+      out[size_t(i)] = r;
+    }
+  }
+
+  const Graph& g_;
+};
+
+// Fills the unknown parts of `t` from `s`; whether anything changed. A clash with a known dim drops `s`.
+bool merge(TensorType& t, const Shape& s) {
+  if (!t.shape) {
+    t.shape = s;  // the rank at least
+    return true;
+  }
+  if (t.shape->size() != s.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i)
+    if ((*t.shape)[i].is_static() && s[i].is_static() && (*t.shape)[i].value() != s[i].value()) return false;
+  bool changed = false;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!known((*t.shape)[i]) && known(s[i])) (*t.shape)[i] = s[i], changed = true;
+  return changed;
+}
+
+class ShapeInference final : public Pass {
+ public:
+  std::string_view name() const override { return "shape-inference"; }
+  bool run(Graph& g, PassContext& ctx) override {
+    Inferrer inf(g);
+    int count = 0;
+    for (Node* n : g.nodes()) {
+      bool todo = false;
+      for (const Value* o : n->outputs()) todo |= !o->absent_output && !complete(o->type);
+      if (!todo) continue;
+      auto shapes = inf.infer(*n);
+      for (int k = 0; k < n->num_outputs(); ++k) {
+        Value* o = n->output(k);
+        if (!o->absent_output && shapes[size_t(k)] && merge(o->type, *shapes[size_t(k)])) ++count;
+      }
+    }
+    if (count) ctx.count(name(), count);
+    return count > 0;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_shape_inference() { return std::make_unique<ShapeInference>(); }
+
+}  // namespace gaf

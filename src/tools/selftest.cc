@@ -3,9 +3,12 @@
 // Each random graph works on one row space: values are [B,M,N] ("rows") or [B,M,1] ("reduced"), so any two can be
 // combined with numpy broadcasting; B is symbolic in half of the graphs. Ops are drawn from elementwise math kept in
 // safe ranges (Exp of a Tanh, Sqrt of an Abs, division by 1 + |y|), binary broadcast ops, last-axis reductions,
-// Softmax, and MatMul by a constant [N,N] weight followed by epilogues. Every value may be consumed several times.
+// Softmax, MatMul by a constant [N,N] weight followed by epilogues, and injective ops (Transpose, Reshape,
+// Slice, Unsqueeze/Squeeze, Expand) around elementwise work. Every value may be consumed several times.
+#include <fmt/ranges.h>
 #include <onnx/onnx_pb.h>
 
+#include <climits>
 #include <random>
 #include <sstream>
 
@@ -22,7 +25,7 @@ struct Gen {
   std::vector<std::pair<std::string, bool>> values;  // name, is reduced ([B,M,1])
   std::vector<std::string> inits;
   int counter = 0;
-  int64_t n = 0;
+  int64_t n = 0, m = 0;
   std::string prefix;
 
   int pick(int k) { return int(rng() % uint64_t(k)); }
@@ -47,7 +50,7 @@ struct Gen {
 
   void step() {
     auto [x, xr] = any();
-    switch (pick(9)) {
+    switch (pick(10)) {
       case 0: {
         static const char* unary[] = {"Relu", "Neg", "Abs", "Sigmoid", "Tanh", "Softsign"};
         emit(fmt::format("{}({})", unary[pick(6)], x), xr);
@@ -84,6 +87,53 @@ struct Gen {
         if (pick(2)) emit(fmt::format("Relu({})", m), false);
         break;
       }
+      case 9: injective(x, xr); break;
+    }
+  }
+
+  // An int64 constant node (a shape or axes parameter); not a value the other steps may pick.
+  std::string ints(const std::vector<int64_t>& v) {
+    std::string name = fresh();
+    body << fmt::format("    {} = Constant <value = int64[{}] {{{}}}> ()\n", name, v.size(), fmt::join(v, ", "));
+    return name;
+  }
+
+  // Injective ops that leave the value in the row space, with elementwise work in between so fusion must fold
+  // the index arithmetic: transpose there and back, flatten and restore, reverse the rows (Slice, step -1),
+  // a size-1 axis in and out, or a reduced value expanded to a full row.
+  void injective(const std::string& x, bool xr) {
+    switch (pick(5)) {
+      case 0: {
+        std::string t = emit(fmt::format("Transpose <perm = [0, 2, 1]> ({})", x), xr);
+        values.pop_back();  // [B,N,M]: not in the row space
+        std::string u = emit(fmt::format("Mul({}, {})", t, t), xr);
+        values.pop_back();
+        emit(fmt::format("Transpose <perm = [0, 2, 1]> ({})", u), xr);
+        break;
+      }
+      case 1: {
+        std::string f = emit(fmt::format("Reshape({}, {})", x, ints({0, -1})), xr);
+        values.pop_back();  // [B,M*N]
+        std::string u = emit(fmt::format("Sigmoid({})", f), xr);
+        values.pop_back();
+        emit(fmt::format("Reshape({}, {})", u, ints({0, m, xr ? 1 : n})), xr);
+        break;
+      }
+      case 2:
+        emit(fmt::format("Slice({}, {}, {}, {}, {})", x, ints({-1}), ints({INT64_MIN}), ints({2}), ints({-1})), xr);
+        break;
+      case 3: {
+        std::string u = emit(fmt::format("Unsqueeze({}, {})", x, ints({1})), xr);
+        values.pop_back();  // [B,1,M,N]
+        std::string v = emit(fmt::format("Neg({})", u), xr);
+        values.pop_back();
+        emit(fmt::format("Squeeze({}, {})", v, ints({1})), xr);
+        break;
+      }
+      case 4:
+        if (!xr) return step();
+        emit(fmt::format("Expand({}, {})", x, ints({1, 1, n})), false);
+        break;
     }
   }
 };
@@ -96,7 +146,8 @@ std::string random_graph_text(uint64_t seed, int index, int nodes) {
   Gen g;
   g.rng.seed(seed * 1000003ull + uint64_t(index));
   g.prefix = fmt::format("g{}_", index);
-  int64_t m = 1 + g.pick(6);
+  g.m = 1 + g.pick(6);
+  const int64_t m = g.m;
   g.n = 1 + g.pick(12);
   bool symbolic = g.pick(2) == 0;
   bool fp16 = g.pick(5) == 0;

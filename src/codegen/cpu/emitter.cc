@@ -11,7 +11,15 @@
 //                 is staged through small per-thread buffers that stay in cache, so DRAM sees every input once
 //                 and every output once. Values are row-shaped (one element per row element) or per-row scalars.
 //
+//   indexed      groups with injective ops (Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice, Expand,
+//                 Split) among elementwise ones: one loop nest over the output space; each value is computed at
+//                 the index its consumer needs, the injective ops folded into index arithmetic (a Reshape
+//                 re-ravels the linear index, a Transpose permutes it, a Slice offsets and strides it), so nothing
+//                 in between is written to memory.
+//
 // Every dimension is a constant or a symbol read from `sym[]`, so a kernel serves every shape of a dynamic model.
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <set>
 #include <sstream>
@@ -87,6 +95,10 @@ struct Operand {
   std::string ptr;
 };
 
+// Injective ops the indexed kernel folds into index arithmetic.
+const std::set<std::string> kIndexable = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+                                          "Slice",   "Expand",  "Split"};
+
 class Emitter {
  public:
   Emitter(const Node& fused, const std::string& symbol, const EmitOptions& opts)
@@ -103,14 +115,19 @@ class Emitter {
       sig_.output_dims.push_back(dims_of(v));
       sig_.output_dtypes.push_back(v->type.dtype);
     }
-    bool has_reduction = false;
+    bool has_reduction = false, has_injective = false;
     for (const Node* n : body_.nodes()) {
       OpKind k = op_kind(*n);
       if (k == OpKind::Reduction) has_reduction = true;
+      else if (k == OpKind::Injective && kIndexable.count(n->op_type) && n->domain.empty()) has_injective = true;
       else if (k != OpKind::Elementwise && k != OpKind::Broadcast)
-        reject("{} is {}: the emitter handles elementwise, broadcast and row-reduction groups", n->describe(),
+        reject("{} is {}: the emitter handles elementwise, broadcast, row-reduction groups and the injective ops "
+               "Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice, Expand and Split", n->describe(),
                op_kind_name(k));
     }
+    if (has_injective && has_reduction)
+      reject("injective ops in a reduction group: the row kernel reads its rows contiguously");
+    if (has_injective) mark_params();
     std::ostringstream os;
     os << "// " << sig_.symbol << ": fused group of " << body_.num_nodes() << " ops\n";
     for (const Node* n : body_.nodes())
@@ -119,6 +136,7 @@ class Emitter {
        << "(const void* const* in_, void* const* out_, const int64_t* sym) {\n  (void)sym;\n";
     declare_pointers(os);
     if (has_reduction) emit_rows(os);
+    else if (has_injective) emit_indexed(os);
     else emit_elementwise(os);
     os << "}\n";
     return {sig_, os.str()};
@@ -153,6 +171,10 @@ class Emitter {
   void declare_pointers(std::ostream& os) {
     int i = 0;
     for (const Value* v : body_.inputs()) {
+      if (params_.count(v)) {  // read only for its values, at codegen time (or not at all: dims come from types)
+        ++i;
+        continue;
+      }
       if (!storage_ok(v->type.dtype)) reject("input '{}' has element type {}", v->name(), dtype_name(v->type.dtype));
       os << fmt::format("  const {}* __restrict in{} = static_cast<const {}*>(in_[{}]);\n", c_type(v->type.dtype), i,
                         c_type(v->type.dtype), i);
@@ -160,6 +182,7 @@ class Emitter {
     }
     int c = 0;
     for (const Value* v : body_.initializers()) {
+      if (params_.count(v)) continue;
       const Tensor& t = v->constant();
       if (!storage_ok(t.dtype()) || t.numel() > 64) reject("constant '{}' cannot be inlined", v->name());
       std::string name = fmt::format("c{}", c++);
@@ -346,6 +369,23 @@ class Emitter {
 
   // ---- rows ----
   void emit_rows(std::ostream& os);
+
+  // ---- indexed (injective ops) ----
+  using Index = std::vector<std::string>;  // one C++ index expression per dim of a value
+  struct Computed {
+    std::string name;
+    ScalarType type;
+  };
+  void mark_params();
+  void emit_indexed(std::ostream& os);
+  Computed value_at(std::ostream& os, const Value* v, const Index& idx);
+  Index producer_index(std::ostream& os, const Node& n, const Value* out, const Index& idx);
+  std::optional<Index> reshape_groups(std::ostream& os, const Dims& od, const Dims& id, const Index& idx);
+  std::string index_var(std::ostream& os, const std::string& expr);
+  std::set<const Value*> params_;                 // shape/axes/starts inputs of injective ops
+  std::map<std::string, Computed> computed_;      // (value, index) -> variable, per element
+  std::map<std::string, std::string> index_vars_; // index expression -> variable, per element
+  std::string ind_;
 
   const Node& fused_;
   const Graph& body_;
@@ -582,6 +622,251 @@ void Emitter::emit_rows(std::ostream& os) {
 }
 
 }  // namespace
+
+// ---- indexed kernels ----
+
+// Inputs of injective ops that only parameterise them: Reshape's shape, Squeeze/Unsqueeze axes, Slice's
+// starts/ends/axes/steps, Expand's shape, Split's sizes. Dims come from the value types; only Slice reads data.
+void Emitter::mark_params() {
+  std::set<const Value*> data;
+  for (const Node* n : body_.nodes()) {
+    bool injective = kIndexable.count(n->op_type) > 0;
+    for (int i = 0; i < n->num_inputs(); ++i)
+      if (const Value* v = n->input(i)) (injective && i > 0 ? params_ : data).insert(v);
+  }
+  for (const Value* v : data)
+    if (params_.count(v)) reject("'{}' is both data and a shape parameter", v->name());
+  for (const Value* v : params_)
+    if (v->producer() && v->producer()->graph() == &body_) reject("'{}' is a computed shape parameter", v->name());
+}
+
+std::string Emitter::index_var(std::ostream& os, const std::string& expr) {
+  auto it = index_vars_.find(expr);
+  if (it != index_vars_.end()) return it->second;
+  std::string name = fmt::format("x{}", index_vars_.size());
+  os << ind_ << "const int64_t " << name << " = " << expr << ";\n";
+  index_vars_[expr] = name;
+  return name;
+}
+
+// A static reshape as runs of dims with equal products on both sides ([128,12,64] <- [128,1,768]: (128)(12,64)
+// <- (128)(1,768)): each run re-ravels on its own, and a run whose input side has one dim other than 1 takes the
+// run's linear index as is, so splitting or merging heads costs a multiply-add, not a division. nullopt when a
+// dim is symbolic.
+std::optional<Emitter::Index> Emitter::reshape_groups(std::ostream& os, const Dims& od, const Dims& id,
+                                                      const Index& idx) {
+  for (const Dims* d : {&od, &id})
+    for (const auto& x : *d)
+      if (x.value <= 0) return std::nullopt;
+  Index r(id.size(), "0");
+  size_t a = 0, c = 0;
+  while (a < od.size() || c < id.size()) {
+    size_t b = a, e = c;
+    int64_t po = 1, pi = 1;
+    if (b < od.size()) po *= od[b++].value;
+    if (e < id.size()) pi *= id[e++].value;
+    while (po != pi) {
+      if (po < pi) {
+        if (b == od.size()) return std::nullopt;
+        po *= od[b++].value;
+      } else {
+        if (e == id.size()) return std::nullopt;
+        pi *= id[e++].value;
+      }
+    }
+    std::string lin;
+    for (size_t k = a; k < b; ++k) {
+      if (is_one(od[k])) continue;
+      lin = lin.empty() ? idx[k] : fmt::format("({}) * {} + {}", lin, text(od[k]), idx[k]);
+    }
+    if (lin.empty()) lin = "0";
+    int big = 0;
+    for (size_t k = c; k < e; ++k) big += !is_one(id[k]);
+    if (big <= 1) {
+      for (size_t k = c; k < e; ++k) r[k] = is_one(id[k]) ? "0" : lin;
+    } else {
+      std::string l = index_var(os, lin);
+      for (size_t k = c; k < e; ++k) {
+        std::string q = k + 1 < e ? fmt::format("{} / ({})", l, product(id, k + 1, e)) : l;
+        r[k] = k == c ? index_var(os, q) : index_var(os, fmt::format("({}) % {}", q, text(id[k])));
+      }
+    }
+    a = b, c = e;
+  }
+  return r;
+}
+
+// The index into the input of injective node `n` that holds `out`[idx].
+Emitter::Index Emitter::producer_index(std::ostream& os, const Node& n, const Value* out, const Index& idx) {
+  const Value* in = n.input(0);
+  Dims od = dims_of(out), id = dims_of(in);
+  const std::string& op = n.op_type;
+  Index r(id.size(), "0");
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+    if (same(od, id)) return idx;
+    // Drop and insert size-1 dims only: the remaining dims keep their indices.
+    Index kept;
+    for (size_t k = 0; k < od.size(); ++k)
+      if (!is_one(od[k])) kept.push_back(idx[k]);
+    Dims in_big;
+    for (const auto& d : id)
+      if (!is_one(d)) in_big.push_back(d);
+    Dims out_big;
+    for (const auto& d : od)
+      if (!is_one(d)) out_big.push_back(d);
+    if (same(in_big, out_big)) {
+      for (size_t k = 0, m = 0; k < id.size(); ++k) r[k] = is_one(id[k]) ? "0" : kept[m++];
+      return r;
+    }
+    if (auto grouped = reshape_groups(os, od, id, idx)) return *grouped;
+    // General re-ravel through the linear index.
+    std::string lin = idx.empty() ? "0" : idx[0];
+    for (size_t k = 1; k < od.size(); ++k) lin = fmt::format("({}) * {} + {}", lin, text(od[k]), idx[k]);
+    std::string l = index_var(os, lin);
+    for (size_t k = 0; k < id.size(); ++k) {
+      std::string q = k + 1 < id.size() ? fmt::format("{} / ({})", l, product(id, k + 1, id.size())) : l;
+      r[k] = k == 0 ? index_var(os, q) : index_var(os, fmt::format("({}) % {}", q, text(id[k])));
+    }
+    return r;
+  }
+  if (op == "Transpose") {
+    std::vector<int64_t> perm = n.attr_ints("perm");
+    if (perm.empty())
+      for (size_t k = 0; k < id.size(); ++k) perm.push_back(int64_t(id.size() - 1 - k));
+    if (perm.size() != id.size()) reject("{}: perm does not match the rank", n.describe());
+    for (size_t j = 0; j < perm.size(); ++j) r[size_t(perm[j])] = idx[j];
+    return r;
+  }
+  if (op == "Expand") {
+    for (size_t k = 0; k < id.size(); ++k) {
+      size_t pos = od.size() - id.size() + k;
+      r[k] = is_one(id[k]) && !is_one(od[pos]) ? "0" : idx[pos];
+    }
+    return r;
+  }
+  if (op == "Split") {
+    int rank = int(id.size());
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) reject("{}: axis out of range", n.describe());
+    std::string offset;
+    for (int k = 0; k < n.num_outputs() && n.output(k) != out; ++k)
+      offset += (offset.empty() ? "" : " + ") + text(dims_of(n.output(k))[size_t(axis)]);
+    r = idx;
+    if (!offset.empty()) r[size_t(axis)] = fmt::format("({} + {})", offset, idx[size_t(axis)]);
+    return r;
+  }
+  if (op == "Slice") {
+    auto ints = [&](int i) -> std::optional<std::vector<int64_t>> {
+      const Value* v = n.input(i);
+      if (!v) return std::nullopt;
+      if (!v->is_constant()) reject("{}: Slice input {} is not a constant", n.describe(), i);
+      return v->constant().to_int_vector();
+    };
+    if (n.has_attr("starts")) reject("{}: opset < 10 Slice", n.describe());
+    auto starts = ints(1), ends = ints(2), axes = ints(3), steps = ints(4);
+    if (!starts || !ends) reject("{}: Slice without starts and ends", n.describe());
+    r = idx;
+    const int64_t rank = int64_t(id.size());
+    for (size_t k = 0; k < starts->size(); ++k) {
+      int64_t a = axes ? (*axes)[k] : int64_t(k);
+      if (a < 0) a += rank;
+      if (a < 0 || a >= rank) reject("{}: axis out of range", n.describe());
+      int64_t step = steps ? (*steps)[k] : 1;
+      if (id[size_t(a)].value < 0) reject("{}: sliced dim {} is symbolic", n.describe(), a);
+      int64_t dim = id[size_t(a)].value, st = (*starts)[k];
+      if (st < 0) st += dim;
+      st = step > 0 ? std::clamp<int64_t>(st, 0, dim) : std::clamp<int64_t>(st, -1, dim - 1);
+      r[size_t(a)] = step == 1 ? fmt::format("({} + {})", st, idx[size_t(a)])
+                               : fmt::format("({} + {} * {})", st, step, idx[size_t(a)]);
+    }
+    return r;
+  }
+  reject("{}: not an indexable op", n.describe());
+}
+
+Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Index& idx) {
+  std::string key = fmt::format("{}|{}", fmt::ptr(v), fmt::join(idx, ","));
+  if (auto it = computed_.find(key); it != computed_.end()) return it->second;
+  Computed c;
+  const Node* n = v->producer();
+  if (!n || n->graph() != &body_) {
+    if (!ptr_.count(v)) reject("'{}' is neither an input nor a constant of the body", v->name());
+    Dims d = dims_of(v);
+    std::string lin;
+    for (size_t k = 0; k < d.size(); ++k) {
+      if (is_one(d[k])) continue;
+      lin = lin.empty() ? idx[k] : fmt::format("({}) * {} + {}", lin, text(d[k]), idx[k]);
+    }
+    c = {fmt::format("l{}", computed_.size()), scalar_type(v->type.dtype)};
+    os << ind_ << decl(c.type) << " " << c.name << " = " << load_expr(v, lin.empty() ? "0" : lin) << ";\n";
+  } else if (kIndexable.count(n->op_type)) {
+    c = value_at(os, n->input(0), producer_index(os, *n, v, idx));
+  } else {
+    Dims od = dims_of(v);
+    std::vector<std::string> args;
+    std::vector<ScalarType> types;
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      const Value* in = n->input(i);
+      if (!in) {
+        args.emplace_back();
+        types.push_back(ScalarType::F32);
+        continue;
+      }
+      Dims id = dims_of(in);
+      Index sub(id.size(), "0");
+      if (n->op_type == "BatchNormalization" && i >= 1) {
+        if (id.size() != 1 || od.size() < 2) reject("{}: unexpected parameter shape", n->describe());
+        sub[0] = idx[1];
+      } else {
+        if (id.size() > od.size()) reject("{}: operand '{}' has a higher rank than the output", n->describe(), in->name());
+        for (size_t k = 0; k < id.size(); ++k) {
+          size_t pos = od.size() - id.size() + k;
+          sub[k] = is_one(id[k]) ? "0" : idx[pos];
+        }
+      }
+      Computed a = value_at(os, in, sub);
+      args.push_back(a.name);
+      types.push_back(a.type);
+    }
+    ScalarExpr e = node_expr(*n, args, types);
+    c = {var_name(v), e.type};
+    os << ind_ << decl(e.type) << " " << c.name << " = " << e.expr << ";\n";
+  }
+  computed_[key] = c;
+  return c;
+}
+
+void Emitter::emit_indexed(std::ostream& os) {
+  Dims space = dims_of(body_.outputs()[0]);
+  const size_t rank = space.size();
+  for (const Value* o : body_.outputs())
+    if (!same(dims_of(o), space)) reject("output '{}' does not span the group's iteration space", o->name());
+  os << "  const int64_t n = " << product(space, 0, rank) << ";\n  if (n == 0) return;\n";
+  Index idx;
+  if (rank == 0) {
+    os << "  {\n    const int64_t i = 0;\n";
+    ind_ = "    ";
+  } else {
+    os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
+       << "#pragma omp parallel for schedule(static) if (n >= 65536)\n"
+       << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
+    for (int d = int(rank) - 2; d >= 0; --d)
+      os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
+    os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n      const int64_t i = r * inner + j;\n";
+    for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
+    idx.push_back("j");
+    ind_ = "      ";
+  }
+  for (size_t o = 0; o < body_.outputs().size(); ++o) {
+    const Value* v = body_.outputs()[o];
+    Computed c = value_at(os, v, idx);
+    os << ind_ << "out" << o << "[i] = " << store(v->type.dtype, c.name) << ";\n";
+  }
+  os << (rank == 0 ? "  }\n" : "    }\n  }\n");
+  computed_.clear();
+  index_vars_.clear();
+}
 
 std::optional<EmittedKernel> emit_kernel(const Node& fused, const std::string& symbol, const EmitOptions& opts,
                                          std::string* why_not) {

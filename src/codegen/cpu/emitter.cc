@@ -527,8 +527,14 @@ void Emitter::emit_rows(std::ostream& os) {
            << " ? v : " << mx << "; }\n"
            << ind << "float " << sum << " = 0.0f;\n"
            << ind << "#pragma omp simd reduction(+:" << sum << ")\n"
-           << ind << "for (int64_t j = 0; j < L; ++j) { const float e = gaf_exp(" << x << " - " << mx << "); "
+           << ind << "for (int64_t j = 0; j < L; ++j) { const float e = gaf_exp_nonpos(" << x << " - " << mx << "); "
            << (op == "Softmax" ? fmt::format("buf{}[j] = e; ", b) : "") << sum << " += e; }\n";
+        if (op == "Softmax" && out_slot.count(out)) {  // scale and store in one pass
+          os << ind << "{ const float inv = 1.0f / " << sum << ";\n" << ind << "#pragma omp simd\n"
+             << ind << "for (int64_t j = 0; j < L; ++j) { const float y = buf" << b << "[j] * inv; buf" << b
+             << "[j] = y; out" << out_slot[out] << "[r * L + j] = " << store(out->type.dtype, "y") << "; } }\n";
+          continue;
+        }
         if (op == "Softmax")
           os << ind << "{ const float inv = 1.0f / " << sum << ";\n" << ind << "#pragma omp simd\n"
              << ind << "for (int64_t j = 0; j < L; ++j) buf" << b << "[j] *= inv; }\n";

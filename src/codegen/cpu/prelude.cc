@@ -46,6 +46,20 @@ inline float gaf_exp(float x) {
   return x != x ? x : res;
 }
 
+// exp(x) for x <= 0 or NaN (a softmax argument minus its row maximum): no overflow handling, one scale.
+inline float gaf_exp_nonpos(float x) {
+  const float lo = -87.33654475f;
+  float xc = x > lo ? x : lo;
+  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+  float y = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
+             1.6666665459e-1f) * r + 5.0000001201e-1f;
+  y = y * r * r + r + 1.0f;
+  float res = y * gaf_bits_to_float(uint32_t(int32_t(n) + 127) << 23);  // n in [-126, 0]
+  res = x < lo ? 0.0f : res;
+  return x != x ? x : res;
+}
+
 // Cephes logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) by a polynomial in m-1.
 inline float gaf_log(float x) {
   uint32_t u = gaf_float_to_bits(x);

@@ -24,6 +24,9 @@ struct Target {
   double vector_flops = 100e9;        // elementwise arithmetic peak, flop/s
   double matrix_flops = 210e9;        // GEMM/conv peak, flop/s
   int cores = 2;
+  // Whether a convolution can end in a Clip (ReLU6) inside one kernel at full speed. oneDNN 2.6 on the CPU: no
+  // (its gemm-based 1x1 convolutions apply the bounded-relu post-op ~7x slower than the convolution itself).
+  bool conv_clip_epilogue = true;
 
   // "cpu-host", "cuda-h200", "ascend910b", or a JSON file with these fields. Throws naming the bad field.
   static Target builtin_or_file(const std::string& name_or_path);

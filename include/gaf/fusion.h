@@ -37,6 +37,7 @@ enum class Reason {
   MultiOutput,     // the merge needs a second group output: multi-output fusion is opt level 3
   NegativeBenefit,
   FusionDisabled,
+  TargetUnsupported,  // the target has no fast single kernel for this group (e.g. Conv+Clip on oneDNN CPU)
 };
 std::string_view reason_name(Reason r);  // "CYCLE", "OPAQUE_OP", ...
 

@@ -19,6 +19,9 @@ Target Target::cpu_host() {
   t.vector_flops = 100e9;
   t.matrix_flops = 210e9;
   t.cores = 2;
+  // Measured on mobilenet_v2 (ONEDNN_VERBOSE): a 1x1 convolution 16->96 at 112x112 on gemm:jit took 0.32 ms,
+  // 2.27 ms with the bounded_relu post-op; the model ran 0.43x as fast with Conv+Clip fused.
+  t.conv_clip_epilogue = false;
   return t;
 }
 
@@ -83,8 +86,12 @@ Target Target::builtin_or_file(const std::string& spec) {
     else if (k == "vector_flops") t.vector_flops = num();
     else if (k == "matrix_flops") t.matrix_flops = num();
     else if (k == "cores") t.cores = int(num());
+    else if (k == "conv_clip_epilogue") {
+      GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_clip_epilogue' must be true or false", spec);
+      t.conv_clip_epilogue = it->get<bool>();
+    }
     else fail("target file '{}': unknown key '{}' (known: name, dram_bandwidth, onchip_bytes, launch_overhead_s, "
-              "vector_flops, matrix_flops, cores)", spec, k);
+              "vector_flops, matrix_flops, cores, conv_clip_epilogue)", spec, k);
   }
   return t;
 }
@@ -96,7 +103,8 @@ std::string Target::to_json() const {
                       {"launch_overhead_s", launch_overhead_s},
                       {"vector_flops", vector_flops},
                       {"matrix_flops", matrix_flops},
-                      {"cores", cores}};
+                      {"cores", cores},
+                      {"conv_clip_epilogue", conv_clip_epilogue}};
   return j.dump(2);
 }
 

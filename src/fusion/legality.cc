@@ -126,6 +126,12 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
       if (n != anchor && op_kind(*n) > OpKind::Broadcast)
         return D::no(Reason::AnchorPosition,
                      fmt::format("{} is not an elementwise epilogue of {}", n->describe(), anchor->describe()));
+    if (anchor->op_type == "Conv" && !target.conv_clip_epilogue)
+      for (const Node* n : nodes)
+        if (n->op_type == "Clip" && n->domain.empty())
+          return D::no(Reason::TargetUnsupported,
+                       fmt::format("{} after {}: target {} runs a convolution with a clip epilogue slower than the "
+                                   "two kernels", n->describe(), anchor->describe(), target.name));
   }
   // Reductions: other members elementwise/broadcast; several reductions only over the same trailing row.
   if (!reductions.empty()) {
@@ -239,6 +245,7 @@ std::string_view reason_name(Reason r) {
     case Reason::MultiOutput: return "MULTI_OUTPUT";
     case Reason::NegativeBenefit: return "NEGATIVE_BENEFIT";
     case Reason::FusionDisabled: return "FUSION_DISABLED";
+    case Reason::TargetUnsupported: return "TARGET_UNSUPPORTED";
   }
   return "?";
 }

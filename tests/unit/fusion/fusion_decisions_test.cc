@@ -20,9 +20,11 @@ struct Fused {
   tools::FuseResult result;
 };
 
-Fused fuse(const std::string& body, int opt_level = 2, const std::string& rules_json = "") {
+Fused fuse(const std::string& body, int opt_level = 2, const std::string& rules_json = "",
+           Target target = Target::cpu_host()) {
   Model m = parse(kHeader + body);
   tools::FuseOptions o;
+  o.target = target;
   o.fusion.opt_level = opt_level;
   if (!rules_json.empty()) o.fusion.rules = FusionRules::parse(rules_json);
   Fused f;
@@ -198,6 +200,21 @@ namespace {
 TEST(FusionDecisions, RandomOpsNeverFuse) {
   auto f = fuse(R"(g (float[4,8] x) => (float[4,8] y) { a = Relu(x) y = RandomUniformLike <seed = 1.0> (a) })");
   expect_reason(f.result, "a", "y", Reason::StatefulOrRandom);
+}
+
+TEST(FusionDecisions, TargetUnsupportedConvClip) {
+  // ReLU6 after a convolution: the CPU target keeps two kernels (oneDNN's clip post-op is slower than both).
+  const std::string conv = R"(g (float[1,8,10,10] x, float[16,8,1,1] w) => (float[1,16,10,10] y) {
+      c = Conv(x, w)  lo = Constant <value = float {0}> ()  hi = Constant <value = float {6}> () )";
+  auto f = fuse(conv + "y = Clip(c, lo, hi) }");
+  expect_reason(f.result, "c", "y", Reason::TargetUnsupported);
+  EXPECT_EQ(count_fused(*f.model.graph), 0);
+  // Twins: a ReLU epilogue fuses, and a target that declares the clip epilogue fast fuses the Clip.
+  auto relu = fuse(conv + "y = Relu(c) }");
+  expect_reason(relu.result, "c", "y", Reason::Fused);
+  Target gpu = Target::builtin_or_file("cuda-h200");
+  auto clip_ok = fuse(conv + "y = Clip(c, lo, hi) }", 2, "", gpu);
+  expect_reason(clip_ok.result, "c", "y", Reason::Fused);
 }
 
 }  // namespace

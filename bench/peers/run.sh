@@ -4,7 +4,7 @@
 #   bash bench/peers/run.sh [BIN]        BIN defaults to build/release/graph-autofusion (relative to the repo root)
 #
 # Environment: MODELS (default ../shared/models from the repo root), ROUNDS (5), THREADS (2), BATCH_MS (1000);
-# OMP_* variables reach our runtime (OMP_WAIT_POLICY=passive keeps it from spinning on a busy machine).
+# OMP_* and GOMP_SPINCOUNT reach our runtime (the Makefile bounds OpenMP spinning with GOMP_SPINCOUNT=10000).
 #
 # For each MODELS/*/model.onnx (inputs test_data_set_0/input_*.pb, reference output_0.pb) it runs ROUNDS rounds;
 # a round runs one after another ORT with optimisations disabled, ORT with all optimisations, ours unfused and
@@ -166,7 +166,7 @@ echo
 ort_version=$(json "$here/node_modules/onnxruntime-node/package.json" version)
 echo "graph-autofusion vs ONNX Runtime $ort_version (CPU EP), $threads threads, $(nproc) CPUs," \
      "median of $rounds rounds of per-batch medians; ours ran with OMP_NUM_THREADS=$threads" \
-     "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"
+     "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)} GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-(unset)}"
 echo
 echo "| model | ORT-disabled ms | ORT-all ms | ours unfused ms | ours fused ms | fused/ORT-all" \
      "| kernels ORT-all vs ours | max rel err (ours fused) |"

@@ -8,7 +8,9 @@
 #
 # For each MODELS/*/model.onnx (inputs test_data_set_0/input_*.pb, reference output_0.pb) it runs ROUNDS rounds;
 # a round runs one after another ORT with optimisations disabled, ORT with all optimisations, ours unfused and
-# ours fused (fused once beforehand with --opt-level 3), each a fresh process timing N runs after one warm-up.
+# ours fused (`run --opt-level 3`: fused in the process, as the written fused.onnx describes but with our own
+# channels-last and gaf ops kept, which the portable file decomposes), each a fresh process timing N runs after
+# one warm-up.
 # N is chosen per model so that one batch of ours unfused takes about BATCH_MS. A column is the median over the
 # rounds of each batch's median. The first round also saves the first output of every configuration and checks it
 # against the reference with `BIN compare` (rtol 1e-3, atol 1e-5; ORT's raw output is wrapped in a TensorProto).
@@ -55,9 +57,9 @@ ort_run() {
 }
 # ours_run MODEL N SAVE_DIR IN...: prints the median latency in ms; SAVE_DIR ("" for none) gets the outputs.
 ours_run() {
-  local model=$1 n=$2 save=$3 out ms
-  shift 3
-  out=$("$bin" run "$model" --iterations "$n" ${save:+--save-outputs "$save"} --input-pb "$@") ||
+  local model=$1 n=$2 save=$3 opt=$4 out ms
+  shift 4
+  out=$("$bin" run "$model" --opt-level "$opt" --iterations "$n" ${save:+--save-outputs "$save"} --input-pb "$@") ||
     die "$model: graph-autofusion run failed"
   ms=$(sed -n 's/^latency over [0-9]* runs: min [0-9.]* ms, median \([0-9.]*\) ms.*/\1/p' <<<"$out")
   [[ -n $ms ]] || die "$model: no latency line in the output of graph-autofusion run"
@@ -125,7 +127,7 @@ for model in "$models"/*/model.onnx; do
   j=$(node "$here/onnx_tool.js" flops "$w/shapes.onnx")
   flops=$(json "$j" flops)
   [[ $(json "$j" unknown) == "" ]] || echo "   flops: no static shapes for $(json "$j" unknown) (not counted)" >&2
-  ms=$(ours_run "$model" 3 "" "${in[@]}")
+  ms=$(ours_run "$model" 3 "" 0 "${in[@]}")
   n=$(iterations "$ms")
   echo "== $name: $n runs per batch" >&2
 
@@ -137,8 +139,8 @@ for model in "$models"/*/model.onnx; do
     j_all=$(ort_run "$model" all "$n" "${save:+$w/ort_all.raw}" "${in[@]}")
     t_ort_off+=("$(json "$j_off" median_ms)")
     t_ort_all+=("$(json "$j_all" median_ms)")
-    t_unfused+=("$(ours_run "$model" "$n" "${save:+$w/unfused}" "${in[@]}")")
-    t_fused+=("$(ours_run "$w/fused.onnx" "$n" "${save:+$w/fused}" "${in[@]}")")
+    t_unfused+=("$(ours_run "$model" "$n" "${save:+$w/unfused}" 0 "${in[@]}")")
+    t_fused+=("$(ours_run "$model" "$n" "${save:+$w/fused}" 3 "${in[@]}")")
     if [[ -n $save ]]; then
       ort_nodes=$(json "$j_all" nodes)
       ort_pb "$j_off" "$w/ort_disabled.raw" "$w/ort_disabled.pb"

@@ -58,7 +58,8 @@ std::unique_ptr<Pass> make_shape_folding();                     // Shape/Size of
 std::unique_ptr<Pass> make_conv_bn_fold();          // Conv -> BatchNorm / per-channel Mul, Add -> Conv
 std::unique_ptr<Pass> make_matmul_add_to_gemm();    // 2-D MatMul + constant bias -> Gemm
 std::unique_ptr<Pass> make_shape_inference();      // fills shapes ONNX left unknown, from folded constants
-std::unique_ptr<Pass> make_transpose_fold();        // Transposes into Gemm flags, pairs, constants
+std::unique_ptr<Pass> make_transpose_fold();
+std::unique_ptr<Pass> make_layout_nhwc();          // Conv -> channels-last gaf.Conv between Transposes (CPU)        // Transposes into Gemm flags, pairs, constants
 std::unique_ptr<Pass> make_sibling_matmul_merge();  // MatMuls sharing an input -> MatMul + Split
 // Recognition of decomposed ops.
 std::unique_ptr<Pass> make_layer_norm_recognition();  // mean/variance chain -> LayerNormalization

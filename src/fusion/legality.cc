@@ -126,7 +126,7 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
       if (n != anchor && op_kind(*n) > OpKind::Broadcast)
         return D::no(Reason::AnchorPosition,
                      fmt::format("{} is not an elementwise epilogue of {}", n->describe(), anchor->describe()));
-    if (anchor->op_type == "Conv" && !target.conv_clip_epilogue)
+    if (anchor->op_type == "Conv" && anchor->domain.empty() && !target.conv_clip_epilogue)
       for (const Node* n : nodes)
         if (n->op_type == "Clip" && n->domain.empty())
           return D::no(Reason::TargetUnsupported,

@@ -9,6 +9,7 @@
 //   LayerNormalization    -> standard LayerNormalization at opset >= 17, else ReduceMean/Sub/Mul/ReduceMean/
 //                            Add eps/Sqrt/Div/Mul scale/Add bias
 //   RMSNormalization      -> Div(x, Sqrt(Add(ReduceMean(Mul(x, x)), eps))) * scale
+//   Conv, MaxPool, AveragePool (layout NHWC) -> Transpose(op(Transpose(x, to NCHW)), to NHWC)
 //   Attention             -> Transpose(MatMul(Softmax(MatMul(Q', Transpose(K')) * scale [+ mask]), V'), out_perm)
 //                            with Q' = Transpose(Q, q_perm) and so on (a Transpose only where a perm is given)
 #include <cmath>
@@ -112,6 +113,15 @@ class Decomposer {
     }
     if (kind == "Attention") {
       replace(n, attention(n));
+      return true;
+    }
+    if (kind == "Conv" || kind == "MaxPool" || kind == "AveragePool") {  // layout = "NHWC"
+      std::vector<Value*> ins = {op(n, "Transpose", {x}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}})};
+      for (int i = 1; i < n->num_inputs(); ++i) ins.push_back(n->input(i));
+      auto attrs = n->attrs;
+      attrs.erase("layout");
+      Value* y = op(n, kind, ins, attrs);
+      replace(n, op(n, "Transpose", {y}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}}));
       return true;
     }
     fail("{}: no standard ONNX form for gaf op '{}'", n->describe(), kind);

@@ -42,6 +42,12 @@ PassManager PassManager::for_opt_level(int opt_level) {
   if (opt_level >= 3) pm.add(make_sibling_matmul_merge());
   pm.add(make_transpose_fold());
   pm.add(make_conv_bn_fold());
+  // Channels-last convolutions for the CPU runtime, after BN folding; transpose folding cancels the Transposes
+  // between consecutive convolutions.
+  if (opt_level >= 2) {
+    pm.add(make_layout_nhwc());
+    pm.add(make_transpose_fold());
+  }
   pm.add(make_matmul_add_to_gemm());
   // LayerNorm before RMSNorm: a LayerNorm contains an RMSNorm of its centred input.
   pm.add(make_layer_norm_recognition());

@@ -6,11 +6,15 @@
 //   Transpose(constant c)                  -> constant c^T            (c read only here, so no copy is kept)
 //   Gemm(Transpose(A), B)                  -> Gemm(A, B, transA = !transA)     (B likewise)
 //   MatMul(Transpose(A), B), all 2-D       -> Gemm(A, B, transA = 1)           (B likewise; opset >= 11)
+//   f(Transpose(a, p), Transpose(b, p), s) -> Transpose(f(a, b, s), p)  f elementwise, s scalar constants: moves the
+//                                             Transpose down (k of them become one) until it meets its inverse;
+//                                             an operand b with a Transpose(b, p^-1) elsewhere reads that instead
 //
 // A folded Transpose still read elsewhere stays for those readers. Perms are validated; a Transpose without a
 // perm attribute reverses the dims, which needs the input rank.
 #include <numeric>
 
+#include "gaf/op_registry.h"
 #include "gaf/passes.h"
 #include "passes/rewrite_util.h"
 
@@ -43,6 +47,7 @@ class TransposeFold final : public Pass {
       if (is_op(&n, "Transpose")) return fold_transpose(rw, n);
       if (is_op(&n, "Gemm")) return into_gemm(rw, n);
       if (is_op(&n, "MatMul")) return matmul_to_gemm(rw, n);
+      if (op_kind(n) <= OpKind::Broadcast) return push_down(rw, n);
       return false;
     });
     if (count) ctx.count(name(), count);
@@ -50,6 +55,62 @@ class TransposeFold final : public Pass {
   }
 
  private:
+  // f(Transpose(a, p), ..., scalars) -> Transpose(f(a, ...), p)
+  static bool push_down(rewrite::Rewriter& rw, Node& n) {
+    Graph& g = rw.graph();
+    if ((!n.domain.empty() && n.domain != "gaf") || n.num_outputs() != 1 || n.op_type == "BatchNormalization" ||
+        n.has_attr("broadcast"))
+      return false;
+    Value* y = n.output(0);
+    const int rank = rewrite::rank_of(y);
+    if (rank < 2) return false;
+    std::optional<std::vector<int64_t>> perm;
+    std::vector<Node*> transposes;
+    std::vector<Value*> ins(size_t(n.num_inputs()), nullptr);
+    for (int i = 0; i < n.num_inputs(); ++i) {
+      Value* v = n.input(i);
+      Node* t = v ? rewrite::producer_op(v, "Transpose") : nullptr;
+      if (!t) continue;
+      auto p = rewrite::transpose_perm(*t);
+      if (!p || int(p->size()) != rank || (perm && *p != *perm) || !rewrite::used_only_by(g, v, {&n}) ||
+          !v->type.shape || !y->type.shape || !(*v->type.shape == *y->type.shape))
+        return false;
+      perm = p;
+      transposes.push_back(t);
+      ins[size_t(i)] = t->input(0);
+    }
+    if (!perm) return false;
+    std::vector<int64_t> inverse(perm->size());
+    for (size_t j = 0; j < perm->size(); ++j) inverse[size_t((*perm)[j])] = int64_t(j);
+    for (int i = 0; i < n.num_inputs(); ++i) {
+      Value* v = n.input(i);
+      if (!v || ins[size_t(i)]) continue;
+      const Tensor* c = rewrite::constant_of(g, v);
+      if (c && c->numel() == 1 && c->rank() <= rank) {  // scalars broadcast the same either way
+        ins[size_t(i)] = v;
+        continue;
+      }
+      // v = Transpose(Transpose(v, inverse), perm): reuse an inverse Transpose of v another reader already has.
+      if (!v->type.shape || !y->type.shape || !(*v->type.shape == *y->type.shape)) return false;
+      for (const Use& u : v->uses())
+        if (is_op(u.node, "Transpose") && u.node != &n && rewrite::transpose_perm(*u.node) == inverse)
+          ins[size_t(i)] = u.node->output(0);
+      if (!ins[size_t(i)]) return false;
+    }
+    Node* f = rw.add_node(n.op_type, ins, {y}, n.domain, n.opset);
+    f->attrs = n.attrs;
+    Shape s(static_cast<size_t>(rank));
+    for (int j = 0; j < rank; ++j) s[size_t((*perm)[size_t(j)])] = (*y->type.shape)[size_t(j)];
+    f->output(0)->type.shape = s;
+    Node* t = rw.add_node("Transpose", {f->output(0)}, {y}, "", transposes[0]->opset);
+    t->attrs["perm"] = *perm;
+    rw.replace(y, t->output(0));
+    std::vector<Node*> erase = {&n};
+    erase.insert(erase.end(), transposes.begin(), transposes.end());
+    rw.erase_unused(erase);
+    return true;
+  }
+
   static bool fold_transpose(rewrite::Rewriter& rw, Node& t) {
     Graph& g = rw.graph();
     Value* x = t.input(0);

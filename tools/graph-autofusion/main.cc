@@ -22,6 +22,7 @@ struct RunArgs {
   std::string save_outputs;
   int iterations = 0;
   uint64_t seed = 0;
+  int opt_level = 0;  // run: fuse in memory at this level first (0: run the file as it is)
 };
 
 int cmd_info(const std::string& path) {
@@ -45,6 +46,12 @@ std::vector<Tensor> gather_inputs(const RunArgs& a, const runtime::Session& s) {
 
 int cmd_run(const RunArgs& a) {
   Model m = onnx_io::load_model(a.model);
+  if (a.opt_level > 0) {
+    tools::FuseOptions opts;
+    opts.fusion.opt_level = a.opt_level;
+    opts.fusion.rules = FusionRules::from_env_or_file("");
+    std::cout << tools::fuse_model(m, opts).summary_line() << "\n";
+  }
   runtime::Session session(*m.graph);
   std::vector<Tensor> inputs = gather_inputs(a, session);
   tools::Timing timing;
@@ -228,6 +235,9 @@ int main(int argc, char** argv) {
   run->add_option("--save-outputs", run_args.save_outputs, "write output_<i>.pb files to this folder");
   run->add_option("--iterations", run_args.iterations, "timed runs after one warm-up; prints min and median")
       ->check(CLI::NonNegativeNumber);
+  run->add_option("--opt-level,-O", run_args.opt_level,
+                  "fuse in memory first (rewrites, channels-last layout, generated kernels); 0 runs the file as is")
+      ->check(CLI::Range(0, 3));
 
   auto* demo = app.add_subcommand("demo", "build, run and report the built-in transformer block");
 

@@ -135,6 +135,9 @@ std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string
     }
     sources.push_back(*s);
   }
+  // Addends come after the anchor's full input list (Conv and Gemm: 3, the bias optional; MatMul: 2).
+  const size_t fixed = anchor->op_type == "MatMul" ? 2 : 3;
+  while (sources.size() < fixed) sources.push_back(AnchorPostOpKernel::Source{});
   std::vector<PostOp> ops;
   const Value* cur = anchor->output(0);
   size_t consumed = 1;
@@ -205,7 +208,7 @@ std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string
       }
       // Measured on mobilenet_v2: oneDNN 2.6's convolutions with a clip/bounded_relu post-op ran 0.75x the
       // speed of Conv then Clip, so Conv groups ending in Clip keep the two kernels.
-      if (anchor->op_type == "Conv") {
+      if (anchor->op_type == "Conv" && anchor->domain.empty()) {
         *why = fmt::format("{}: a clip post-op slows oneDNN 2.6 convolutions down (measured), kept as two kernels",
                            n->describe());
         return std::nullopt;

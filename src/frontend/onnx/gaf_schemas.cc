@@ -122,6 +122,82 @@ onnx::OpSchema attention() {
   return s;
 }
 
+// gaf.Conv / gaf.MaxPool / gaf.AveragePool: the ONNX ops on channels-last activations [N, H, W, C] (attribute
+// layout = "NHWC"; the layout-nhwc pass). Output [N, OH, OW, M] with ONNX's window arithmetic.
+void infer_nhwc_window(onnx::InferenceContext& ctx, bool conv) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!onnx::hasInputShape(ctx, 0)) return;
+  const auto& xs = ctx.getInputType(0)->tensor_type().shape();
+  const int rank = xs.dim_size();
+  if (rank < 3) fail_shape_inference("input must be N x spatial... x C");
+  const int r = rank - 2;
+  std::vector<int64_t> k, strides, dil, pads;
+  onnx::getRepeatedAttribute(ctx, "kernel_shape", k);
+  const onnx::TensorShapeProto* ws = nullptr;
+  if (conv) {
+    if (!onnx::hasInputShape(ctx, 1)) return;
+    ws = &ctx.getInputType(1)->tensor_type().shape();
+    if (k.empty())
+      for (int i = 2; i < ws->dim_size(); ++i) {
+        if (!ws->dim(i).has_dim_value()) return;
+        k.push_back(ws->dim(i).dim_value());
+      }
+  }
+  if (int(k.size()) != r) fail_shape_inference("kernel_shape must have one entry per spatial dim");
+  onnx::getRepeatedAttribute(ctx, "strides", strides);
+  onnx::getRepeatedAttribute(ctx, "dilations", dil);
+  onnx::getRepeatedAttribute(ctx, "pads", pads);
+  strides.resize(size_t(r), 1), dil.resize(size_t(r), 1), pads.resize(size_t(2 * r), 0);
+  std::string auto_pad = onnx::getAttribute(ctx, "auto_pad", std::string("NOTSET"));
+  bool ceil_mode = onnx::getAttribute(ctx, "ceil_mode", int64_t(0)) != 0;
+  auto* out = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  out->clear_dim();
+  *out->add_dim() = xs.dim(0);
+  for (int i = 0; i < r; ++i) {
+    auto* d = out->add_dim();
+    const auto& in = xs.dim(1 + i);
+    if (!in.has_dim_value()) continue;
+    int64_t n = in.dim_value(), ext = (k[size_t(i)] - 1) * dil[size_t(i)] + 1, s = strides[size_t(i)];
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") d->set_dim_value((n + s - 1) / s);
+    else if (auto_pad == "VALID") d->set_dim_value((n - ext) / s + 1);
+    else {
+      int64_t span = n + pads[size_t(i)] + pads[size_t(i + r)] - ext;
+      d->set_dim_value((ceil_mode ? (span + s - 1) / s : span / s) + 1);
+    }
+  }
+  if (conv) *out->add_dim() = ws->dim(0);
+  else *out->add_dim() = xs.dim(rank - 1);
+}
+
+onnx::OpSchema nhwc(const char* name, bool conv) {
+  onnx::OpSchema s;
+  s.SetName(name)
+      .SetDomain("gaf")
+      .SinceVersion(1)
+      .SetDoc("The ONNX op of this name on channels-last activations (layout = \"NHWC\").")
+      .Attr("layout", "\"NHWC\"", onnx::AttributeProto::STRING, std::string("NHWC"))
+      .Attr("kernel_shape", "window", onnx::AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Attr("strides", "strides", onnx::AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Attr("dilations", "dilations", onnx::AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Attr("pads", "pads", onnx::AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Attr("auto_pad", "auto_pad", onnx::AttributeProto::STRING, std::string("NOTSET"))
+      .Input(0, "X", "channels-last input", "T")
+      .Output(0, "Y", "channels-last output", "T")
+      .TypeConstraint("T", {"tensor(float)"}, "float tensors");
+  if (conv) {
+    s.Attr("group", "groups", onnx::AttributeProto::INT, int64_t(1))
+        .Input(1, "W", "weights [M, C/group, kH, kW]", "T")
+        .Input(2, "B", "bias", "T", onnx::OpSchema::Optional)
+        .TypeAndShapeInferenceFunction([](onnx::InferenceContext& c) { infer_nhwc_window(c, true); });
+  } else {
+    s.Attr("ceil_mode", "ceil_mode", onnx::AttributeProto::INT, int64_t(0))
+        .Attr("storage_order", "storage_order", onnx::AttributeProto::INT, int64_t(0))
+        .Attr("count_include_pad", "count_include_pad", onnx::AttributeProto::INT, int64_t(0))
+        .TypeAndShapeInferenceFunction([](onnx::InferenceContext& c) { infer_nhwc_window(c, false); });
+  }
+  return s;
+}
+
 }  // namespace
 
 void register_gaf_schemas() {
@@ -136,6 +212,9 @@ void register_gaf_schemas() {
     onnx::RegisterSchema(normalization("LayerNormalization", true));
     onnx::RegisterSchema(normalization("RMSNormalization", false));
     onnx::RegisterSchema(attention());
+    onnx::RegisterSchema(nhwc("Conv", true));
+    onnx::RegisterSchema(nhwc("MaxPool", false));
+    onnx::RegisterSchema(nhwc("AveragePool", false));
   });
 }
 

@@ -10,6 +10,7 @@ namespace gaf::runtime {
 namespace dnnl_ops {
 
 bool supports_post_ops(const Node& anchor) {
+  if (anchor.domain == "gaf" && anchor.op_type == "Conv") return anchor.input(0) && anchor.input(0)->type.dtype == DType::Float;
   if (!anchor.domain.empty()) return false;
   if (anchor.op_type != "MatMul" && anchor.op_type != "Gemm" && anchor.op_type != "Conv") return false;
   const Value* x = anchor.input(0);
@@ -24,6 +25,8 @@ std::unique_ptr<Kernel> make_anchor_kernel(const Node& anchor, std::vector<PostO
     if (anchor.op_type == "Gemm") return dnnl_detail::make_gemm_kernel(anchor, std::move(post_ops));
     if (anchor.op_type == "Conv") return dnnl_detail::make_conv_kernel(anchor, std::move(post_ops));
   }
+  if (anchor.domain == "gaf" && anchor.op_type == "Conv")  // channels-last Conv (layout = "NHWC")
+    return dnnl_detail::make_conv_kernel(anchor, std::move(post_ops));
   fail("{}: only MatMul, Gemm and Conv take fused post-ops", anchor.describe());
 }
 

@@ -1,7 +1,11 @@
 // Conv and ConvTranspose through oneDNN (fp32; fp16/bf16 staged through fp32), 1 to 3 spatial dims, groups,
 // dilations, strides, pads and auto_pad. Activations are plain NCHW tensors; the primitive may compute in its
 // preferred blocked layout, with reorders at the boundary (measured faster for all but 1x1 convolutions,
-// which run directly on NCHW). Constant weights are packed once. Double, more than 3 spatial dims and shapes
+// which run directly on NCHW). Constant weights are packed once.
+//
+// gaf.Conv with layout = "NHWC" (what the layout-nhwc pass makes of a Conv): activations, output and addends are
+// channels-last tensors [N, spatial..., C]; the primitive reads and writes them in place (oneDNN's fastest CPU
+// convolutions are channels-last or blocked), so a chain of such convolutions pays no layout reorders. Double, more than 3 spatial dims and shapes
 // oneDNN rejects run on plain loops.
 #include <type_traits>
 
@@ -22,6 +26,8 @@ class ConvKernel final : public Kernel {
   ConvKernel(const Node& node, bool transpose, std::vector<PostOp> post_ops)
       : node_(node), transpose_(transpose), ops_(std::move(post_ops)) {
     check_post_ops(node, ops_, 3);
+    nhwc_ = node.attr_string("layout", "NCHW") == "NHWC";
+    GAF_CHECK(!nhwc_ || !transpose, "{}: the NHWC layout is for Conv only", node.describe());
     attrs_ = WindowAttrs::parse(node);
     group_ = node.attr_int("group", 1);
     for (size_t i = 0; i < ops_.size(); ++i)
@@ -54,9 +60,9 @@ class ConvKernel final : public Kernel {
     if (!e) {
       std::vector<Dims> addends;
       for (int src : addend_src_) addends.push_back(ctx.in(src).dims());
-      e = &cache_.insert(key, build(X.dims(), W.dims(), B ? &B->dims() : nullptr, X.dtype(), addends));
+      e = &cache_.insert(key, build(logical(X.dims()), W.dims(), B ? &B->dims() : nullptr, X.dtype(), addends));
     }
-    Tensor& Y = ctx.allocate_output(0, X.dtype(), e->s.out);
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), physical(e->s.out));
     if (Y.numel() == 0) return;
     if (e->reference)
       run_reference(ctx, *e, X, W, B, Y);
@@ -81,10 +87,34 @@ class ConvKernel final : public Kernel {
     int sum_addend = -1;  // the addend added as a sum post-op (written into the output buffer first)
   };
 
+  // NHWC: physical [N, spatial..., C] <-> the logical [N, C, spatial...] oneDNN and conv_shape speak.
+  Dims logical(const Dims& d) const {
+    if (!nhwc_ || d.size() < 3) return d;
+    Dims l = {d[0], d.back()};
+    l.insert(l.end(), d.begin() + 1, d.end() - 1);
+    return l;
+  }
+  Dims physical(const Dims& d) const {
+    if (!nhwc_ || d.size() < 3) return d;
+    Dims p = {d[0]};
+    p.insert(p.end(), d.begin() + 2, d.end());
+    p.push_back(d[1]);
+    return p;
+  }
+  // The oneDNN descriptor of an activation of logical dims `d` as it lies in memory.
+  memory::desc user_desc(const Dims& d) const {
+    if (!nhwc_) return plain_desc(d);
+    Dims ps = contiguous_strides(physical(d));
+    Dims ls = {ps[0], ps.back()};
+    ls.insert(ls.end(), ps.begin() + 1, ps.end() - 1);
+    return strided_desc(d, ls);
+  }
+
   void prebuild() {
     if (!addend_src_.empty()) return;
     auto x = static_input_dims(node_, 0), w = static_input_dims(node_, 1);
     if (!x || !w) return;
+    x = logical(*x);
     DType t = node_.input(0)->type.dtype;
     if (node_.input(1)->type.dtype != t) return;
     std::optional<Dims> b;
@@ -110,19 +140,22 @@ class ConvKernel final : public Kernel {
     auto e = std::make_unique<Entry>();
     e->s = conv_shape(node_, transpose_, attrs_, group_, x, w, b);
     const ConvShape& s = e->s;
-    for (const Dims& ad : addends) e->addend_padded.push_back(addend_dims(node_, ad, s.out));
+    for (const Dims& ad : addends)  // NHWC: broadcast against the physical output, then seen logically
+      e->addend_padded.push_back(nhwc_ ? logical(addend_dims(node_, ad, physical(s.out))) : addend_dims(node_, ad, s.out));
     bool degenerate = numel_of(s.out) == 0 || s.C == 0 || numel_of(x) == 0;
     if (!is_dnnl_float(dtype) || s.win.rank() > 3 || degenerate) {
       if (s.win.rank() > 3)
         unsupported("{}: {} spatial dimensions are not supported (at most 3)", node_.describe(),
                     s.win.rank());
+      if (nhwc_) unsupported("{}: an NHWC convolution runs on oneDNN only (float types)", node_.describe());
       e->reference = true;
       return e;
     }
     try {
       build_dnnl(*e, x, w, b != nullptr, addends.size());
-    } catch (const dnnl::error&) {
+    } catch (const dnnl::error& err) {
       // A configuration no oneDNN implementation takes (e.g. unusual negative pads): plain loops.
+      if (nhwc_) unsupported("{}: oneDNN rejects this NHWC convolution ({})", node_.describe(), err.what());
       e->reference = true;
     }
     return e;
@@ -150,15 +183,16 @@ class ConvKernel final : public Kernel {
     wd.insert(wd.end(), kdims.begin(), kdims.end());
     ws.insert(ws.end(), kstr.begin(), kstr.end());
 
-    e.src_user = plain_desc(x);
+    e.src_user = user_desc(x);
     e.wei_user = strided_desc(wd, ws);
-    e.dst_user = plain_desc(s.out);
+    e.dst_user = user_desc(s.out);
     e.bias_md = has_bias ? plain_desc({s.M}) : memory::desc();
     bool pointwise = !transpose_ && g == 1;
     for (int i = 0; i < r; ++i) pointwise &= win.k[i] == 1 && win.pb[i] == 0 && win.pe[i] == 0;
     const auto any = memory::format_tag::any;
-    const memory::desc src_req = pointwise ? e.src_user : memory::desc(e.src_user.dims(), dt::f32, any);
-    const memory::desc dst_req = pointwise ? e.dst_user : memory::desc(e.dst_user.dims(), dt::f32, any);
+    const bool in_place = pointwise || nhwc_;  // channels-last is what the fast kernels take: no reorders
+    const memory::desc src_req = in_place ? e.src_user : memory::desc(e.src_user.dims(), dt::f32, any);
+    const memory::desc dst_req = in_place ? e.dst_user : memory::desc(e.dst_user.dims(), dt::f32, any);
     // Weights in the primitive's preferred layout: constant ones are packed once, fed ones reordered per run
     // (a plain-layout request can push oneDNN onto a much slower implementation).
     memory::desc wei_req = memory::desc(e.wei_user.dims(), dt::f32, any);
@@ -192,7 +226,7 @@ class ConvKernel final : public Kernel {
     // kernel wins: (1) sum for the first full-size addend, binary for the rest; (2) binary for all, plain
     // layout; (3) binary for all, materialised in the output's layout.
     e.addend_full.assign(n_addends, false);
-    for (const Dims& d : e.addend_padded) e.addend_mds.push_back(plain_desc(d));
+    for (const Dims& d : e.addend_padded) e.addend_mds.push_back(user_desc(d));
     dnnl::primitive_desc pd;
     for (size_t i = 0; i < n_addends && e.sum_addend < 0; ++i)
       if (e.addend_padded[i] == s.out) e.sum_addend = int(i);
@@ -205,7 +239,7 @@ class ConvKernel final : public Kernel {
       if (!pd) e.sum_addend = -1;
     }
     if (!pd) pd = make_pd(&e.addend_mds, -1);
-    if (n_addends > 0 && is_reference_impl(pd)) {
+    if (n_addends > 0 && is_reference_impl(pd) && !nhwc_) {
       std::vector<memory::desc> full(n_addends, pd.dst_desc());
       dnnl::primitive_desc pd1 = make_pd(&full, -1);
       if (!is_reference_impl(pd1) && pd1.dst_desc() == pd.dst_desc()) {
@@ -363,6 +397,7 @@ class ConvKernel final : public Kernel {
 
   const Node& node_;
   bool transpose_;
+  bool nhwc_ = false;
   std::vector<PostOp> ops_;
   std::vector<int> addend_src_, addend_pos_;
   WindowAttrs attrs_;
@@ -375,6 +410,11 @@ class ConvKernel final : public Kernel {
 double conv_flops(const Node& n, bool transpose) {
   auto x = static_input_dims(n, 0), w = static_input_dims(n, 1);
   if (!x || !w) return 0;
+  if (n.attr_string("layout", "NCHW") == "NHWC" && x->size() >= 3) {  // physical [N, spatial..., C]
+    Dims l = {(*x)[0], x->back()};
+    l.insert(l.end(), x->begin() + 1, x->end() - 1);
+    x = l;
+  }
   try {
     ConvShape s = conv_shape(n, transpose, WindowAttrs::parse(n), n.attr_int("group", 1), *x, *w, nullptr);
     double k = double(numel_of(Dims(w->begin() + 2, w->end())));
@@ -398,6 +438,10 @@ std::unique_ptr<Kernel> make_conv_kernel(const Node& node, std::vector<PostOp> p
 
 void register_conv_ops(OpRegistry& r) {
   r.add("Conv", OpKind::Anchor)
+      .set_flops([](const Node& n) { return conv_flops(n, false); })
+      .set_kernel([](const Node& n) { return make_conv_kernel(n, {}); });
+  // gaf.Conv: Conv on channels-last activations (attribute layout = "NHWC"), from the layout-nhwc pass.
+  r.add("Conv", OpKind::Anchor, "gaf")
       .set_flops([](const Node& n) { return conv_flops(n, false); })
       .set_kernel([](const Node& n) { return make_conv_kernel(n, {}); });
   r.add("ConvTranspose", OpKind::Anchor)

@@ -151,12 +151,15 @@ class PoolKernel final : public Kernel {
               node.describe(), storage_order_);
     if (kind == PoolKind::Lp) p_ = lp_norm_p(node);
     want_indices_ = kind == PoolKind::Max && node.num_outputs() > 1 && !node.output(1)->absent_output;
+    // gaf.MaxPool / gaf.AveragePool with layout = "NHWC": channels-last activations (layout-nhwc pass).
+    nhwc_ = node.attr_string("layout", "NCHW") == "NHWC";
+    GAF_CHECK(!nhwc_ || !want_indices_, "{}: an NHWC pool has no indices output", node.describe());
     // Static input shape: build the primitive now; shape errors surface at run time instead.
     if (auto x = static_input_dims(node, 0)) {
       try {
         Dims key;
         key_append(key, *x, node.input(0)->type.dtype);
-        cache_.insert(key, build(*x, node.input(0)->type.dtype));
+        cache_.insert(key, build(logical(*x), node.input(0)->type.dtype));
       } catch (const Error&) {
       }
     }
@@ -167,12 +170,21 @@ class PoolKernel final : public Kernel {
     Dims key;
     key_append(key, &X);
     Entry* e = cache_.find(key);
-    if (!e) e = &cache_.insert(key, build(X.dims(), X.dtype()));
-    Tensor& Y = ctx.allocate_output(0, X.dtype(), e->out);
+    if (!e) e = &cache_.insert(key, build(logical(X.dims()), X.dtype()));
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), physical(e->out));
     Tensor* I = want_indices_ ? &ctx.allocate_output(1, DType::Int64, e->out) : nullptr;
     if (Y.numel() == 0) return;
     if (e->use_dnnl) {
       run_dnnl(ctx, *e, X, Y);
+      return;
+    }
+    if (nhwc_) {  // no oneDNN kernel (e.g. dilations): the plain loop on an NCHW copy
+      GAF_CHECK(X.dtype() == DType::Float, "{}: an NHWC pool takes float", node_.describe());
+      Tensor Xc(DType::Float, logical(X.dims()), ctx.allocator()), Yc(DType::Float, e->out, ctx.allocator());
+      channels(X.data<float>(), Xc.data<float>(), X.dims(), true);
+      ref_pool<float>(PoolDims(X.dim(0) * X.dims().back(), e->win), kind_, count_include_pad_, p_,
+                      Xc.data<float>(), Yc.data<float>(), nullptr, false);
+      channels(Yc.data<float>(), Y.data<float>(), Y.dims(), false);
       return;
     }
     PoolDims pd(X.dim(0) * X.dim(1), e->win);
@@ -241,8 +253,8 @@ class PoolKernel final : public Kernel {
     // oneDNN counts a ceil_mode overhang as padding; ONNX's count_include_pad counts only the given pads.
     if (kind_ == PoolKind::Avg && count_include_pad_ && overhang) return e;
     const dt_t data_type = t == DType::Int8 ? dt_t::s8 : t == DType::UInt8 ? dt_t::u8 : dt_t::f32;
-    e->src_md = plain_desc(x, data_type);
-    e->dst_md = plain_desc(e->out, data_type);
+    e->src_md = user_desc(x, data_type);
+    e->dst_md = user_desc(e->out, data_type);
     const dnnl::algorithm alg = kind_ == PoolKind::Max ? dnnl::algorithm::pooling_max
                                 : count_include_pad_   ? dnnl::algorithm::pooling_avg_include_padding
                                                        : dnnl::algorithm::pooling_avg_exclude_padding;
@@ -270,7 +282,40 @@ class PoolKernel final : public Kernel {
     if (staged) store_from_float(Yf.data<float>(), Y);
   }
 
+  // NHWC: physical [N, spatial..., C] <-> logical [N, C, spatial...].
+  Dims logical(const Dims& d) const {
+    if (!nhwc_ || d.size() < 3) return d;
+    Dims l = {d[0], d.back()};
+    l.insert(l.end(), d.begin() + 1, d.end() - 1);
+    return l;
+  }
+  Dims physical(const Dims& d) const {
+    if (!nhwc_ || d.size() < 3) return d;
+    Dims p = {d[0]};
+    p.insert(p.end(), d.begin() + 2, d.end());
+    p.push_back(d[1]);
+    return p;
+  }
+  // Copies between channels-last `phys` dims [N, S..., C] and channels-first: to_first = NHWC -> NCHW.
+  static void channels(const float* src, float* dst, const Dims& phys, bool to_first) {
+    const int64_t n = phys[0], c = phys.back(), sp = numel_of(phys) / std::max<int64_t>(n * c, 1);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < sp; ++i)
+        for (int64_t k = 0; k < c; ++k) {
+          int64_t last = (b * sp + i) * c + k, first = (b * c + k) * sp + i;
+          dst[to_first ? first : last] = src[to_first ? last : first];
+        }
+  }
+  memory::desc user_desc(const Dims& d, dt_t t) const {
+    if (!nhwc_) return plain_desc(d, t);
+    Dims ps = contiguous_strides(physical(d));
+    Dims ls = {ps[0], ps.back()};
+    ls.insert(ls.end(), ps.begin() + 1, ps.end() - 1);
+    return strided_desc(d, ls, t);
+  }
+
   const Node& node_;
+  bool nhwc_ = false;
   PoolKind kind_;
   WindowAttrs attrs_;
   bool count_include_pad_ = false, want_indices_ = false;
@@ -435,6 +480,11 @@ void max_unpool_kernel(KernelContext& ctx) {
 double pool_flops(const Node& n, double per_tap) {
   auto x = static_input_dims(n, 0);
   if (!x || x->size() < 3) return 0;
+  if (n.attr_string("layout", "NCHW") == "NHWC") {  // physical [N, spatial..., C]
+    Dims l = {(*x)[0], x->back()};
+    l.insert(l.end(), x->begin() + 1, x->end() - 1);
+    x = l;
+  }
   try {
     WindowAttrs a = WindowAttrs::parse(n);
     Window w = forward_window(n, a, Dims(x->begin() + 2, x->end()), a.kernel_shape);
@@ -458,6 +508,16 @@ void register_pool_ops(OpRegistry& r) {
         return std::make_unique<PoolKernel>(n, PoolKind::Max);
       });
   r.add("AveragePool", OpKind::Anchor)
+      .set_flops([](const Node& n) { return pool_flops(n, 1.0); })
+      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+        return std::make_unique<PoolKernel>(n, PoolKind::Avg);
+      });
+  r.add("MaxPool", OpKind::Anchor, "gaf")  // layout = "NHWC"
+      .set_flops([](const Node& n) { return pool_flops(n, 1.0); })
+      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+        return std::make_unique<PoolKernel>(n, PoolKind::Max);
+      });
+  r.add("AveragePool", OpKind::Anchor, "gaf")
       .set_flops([](const Node& n) { return pool_flops(n, 1.0); })
       .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
         return std::make_unique<PoolKernel>(n, PoolKind::Avg);

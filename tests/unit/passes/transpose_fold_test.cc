@@ -23,7 +23,8 @@ TEST(TransposeFold, PairsComposeIntoOne) {
       a = Transpose <perm = [1, 0, 2]> (x) b = Transpose <perm = [0, 2, 1]> (a) y = Relu(b) })",
                    make_transpose_fold());
   EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Relu", 1}, {"Transpose", 1}})) << r.dump();
-  EXPECT_EQ(r.after.graph->nodes()[0]->attr_ints("perm"), (std::vector<int64_t>{1, 2, 0}));
+  for (const Node* n : r.after.graph->nodes())
+    if (n->op_type == "Transpose") EXPECT_EQ(n->attr_ints("perm"), (std::vector<int64_t>{1, 2, 0}));
   expect_same_outputs(r.before, r.after);
 }
 
@@ -81,6 +82,39 @@ TEST(TransposeFold, TransposeOfAConstantReadOnceIsFolded) {
       c = Constant <value = float[2,3] {1, 2, 3, 4, 5, 6}> () t = Transpose(c) y = Add(x, t) w = Add(z, c) })",
                       make_transpose_fold());
   EXPECT_EQ(twin.count(kPass), 0) << twin.dump();
+}
+
+TEST(TransposeFold, TransposesMoveDownThroughElementwiseOpsAndCancel) {
+  // Two transposed operands and a scalar: Add(Tr(a), Tr(b)) -> Tr(Add(a, b)); Clip and Relu let it through; the
+  // inverse Transpose at the end then cancels it, so no Transpose is left.
+  auto r = rewrite(header() + R"(g (float[2,3,4,5] a, float[2,3,4,5] b) => (float[2,3,4,5] y) {
+      ta = Transpose <perm = [0, 2, 3, 1]> (a)  tb = Transpose <perm = [0, 2, 3, 1]> (b)
+      s = Add(ta, tb)  lo = Constant <value = float {0}> ()  hi = Constant <value = float {6}> ()
+      c = Clip(s, lo, hi)  h = Constant <value = float[1,1,1,1] {0.5}> ()  m = Mul(c, h)  r = Relu(m)
+      y = Transpose <perm = [0, 3, 1, 2]> (r) })",
+                   make_transpose_fold());
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Add", 1}, {"Clip", 1}, {"Mul", 1}, {"Relu", 1}})) << r.dump();
+  expect_same_outputs(r.before, r.after);
+}
+
+TEST(TransposeFold, TransposesDoNotMoveDown) {
+  const std::string cases[] = {
+      // the other operand is neither transposed nor a scalar
+      R"(g (float[2,3,4] a, float[3,4,2] b) => (float[2,3,4] y) {
+          t = Transpose <perm = [1, 2, 0]> (a)  s = Add(t, b)  y = Transpose <perm = [2, 0, 1]> (s) })",
+      // two operands transposed differently
+      R"(g (float[2,3,4] a, float[4,2,3] b) => (float[2,3,4] y) {
+          t = Transpose <perm = [1, 2, 0]> (a)  u = Transpose <perm = [2, 0, 1]> (b)  s = Add(t, u)
+          y = Transpose <perm = [2, 0, 1]> (s) })",
+      // the transposed value is also read elsewhere
+      R"(g (float[2,3,4] a) => (float[2,3,4] y, float[3,4,2] t) {
+          t = Transpose <perm = [1, 2, 0]> (a)  s = Relu(t)  y = Transpose <perm = [2, 0, 1]> (s) })",
+  };
+  for (const auto& c : cases) {
+    auto r = rewrite(header() + c, make_transpose_fold());
+    EXPECT_EQ(r.ops().at("Transpose"), c.find("u = Transpose") != std::string::npos ? 3 : 2) << r.dump();
+    expect_same_outputs(r.before, r.after);
+  }
 }
 
 }  // namespace

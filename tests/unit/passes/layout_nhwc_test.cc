@@ -1,0 +1,78 @@
+#include "pass_test_util.h"
+
+namespace gaf {
+namespace {
+
+using testing::expect_same_outputs;
+using testing::header;
+using testing::rewrite;
+
+const char* kPass = "layout-nhwc";
+
+testing::Rewritten layout(const std::string& text) {
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(make_layout_nhwc());
+  passes.push_back(make_transpose_fold());
+  return rewrite(testing::parse(text), std::move(passes));
+}
+
+Model decomposed(const Model& m) {
+  Model c = tools::copy_model(m);
+  decompose_gaf_ops(*c.graph, 17);
+  return c;
+}
+
+// A residual block: conv -> relu -> conv -> + x -> relu -> max pool, with 3x3 and 1x1 (strided) convolutions.
+std::string block() {
+  std::string w1, w2;
+  for (int i = 0; i < 8 * 8 * 9; ++i) w1 += (i ? "," : "") + std::to_string(((i * 37) % 19 - 9) / 40.0);
+  for (int i = 0; i < 8 * 8; ++i) w2 += (i ? "," : "") + std::to_string(((i * 11) % 13 - 6) / 20.0);
+  return header() + "g (float[1,8,12,12] x) => (float[1,8,6,6] y) {\n" +
+         "w1 = Constant <value = float[8,8,3,3] {" + w1 + "}> ()\n" +
+         "w2 = Constant <value = float[8,8,1,1] {" + w2 + "}> ()\n" + R"(
+    c1 = Conv <pads = [1, 1, 1, 1]> (x, w1)  r1 = Relu(c1)
+    c2 = Conv(r1, w2)  s = Add(c2, x)  r2 = Relu(s)
+    y = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (r2) })";
+}
+
+TEST(LayoutNhwc, ResidualBlockRunsChannelsLastBetweenTwoTransposes) {
+  auto r = layout(block());
+  EXPECT_EQ(r.count(kPass), 3);  // two convolutions and the pool
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{
+                         {"gaf.Conv", 2}, {"gaf.MaxPool", 1}, {"Relu", 2}, {"Add", 1}, {"Transpose", 2}}))
+      << r.dump();
+  for (const Node* n : r.after.graph->nodes())
+    if (n->domain == "gaf") EXPECT_EQ(n->attr_string("layout", ""), "NHWC");
+  expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+  expect_same_outputs(r.before, decomposed(r.after), 1e-4, 1e-5);  // what other runtimes get
+}
+
+TEST(LayoutNhwc, FusedWithEpiloguesAtOptLevelThree) {
+  Model m = testing::parse(block());
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  Model f = testing::fused_copy(m, opts);
+  runtime::Session s(*f.graph);
+  for (const auto& [node, why] : s.codegen_fallbacks()) ADD_FAILURE() << node << " runs op by op: " << why;
+  expect_same_outputs(m, f, 1e-4, 1e-5);
+}
+
+TEST(LayoutNhwc, DoesNotFire) {
+  const std::string cases[] = {
+      // weights fed at run time
+      header() + R"(g (float[1,2,5,5] x, float[3,2,3,3] w) => (float[1,3,3,3] y) { y = Conv(x, w) })",
+      // one spatial dim
+      header() + R"(g (float[1,2,5] x) => (float[1,2,3] y) { w = Constant <value = float[2,2,3] {1,2,3,4,5,6,7,8,9,1,2,3}> ()
+          y = Conv(x, w) })",
+      // max pool indices are NCHW positions
+      header() + R"(g (float[1,2,4,4] x) => (float[1,2,2,2] y, int64[1,2,2,2] i) {
+          y, i = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (x) })",
+  };
+  for (const auto& c : cases) {
+    auto r = layout(c);
+    EXPECT_EQ(r.count(kPass), 0) << r.dump();
+  }
+}
+
+}  // namespace
+}  // namespace gaf

@@ -55,7 +55,7 @@ ort_run() {
   node "$here/ort_bench.js" "$model" --opt "$opt" --threads "$threads" --iterations "$n" \
        ${save:+--save-output "$save"} --input-pb "$@" || die "$model: ort_bench.js --opt $opt failed"
 }
-# ours_run MODEL N SAVE_DIR IN...: prints the median latency in ms; SAVE_DIR ("" for none) gets the outputs.
+# ours_run MODEL N SAVE_DIR OPT_LEVEL IN...: prints the median latency in ms; SAVE_DIR ("" for none) gets the outputs.
 ours_run() {
   local model=$1 n=$2 save=$3 opt=$4 out ms
   shift 4
@@ -88,14 +88,14 @@ ort_pb() {
 # ---- fp32 GEMM peak ------------------------------------------------------------------------------------------------
 node "$here/onnx_tool.js" matmul-model "$work/gemm" --size 1024 >/dev/null
 gemm_flops=$(calc %.0f "2 * 1024 ^ 3")
-ms=$(ours_run "$work/gemm/model.onnx" 3 "" "$work/gemm/input_0.pb")
+ms=$(ours_run "$work/gemm/model.onnx" 3 "" 0 "$work/gemm/input_0.pb")
 gemm_n=$(iterations "$ms")
 echo "== fp32 GEMM 1024x1024x1024: $gemm_n runs per batch" >&2
 gemm_ort=() gemm_ours=()
 for ((r = 0; r < rounds; r++)); do
   j=$(ort_run "$work/gemm/model.onnx" all "$gemm_n" "" "$work/gemm/input_0.pb")
   gemm_ort+=("$(json "$j" median_ms)")
-  gemm_ours+=("$(ours_run "$work/gemm/model.onnx" "$gemm_n" "" "$work/gemm/input_0.pb")")
+  gemm_ours+=("$(ours_run "$work/gemm/model.onnx" "$gemm_n" "" 0 "$work/gemm/input_0.pb")")
 done
 gemm_ort_gflops=$(calc %.1f "$gemm_flops / $(median "${gemm_ort[@]}") / 1e6")
 gemm_ours_gflops=$(calc %.1f "$gemm_flops / $(median "${gemm_ours[@]}") / 1e6")

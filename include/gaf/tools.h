@@ -119,6 +119,7 @@ struct SelftestResult {
   int graphs = 0, passed = 0, failed = 0;
   size_t fused_groups = 0, generated_kernels = 0;  // over all batches: what the check exercised
   std::vector<std::string> failures;  // seed, error and a reproducer in ONNX text
+  std::map<std::string, int> fallback_reasons;  // why fused groups ran op by op (first words), with counts
 };
 SelftestResult selftest(int graphs, uint64_t seed, int batch = 100);
 

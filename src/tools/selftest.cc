@@ -50,7 +50,7 @@ struct Gen {
 
   void step() {
     auto [x, xr] = any();
-    switch (pick(10)) {
+    switch (pick(11)) {
       case 0: {
         static const char* unary[] = {"Relu", "Neg", "Abs", "Sigmoid", "Tanh", "Softsign"};
         emit(fmt::format("{}({})", unary[pick(6)], x), xr);
@@ -88,6 +88,16 @@ struct Gen {
         break;
       }
       case 9: injective(x, xr); break;
+      case 10: {  // a reduction over the middle axis ([B,1,N]) of computed values, broadcast back onto the rows
+        if (xr) return step();
+        std::string a = emit(fmt::format("Relu({})", x), false);
+        int k = pick(3);
+        std::string r = k == 0 ? emit(fmt::format("ReduceSum <keepdims = 1> ({}, {})", a, ints({1})), false)
+                               : emit(fmt::format("{} <axes = [1], keepdims = 1> ({})", k == 1 ? "ReduceMax" : "ReduceMean", a), false);
+        values.pop_back();
+        emit(fmt::format("Sub({}, {})", x, r), false);
+        break;
+      }
     }
   }
 
@@ -228,6 +238,13 @@ std::vector<int> check_batch(uint64_t seed, int first, int count, const std::vec
     if (stats) {
       for (const Node* n : fused.graph->nodes()) stats->fused_groups += n->body ? 1 : 0;
       stats->generated_kernels += sf.generated_kernels();
+      for (const auto& [node, why] : sf.codegen_fallbacks()) {
+        // The reason without the node and value names: "'x' does not span ..." -> "does not span ...".
+        std::string r = why;
+        if (auto q = r.rfind("' "); q != std::string::npos && r.find(": ") == std::string::npos) r = r.substr(q + 2);
+        if (auto c = r.find(": "); c != std::string::npos) r = r.substr(c + 2);
+        ++stats->fallback_reasons[r];
+      }
     }
     auto inputs = random_inputs(*merged.graph, seed + uint64_t(first), 2);
     auto ou = su.run(inputs);

@@ -309,6 +309,7 @@ int main(int argc, char** argv) {
     if (*selftest) {
       auto r = tools::selftest(st_graphs, st_seed);
       for (const auto& f : r.failures) std::cout << "FAILED " << f << "\n";
+      for (const auto& [why, n] : r.fallback_reasons) std::cout << fmt::format("  op by op ({}x): {}\n", n, why);
       std::cout << fmt::format("{} fused groups, {} of them generated kernels\nselftest: {} passed, {} failed\n",
                                r.fused_groups, r.generated_kernels, r.passed, r.failed);
       return r.failed ? 1 : 0;

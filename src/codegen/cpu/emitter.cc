@@ -21,6 +21,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <ranges>
 #include <set>
 #include <sstream>
 
@@ -125,9 +126,7 @@ class Emitter {
                "Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice, Expand and Split", n->describe(),
                op_kind_name(k));
     }
-    if (has_injective && has_reduction)
-      reject("injective ops in a reduction group: the row kernel reads its rows contiguously");
-    if (has_injective) mark_params();
+    mark_params();
     std::ostringstream os;
     os << "// " << sig_.symbol << ": fused group of " << body_.num_nodes() << " ops\n";
     for (const Node* n : body_.nodes())
@@ -135,9 +134,29 @@ class Emitter {
     os << "extern \"C\" void " << sig_.symbol
        << "(const void* const* in_, void* const* out_, const int64_t* sym) {\n  (void)sym;\n";
     declare_pointers(os);
-    if (has_reduction) emit_rows(os);
-    else if (has_injective) emit_indexed(os);
-    else emit_elementwise(os);
+    if (has_reduction) {
+      // Trailing-axis rows (softmax, layer-norm shapes) first; a single reduction over other axes, or behind
+      // injective ops, as an indexed reduction.
+      std::ostringstream rows;
+      try {
+        if (has_injective) reject("injective ops in a reduction group: the row kernel reads its rows contiguously");
+        emit_rows(rows);
+      } catch (const Unsupported& why_rows) {
+        rows.str("");
+        var_.clear();
+        var_type_.clear();
+        try {
+          emit_indexed_reduction(rows);
+        } catch (const Unsupported& why) {
+          reject("{}; {}", why_rows.why(), why.why());
+        }
+      }
+      os << rows.str();
+    } else if (has_injective) {
+      emit_indexed(os);
+    } else {
+      emit_elementwise(os);
+    }
     os << "}\n";
     return {sig_, os.str()};
   }
@@ -216,7 +235,8 @@ class Emitter {
   }
 
   std::string load_expr(const Value* v, const std::string& index) const {
-    DType t = const_float_.count(v) ? (v->type.dtype == DType::Bool ? DType::Bool : DType::Float) : v->type.dtype;
+    DType t = const_float_.count(v) || materialised_.count(v) ? (v->type.dtype == DType::Bool ? DType::Bool : DType::Float)
+                                                              : v->type.dtype;
     return load(t, ptr_.at(v) + "[" + index + "]");
   }
 
@@ -377,12 +397,14 @@ class Emitter {
     ScalarType type;
   };
   void mark_params();
-  void emit_indexed(std::ostream& os);
+  void emit_indexed(std::ostream& os, std::vector<size_t> outs = {});
+  void emit_indexed_reduction(std::ostream& os);
   Computed value_at(std::ostream& os, const Value* v, const Index& idx);
   Index producer_index(std::ostream& os, const Node& n, const Value* out, const Index& idx);
   std::optional<Index> reshape_groups(std::ostream& os, const Dims& od, const Dims& id, const Index& idx);
   std::string index_var(std::ostream& os, const std::string& expr);
   std::set<const Value*> params_;                 // shape/axes/starts inputs of injective ops
+  std::set<const Value*> materialised_;           // values held in a scratch buffer (fp32) inside the kernel
   std::map<std::string, Computed> computed_;      // (value, index) -> variable, per element
   std::map<std::string, std::string> index_vars_; // index expression -> variable, per element
   std::string ind_;
@@ -631,14 +653,17 @@ void Emitter::emit_rows(std::ostream& os) {
 
 // ---- indexed kernels ----
 
-// Inputs of injective ops that only parameterise them: Reshape's shape, Squeeze/Unsqueeze axes, Slice's
-// starts/ends/axes/steps, Expand's shape, Split's sizes. Dims come from the value types; only Slice reads data.
+// Inputs that only parameterise their op: Reshape's shape, Squeeze/Unsqueeze axes, Slice's starts/ends/axes/
+// steps, Expand's shape, Split's sizes, a reduction's axes. Dims come from the value types; Slice and the
+// reductions read the constant's data at codegen time.
 void Emitter::mark_params() {
   std::set<const Value*> data;
   for (const Node* n : body_.nodes()) {
-    bool injective = kIndexable.count(n->op_type) > 0;
+    // Injective ops: every input after the data; reductions: the axes input (opset 13+ ReduceSum, 18+ others).
+    bool param_inputs = kIndexable.count(n->op_type) > 0 || (op_kind(*n) == OpKind::Reduction &&
+                                                              n->op_type.rfind("Reduce", 0) == 0);
     for (int i = 0; i < n->num_inputs(); ++i)
-      if (const Value* v = n->input(i)) (injective && i > 0 ? params_ : data).insert(v);
+      if (const Value* v = n->input(i)) (param_inputs && i > 0 ? params_ : data).insert(v);
   }
   for (const Value* v : data)
     if (params_.count(v)) reject("'{}' is both data and a shape parameter", v->name());
@@ -796,7 +821,7 @@ Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Inde
   if (auto it = computed_.find(key); it != computed_.end()) return it->second;
   Computed c;
   const Node* n = v->producer();
-  if (!n || n->graph() != &body_) {
+  if (!n || n->graph() != &body_ || materialised_.count(v)) {
     if (!ptr_.count(v)) reject("'{}' is neither an input nor a constant of the body", v->name());
     Dims d = dims_of(v);
     std::string lin;
@@ -843,12 +868,16 @@ Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Inde
   return c;
 }
 
-void Emitter::emit_indexed(std::ostream& os) {
-  Dims space = dims_of(body_.outputs()[0]);
+// `outs`: the body outputs this loop nest writes (all when empty); they must share one shape.
+void Emitter::emit_indexed(std::ostream& os, std::vector<size_t> outs) {
+  if (outs.empty())
+    for (size_t o = 0; o < body_.outputs().size(); ++o) outs.push_back(o);
+  Dims space = dims_of(body_.outputs()[outs[0]]);
   const size_t rank = space.size();
-  for (const Value* o : body_.outputs())
-    if (!same(dims_of(o), space)) reject("output '{}' does not span the group's iteration space", o->name());
-  os << "  const int64_t n = " << product(space, 0, rank) << ";\n  if (n == 0) return;\n";
+  for (size_t o : outs)
+    if (!same(dims_of(body_.outputs()[o]), space))
+      reject("output '{}' does not span the group's iteration space", body_.outputs()[o]->name());
+  os << "  {\n  const int64_t n = " << product(space, 0, rank) << ";\n  if (n > 0) {\n";
   Index idx;
   if (rank == 0) {
     os << "  {\n    const int64_t i = 0;\n";
@@ -864,14 +893,146 @@ void Emitter::emit_indexed(std::ostream& os) {
     idx.push_back("j");
     ind_ = "      ";
   }
-  for (size_t o = 0; o < body_.outputs().size(); ++o) {
+  for (size_t o : outs) {
     const Value* v = body_.outputs()[o];
     Computed c = value_at(os, v, idx);
     os << ind_ << "out" << o << "[i] = " << store(v->type.dtype, c.name) << ";\n";
   }
-  os << (rank == 0 ? "  }\n" : "    }\n  }\n");
+  os << (rank == 0 ? "  }\n" : "    }\n  }\n") << "  }\n  }\n";
   computed_.clear();
   index_vars_.clear();
+}
+
+// One reduction (any axes) at the end of the group, its producers computed at each reduced index: the output
+// space is the reduction's output, and for each output element nested loops run over the reduced axes. With
+// the reduced axes outside the innermost one (column reductions), the omp simd loop runs across contiguous
+// output elements. Sums accumulate in double.
+void Emitter::emit_indexed_reduction(std::ostream& os) {
+  const Node* red = nullptr;
+  for (const Node* n : body_.nodes())
+    if (op_kind(*n) == OpKind::Reduction) {
+      if (red) reject("more than one reduction over different axes");
+      red = n;
+    }
+  // Outputs upstream of the reduction (a multi-output group also writes them) get loop nests of their own
+  // first; consumers of the reduction (reduce -> broadcast -> elementwise, e.g. x - mean(x) over a middle axis)
+  // read its result from a scratch buffer in nests after it.
+  size_t red_out = body_.outputs().size();
+  std::map<std::string, std::vector<size_t>> before, after;  // by shape
+  std::set<const Value*> downstream = {red->output(0)};
+  for (const Node* n : body_.nodes())
+    for (int i = 0; i < n->num_inputs(); ++i)
+      if (n->input(i) && downstream.count(n->input(i))) downstream.insert(n->output(0));
+  for (size_t o = 0; o < body_.outputs().size(); ++o) {
+    const Value* v = body_.outputs()[o];
+    if (v == red->output(0)) red_out = o;
+    else
+      (downstream.count(v) ? after : before)[fmt::format("{}", fmt::join(dims_of(v) | std::views::transform(text), ","))]
+          .push_back(o);
+  }
+  for (const auto& [shape, outs] : before) emit_indexed(os, outs);
+  const bool scratch = red_out == body_.outputs().size();
+  if (scratch) {
+    os << "  float* __restrict redbuf = static_cast<float*>(std::malloc(sizeof(float) * size_t(1 + "
+       << product(dims_of(red->output(0)), 0, dims_of(red->output(0)).size()) << ")));\n";
+  }
+  const std::string& op = red->op_type;
+  static const std::set<std::string> kinds = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                              "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum"};
+  if (!kinds.count(op) || !red->domain.empty()) reject("{} has no indexed form", red->describe());
+  const Value* in = red->input(0);
+  Dims id = dims_of(in);
+  const int rank = int(id.size());
+  std::vector<int64_t> axes;
+  if (red->has_attr("axes")) axes = red->attr_ints("axes");
+  else if (red->input(1)) {
+    if (!red->input(1)->is_constant()) reject("{}: axes are not constant", red->describe());
+    axes = red->input(1)->constant().to_int_vector();
+  }
+  if (axes.empty()) {
+    if (red->attr_int("noop_with_empty_axes", 0)) reject("{}: reduces nothing", red->describe());
+    for (int a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t a : axes) {
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank) reject("{}: axis out of range", red->describe());
+    reduced[size_t(a)] = true;
+  }
+  const bool keep = red->attr_int("keepdims", 1) != 0;
+  Dims space = dims_of(red->output(0));
+  const size_t orank = space.size();
+  if (in->type.dtype != DType::Float && in->type.dtype != DType::Float16 && in->type.dtype != DType::BFloat16)
+    reject("{}: element type {}", red->describe(), dtype_name(in->type.dtype));
+  const bool sum_like = op != "ReduceMax" && op != "ReduceMin" && op != "ReduceProd";
+  os << "  {\n  const int64_t n = " << product(space, 0, orank) << ";\n  if (n > 0) {\n";
+  var_.clear();
+  std::string outer = "    ";
+  Index oidx;
+  if (orank == 0) {
+    os << "  {\n    const int64_t i = 0;\n";
+  } else {
+    os << "  const int64_t inner = " << text(space[orank - 1]) << ";\n  const int64_t rows = n / inner;\n"
+       << "#pragma omp parallel for schedule(static) if (n >= 4096)\n"
+       << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
+    for (int d = int(orank) - 2; d >= 0; --d)
+      os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
+    os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n      const int64_t i = r * inner + j;\n";
+    for (size_t d = 0; d + 1 < orank; ++d) oidx.push_back(fmt::format("q{}", d));
+    oidx.push_back("j");
+    outer = "      ";
+  }
+  // The input index: reduced axes from loop variables k<a>, the others from the output index.
+  Index iidx(static_cast<size_t>(rank));
+  std::string count = "1.0";
+  size_t o = 0;
+  for (int a = 0; a < rank; ++a) {
+    if (reduced[size_t(a)]) {
+      iidx[size_t(a)] = fmt::format("k{}", a);
+      count += " * double(" + text(id[size_t(a)]) + ")";
+      if (keep) ++o;
+    } else {
+      iidx[size_t(a)] = orank ? oidx[o++] : "0";
+    }
+  }
+  const std::string acc_t = sum_like ? "double" : "float";
+  const std::string init = op == "ReduceMax" ? "-__builtin_inff()" : op == "ReduceMin" ? "__builtin_inff()"
+                           : op == "ReduceProd" ? "1.0f" : "0.0";
+  os << outer << acc_t << " acc = " << init << ";\n";
+  ind_ = outer;
+  for (int a = 0; a < rank; ++a)
+    if (reduced[size_t(a)]) {
+      os << ind_ << fmt::format("for (int64_t k{} = 0; k{} < {}; ++k{}) {{\n", a, a, text(id[size_t(a)]), a);
+      ind_ += "  ";
+    }
+  Computed v = value_at(os, in, iidx);
+  std::string x = v.name;
+  if (op == "ReduceMax") os << ind_ << "acc = " << x << " > acc ? " << x << " : acc;\n";
+  else if (op == "ReduceMin") os << ind_ << "acc = " << x << " < acc ? " << x << " : acc;\n";
+  else if (op == "ReduceProd") os << ind_ << "acc *= " << x << ";\n";
+  else if (op == "ReduceSumSquare" || op == "ReduceL2") os << ind_ << "acc += double(" << x << ") * double(" << x << ");\n";
+  else if (op == "ReduceL1") os << ind_ << "acc += double(gaf_abs(" << x << "));\n";
+  else os << ind_ << "acc += double(" << x << ");\n";
+  for (int a = 0; a < rank; ++a)
+    if (reduced[size_t(a)]) {
+      ind_.resize(ind_.size() - 2);
+      os << ind_ << "}\n";
+    }
+  computed_.clear();
+  index_vars_.clear();
+  std::string result = "float(acc)";
+  if (op == "ReduceMean") result = "float(acc / (" + count + "))";
+  else if (op == "ReduceL2") result = "gaf_sqrt(float(acc))";
+  else if (op == "ReduceLogSum") result = "gaf_log(float(acc))";
+  if (scratch) os << outer << "redbuf[i] = " << result << ";\n";
+  else os << outer << "out" << red_out << "[i] = " << store(red->output(0)->type.dtype, result) << ";\n";
+  os << (orank == 0 ? "  }\n" : "    }\n  }\n") << "  }\n  }\n";
+  if (!after.empty()) {
+    ptr_[red->output(0)] = "redbuf";
+    materialised_.insert(red->output(0));
+    for (const auto& [shape, outs] : after) emit_indexed(os, outs);
+  }
+  if (scratch) os << "  std::free(redbuf);\n";
 }
 
 std::optional<EmittedKernel> emit_kernel(const Node& fused, const std::string& symbol, const EmitOptions& opts,

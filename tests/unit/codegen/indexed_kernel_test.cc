@@ -76,5 +76,31 @@ TEST(IndexedKernel, SymbolicBatchThroughReshape) {
                    1);
 }
 
+TEST(IndexedKernel, ColumnReductionWithProducers) {
+  // Sum over the leading axis: each output element loops over the 8 batch entries of its producers.
+  expect_generated(R"(g (float[8,64,49] x, float[64,49] b) => (float[64,49] y) {
+      a = Add(x, b)  r = Relu(a)  m = Mul(r, r)  ax = Constant <value = int64[1] {0}> ()
+      y = ReduceSum <keepdims = 0> (m, ax) })",
+                   1);
+}
+
+TEST(IndexedKernel, MiddleAxisMeanAndReductionBehindTranspose) {
+  expect_generated(R"(g (float[4,32,50] x) => (float[4,1,50] y) {
+      e = Exp(x)  y = ReduceMean <axes = [1], keepdims = 1> (e) })",
+                   1);
+  // A Transpose in front of a row reduction: the row kernel reads rows contiguously, the indexed one does not.
+  expect_generated(R"(g (float[6,20,9] x) => (float[9,6] y) {
+      t = Transpose <perm = [2, 0, 1]> (x)  n = Neg(t)  y = ReduceMax <axes = [2], keepdims = 0> (n) })",
+                   1);
+}
+
+TEST(IndexedKernel, MiddleAxisNormalisationThroughAScratchBuffer) {
+  // x - mean(x over C) then scaled: the reduction's result is read back broadcast, and Relu(x) is also an output.
+  expect_generated(R"(g (float[2,16,30] x) => (float[2,16,30] y, float[2,16,30] r) {
+      r = Relu(x)  m = ReduceMean <axes = [1], keepdims = 1> (r)  d = Sub(r, m)  h = Constant <value = float {0.5}> ()
+      y = Mul(d, h) })",
+                   1);
+}
+
 }  // namespace
 }  // namespace gaf

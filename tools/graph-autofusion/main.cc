@@ -1,6 +1,7 @@
 // graph-autofusion command line: a thin layer over the library (gaf::tools). Every user error is one line on
 // stderr and a non-zero exit.
 #include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -194,7 +195,16 @@ int cmd_demo() {
                            "modeled memory traffic (MB)", r.before.bytes / 1e6, r.after.bytes / 1e6,
                            "estimated time (ms)", r.before.time_s * 1e3, r.after.time_s * 1e3,
                            "modeled peak memory (MB)", r.before.peak_memory_bytes / 1e6, r.after.peak_memory_bytes / 1e6);
-  std::cout << "fused groups:\n";
+  auto counts = [](const std::map<std::string, int>& m) {
+    std::vector<std::string> parts;
+    for (const auto& [k, n] : m) parts.push_back(fmt::format("{} {}", k, n));
+    return fmt::format("{}", fmt::join(parts, ", "));
+  };
+  std::map<std::string, int> reasons;
+  for (const auto& d : r.decisions) ++reasons[std::string(reason_name(d.reason))];
+  std::cout << "rewrites: " << counts(r.rewrites) << "\n"
+            << "candidate decisions (graph-autofusion explain shows each): " << counts(reasons) << "\n"
+            << "fused groups:\n";
   for (const auto& g : r.groups)
     std::cout << fmt::format("  {:<40} {:>2} ops, saves {:.2f} MB\n", g.name, g.ops.size(), g.bytes_saved / 1e6);
   auto inputs = tools::random_inputs(*m.graph, 1);

@@ -61,18 +61,12 @@ bool same_shape(const Value* a, const Value* b) {
   return a->type.shape && b->type.shape && *a->type.shape == *b->type.shape;
 }
 
-class AttentionFusion final : public Pass {
+class AttentionFusion final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "attention-fusion"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) { return rewrite_one(rw, n); });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
-  static bool rewrite_one(rewrite::Rewriter& rw, Node& softmax) {
+  bool rule(rewrite::Rewriter& rw, Node& softmax) override {
     Graph& g = rw.graph();
     if (!is_op(&softmax, "Softmax")) return false;
     Value* s = softmax.input(0);

@@ -31,31 +31,29 @@ bool foldable(const Graph& g, const Node& n) {
   return true;
 }
 
-class ConstantFolding final : public Pass {
+class ConstantFolding final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "constant-folding"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) {
-      if (!foldable(g, n)) return false;
-      std::vector<Tensor> values;
-      try {
-        values = rewrite::evaluate(g, n);
-      } catch (const Error&) {
-        return false;  // the runtime rejects these inputs: leave the node for inference to report
-      }
-      for (size_t i = 0; i < values.size(); ++i)
-        if (!n.output(int(i))->absent_output && values[i].numel() > kMaxElements) return false;
-      for (size_t i = 0; i < values.size(); ++i) {
-        Value* out = n.output(int(i));
-        if (out->absent_output) continue;
-        rw.replace(out, rw.add_constant(out->name() + "__folded", values[i]));
-      }
-      rw.erase_unused({&n});
-      return true;
-    });
-    if (count) ctx.count(name(), count);
-    return count > 0;
+
+ private:
+  bool rule(rewrite::Rewriter& rw, Node& n) override {
+    const Graph& g = rw.graph();
+    if (!foldable(g, n)) return false;
+    std::vector<Tensor> values;
+    try {
+      values = rewrite::evaluate(g, n);
+    } catch (const Error&) {
+      return false;  // the runtime rejects these inputs: leave the node for inference to report
+    }
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!n.output(int(i))->absent_output && values[i].numel() > kMaxElements) return false;
+    for (size_t i = 0; i < values.size(); ++i) {
+      Value* out = n.output(int(i));
+      if (out->absent_output) continue;
+      rw.replace(out, rw.add_constant(out->name() + "__folded", values[i]));
+    }
+    rw.erase_unused({&n});
+    return true;
   }
 };
 

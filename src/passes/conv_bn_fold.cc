@@ -81,18 +81,12 @@ Tensor shifted_bias(const Tensor* b, const Affine& a, DType dtype) {
   return out;
 }
 
-class ConvBnFold final : public Pass {
+class ConvBnFold final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "conv-bn-fold"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& conv) { return fold(rw, conv); });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
-  static bool fold(rewrite::Rewriter& rw, Node& conv) {
+  bool rule(rewrite::Rewriter& rw, Node& conv) override {
     Graph& g = rw.graph();
     if (!rewrite::is_op(&conv, "Conv")) return false;
     Value* y = conv.output(0);

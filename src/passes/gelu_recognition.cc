@@ -116,18 +116,12 @@ bool match_product(const Graph& g, Value* act, Value* x, Match& m) {
   return true;
 }
 
-class GeluRecognition final : public Pass {
+class GeluRecognition final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "gelu-recognition"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) { return rewrite_one(rw, n); });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
-  static bool rewrite_one(rewrite::Rewriter& rw, Node& act) {
+  bool rule(rewrite::Rewriter& rw, Node& act) override {
     Graph& g = rw.graph();
     Match m;
     Value* x = nullptr;

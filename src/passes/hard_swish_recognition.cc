@@ -43,18 +43,12 @@ Value* relu6_of_x_plus_3(const Graph& g, const Node& clip) {
   return nullptr;
 }
 
-class HardSwishRecognition final : public Pass {
+class HardSwishRecognition final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "hard-swish-recognition"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) { return rewrite_one(rw, n); });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
-  static bool rewrite_one(rewrite::Rewriter& rw, Node& act) {
+  bool rule(rewrite::Rewriter& rw, Node& act) override {
     Graph& g = rw.graph();
     Value* x = nullptr;
     Value* result = nullptr;

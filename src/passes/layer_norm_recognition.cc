@@ -31,18 +31,12 @@ Node* square_of(const Graph& g, const Value* d) {
   return nullptr;
 }
 
-class LayerNormRecognition final : public Pass {
+class LayerNormRecognition final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "layer-norm-recognition"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) { return rewrite_one(rw, n); });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
-  static bool rewrite_one(rewrite::Rewriter& rw, Node& sub) {
+  bool rule(rewrite::Rewriter& rw, Node& sub) override {
     Graph& g = rw.graph();
     if (!rewrite::is_op(&sub, "Sub")) return false;
     Value* x = sub.input(0);

@@ -28,18 +28,12 @@ TensorType permuted(const TensorType& t, const std::vector<int64_t>& perm) {
   return r;
 }
 
-class LayoutNhwc final : public Pass {
+class LayoutNhwc final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "layout-nhwc"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) { return rewrite_one(rw, n); });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
-  static bool rewrite_one(rewrite::Rewriter& rw, Node& conv) {
+  bool rule(rewrite::Rewriter& rw, Node& conv) override {
     Graph& g = rw.graph();
     const bool is_conv = is_op(&conv, "Conv");
     if (!is_conv && !is_op(&conv, "MaxPool") && !is_op(&conv, "AveragePool")) return false;

@@ -24,18 +24,12 @@ bool bias_fits(const Tensor& c, const Value* product) {
   return true;
 }
 
-class MatMulAddToGemm final : public Pass {
+class MatMulAddToGemm final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "matmul-add-to-gemm"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) { return rewrite_one(rw, n); });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
-  static bool rewrite_one(rewrite::Rewriter& rw, Node& mm) {
+  bool rule(rewrite::Rewriter& rw, Node& mm) override {
     Graph& g = rw.graph();
     bool gemm = rewrite::is_op(&mm, "Gemm") && !mm.input(2);
     if (!gemm && !rewrite::is_op(&mm, "MatMul")) return false;

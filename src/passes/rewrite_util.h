@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gaf/graph.h"
+#include "gaf/passes.h"
 
 namespace gaf::rewrite {
 
@@ -84,6 +85,21 @@ class Rewriter {
   bool free_name(const Value* v) const;
   Graph& g_;
   std::unordered_set<const Node*> erased_;
+};
+
+// A pass that is one rule tried on every node (Rewriter::run over a snapshot), its rewrites counted under the
+// pass's name in the report.
+class RulePass : public Pass {
+ public:
+  bool run(Graph& g, PassContext& ctx) final {
+    Rewriter rw(g);
+    int count = rw.run([&](Node& n) { return rule(rw, n); });
+    if (count) ctx.count(name(), count);
+    return count > 0;
+  }
+
+ protected:
+  virtual bool rule(Rewriter& rw, Node& n) = 0;
 };
 
 }  // namespace gaf::rewrite

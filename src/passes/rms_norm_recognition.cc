@@ -15,18 +15,12 @@ namespace gaf {
 
 namespace {
 
-class RmsNormRecognition final : public Pass {
+class RmsNormRecognition final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "rms-norm-recognition"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) { return rewrite_one(rw, n); });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
-  static bool rewrite_one(rewrite::Rewriter& rw, Node& var) {
+  bool rule(rewrite::Rewriter& rw, Node& var) override {
     Graph& g = rw.graph();
     if (!rewrite::is_op(&var, "ReduceMean")) return false;
     Node* square = var.input(0) ? var.input(0)->producer() : nullptr;

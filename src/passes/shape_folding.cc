@@ -49,22 +49,18 @@ std::optional<std::vector<int64_t>> reshape_result(const std::vector<int64_t>& i
   return out;
 }
 
-class ShapeFolding final : public Pass {
+class ShapeFolding final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "shape-folding"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) {
-      if (!n.domain.empty()) return false;
-      if (n.op_type == "Shape" || n.op_type == "Size") return fold_shape(rw, n);
-      if (n.op_type == "Reshape") return collapse_reshape(rw, n) || drop_noop_reshape(rw, n);
-      return false;
-    });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
+  bool rule(rewrite::Rewriter& rw, Node& n) override {
+    if (!n.domain.empty()) return false;
+    if (n.op_type == "Shape" || n.op_type == "Size") return fold_shape(rw, n);
+    if (n.op_type == "Reshape") return collapse_reshape(rw, n) || drop_noop_reshape(rw, n);
+    return false;
+  }
+
   // Shape(x) -> dims of x; Size(x) -> element count of x
   static bool fold_shape(rewrite::Rewriter& rw, Node& n) {
     const Value* x = n.input(0);

@@ -8,19 +8,13 @@ namespace gaf {
 
 namespace {
 
-class SiluRecognition final : public Pass {
+class SiluRecognition final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "silu-recognition"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) { return rewrite_one(rw, n); });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
   // Mul(x, Sigmoid(x)) -> gaf.Silu(x)
-  static bool rewrite_one(rewrite::Rewriter& rw, Node& sigmoid) {
+  bool rule(rewrite::Rewriter& rw, Node& sigmoid) override {
     Graph& g = rw.graph();
     if (!rewrite::is_op(&sigmoid, "Sigmoid")) return false;
     Value* x = sigmoid.input(0);

@@ -24,19 +24,13 @@ std::optional<int64_t> single_axis(const Graph& g, const Node& reduce, const Val
   return axes->front();
 }
 
-class SoftmaxRecognition final : public Pass {
+class SoftmaxRecognition final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "softmax-recognition"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) { return rewrite_one(rw, n); });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
   // Exp(x - ReduceMax(x)) / ReduceSum(Exp(x - ReduceMax(x))) -> Softmax(x)
-  static bool rewrite_one(rewrite::Rewriter& rw, Node& exp) {
+  bool rule(rewrite::Rewriter& rw, Node& exp) override {
     Graph& g = rw.graph();
     if (!is_op(&exp, "Exp")) return false;
     Node* sub = rewrite::producer_op(exp.input(0), "Sub");

@@ -38,23 +38,19 @@ Node* transpose_2d(const Value* v) {
   return p && *p == std::vector<int64_t>{1, 0} ? t : nullptr;
 }
 
-class TransposeFold final : public Pass {
+class TransposeFold final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "transpose-fold"; }
-  bool run(Graph& g, PassContext& ctx) override {
-    rewrite::Rewriter rw(g);
-    int count = rw.run([&](Node& n) {
-      if (is_op(&n, "Transpose")) return fold_transpose(rw, n);
-      if (is_op(&n, "Gemm")) return into_gemm(rw, n);
-      if (is_op(&n, "MatMul")) return matmul_to_gemm(rw, n);
-      if (op_kind(n) <= OpKind::Broadcast) return push_down(rw, n);
-      return false;
-    });
-    if (count) ctx.count(name(), count);
-    return count > 0;
-  }
 
  private:
+  bool rule(rewrite::Rewriter& rw, Node& n) override {
+    if (is_op(&n, "Transpose")) return fold_transpose(rw, n);
+    if (is_op(&n, "Gemm")) return into_gemm(rw, n);
+    if (is_op(&n, "MatMul")) return matmul_to_gemm(rw, n);
+    if (op_kind(n) <= OpKind::Broadcast) return push_down(rw, n);
+    return false;
+  }
+
   // f(Transpose(a, p), ..., scalars) -> Transpose(f(a, ...), p)
   static bool push_down(rewrite::Rewriter& rw, Node& n) {
     Graph& g = rw.graph();

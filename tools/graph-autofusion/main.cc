@@ -220,6 +220,12 @@ int cmd_compare(const std::string& actual, const std::string& expected, double r
   return c.ok ? 0 : 1;
 }
 
+// --input-pb / --inputs of the commands that fuse and then run (seeded random inputs when neither is given).
+void add_input_options(CLI::App* app, RunArgs& io) {
+  app->add_option("--input-pb", io.input_pbs, "input TensorProto files (default: seeded random)");
+  app->add_option("--inputs", io.input_dir, "folder with input_<i>.pb files");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -262,8 +268,7 @@ int main(int argc, char** argv) {
   double rtol = 1e-3, atol = 1e-5;
   auto* verify = app.add_subcommand("verify", "fused vs unfused outputs; names the fused group of a mismatch");
   add_fuse_options(verify, verify_args, true);
-  verify->add_option("--input-pb", verify_io.input_pbs, "input TensorProto files (default: seeded random)");
-  verify->add_option("--inputs", verify_io.input_dir, "folder with input_<i>.pb files");
+  add_input_options(verify, verify_io);
   verify->add_option("--rtol", rtol);
   verify->add_option("--atol", atol);
 
@@ -278,8 +283,7 @@ int main(int argc, char** argv) {
   bench_io.iterations = 20;
   auto* bench = app.add_subcommand("bench", "unfused vs fused, interleaved runs, median ratio");
   add_fuse_options(bench, bench_args, true);
-  bench->add_option("--input-pb", bench_io.input_pbs, "input TensorProto files (default: seeded random)");
-  bench->add_option("--inputs", bench_io.input_dir, "folder with input_<i>.pb files");
+  add_input_options(bench, bench_io);
   bench->add_option("--iterations", bench_io.iterations, "runs of each variant");
 
   FuseArgs profile_args;
@@ -287,8 +291,7 @@ int main(int argc, char** argv) {
   profile_io.iterations = 10;
   auto* profile = app.add_subcommand("profile", "time per node, unfused and fused: where the time goes");
   add_fuse_options(profile, profile_args, true);
-  profile->add_option("--input-pb", profile_io.input_pbs, "input TensorProto files (default: seeded random)");
-  profile->add_option("--inputs", profile_io.input_dir, "folder with input_<i>.pb files");
+  add_input_options(profile, profile_io);
   profile->add_option("--iterations", profile_io.iterations, "profiled runs of each variant");
 
   std::string cmp_actual, cmp_expected;

@@ -399,6 +399,8 @@ class Emitter {
   void mark_params();
   void emit_indexed(std::ostream& os, std::vector<size_t> outs = {});
   void emit_indexed_reduction(std::ostream& os);
+  Index open_space(std::ostream& os, const Dims& space, int64_t parallel_from);
+  void close_space(std::ostream& os, size_t rank);
   Computed value_at(std::ostream& os, const Value* v, const Index& idx);
   Index producer_index(std::ostream& os, const Node& n, const Value* out, const Index& idx);
   std::optional<Index> reshape_groups(std::ostream& os, const Dims& od, const Dims& id, const Index& idx);
@@ -868,6 +870,33 @@ Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Inde
   return c;
 }
 
+// Opens a loop nest over `space` (OpenMP-parallel over rows from `parallel_from` elements, omp simd over the
+// last dim) with `i` the linear output index; returns the index expression of each dim and sets ind_.
+Emitter::Index Emitter::open_space(std::ostream& os, const Dims& space, int64_t parallel_from) {
+  const size_t rank = space.size();
+  os << "  {\n  const int64_t n = " << product(space, 0, rank) << ";\n  if (n > 0) {\n";
+  Index idx;
+  if (rank == 0) {
+    os << "  {\n    const int64_t i = 0;\n";
+    ind_ = "    ";
+    return idx;
+  }
+  os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
+     << "#pragma omp parallel for schedule(static) if (n >= " << parallel_from << ")\n"
+     << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
+  for (int d = int(rank) - 2; d >= 0; --d)
+    os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
+  os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n      const int64_t i = r * inner + j;\n";
+  for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
+  idx.push_back("j");
+  ind_ = "      ";
+  return idx;
+}
+
+void Emitter::close_space(std::ostream& os, size_t rank) {
+  os << (rank == 0 ? "  }\n" : "    }\n  }\n") << "  }\n  }\n";
+}
+
 // `outs`: the body outputs this loop nest writes (all when empty); they must share one shape.
 void Emitter::emit_indexed(std::ostream& os, std::vector<size_t> outs) {
   if (outs.empty())
@@ -877,28 +906,13 @@ void Emitter::emit_indexed(std::ostream& os, std::vector<size_t> outs) {
   for (size_t o : outs)
     if (!same(dims_of(body_.outputs()[o]), space))
       reject("output '{}' does not span the group's iteration space", body_.outputs()[o]->name());
-  os << "  {\n  const int64_t n = " << product(space, 0, rank) << ";\n  if (n > 0) {\n";
-  Index idx;
-  if (rank == 0) {
-    os << "  {\n    const int64_t i = 0;\n";
-    ind_ = "    ";
-  } else {
-    os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
-       << "#pragma omp parallel for schedule(static) if (n >= 65536)\n"
-       << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
-    for (int d = int(rank) - 2; d >= 0; --d)
-      os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
-    os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n      const int64_t i = r * inner + j;\n";
-    for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
-    idx.push_back("j");
-    ind_ = "      ";
-  }
+  Index idx = open_space(os, space, 65536);
   for (size_t o : outs) {
     const Value* v = body_.outputs()[o];
     Computed c = value_at(os, v, idx);
     os << ind_ << "out" << o << "[i] = " << store(v->type.dtype, c.name) << ";\n";
   }
-  os << (rank == 0 ? "  }\n" : "    }\n  }\n") << "  }\n  }\n";
+  close_space(os, rank);
   computed_.clear();
   index_vars_.clear();
 }
@@ -965,23 +979,8 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   if (in->type.dtype != DType::Float && in->type.dtype != DType::Float16 && in->type.dtype != DType::BFloat16)
     reject("{}: element type {}", red->describe(), dtype_name(in->type.dtype));
   const bool sum_like = op != "ReduceMax" && op != "ReduceMin" && op != "ReduceProd";
-  os << "  {\n  const int64_t n = " << product(space, 0, orank) << ";\n  if (n > 0) {\n";
-  var_.clear();
-  std::string outer = "    ";
-  Index oidx;
-  if (orank == 0) {
-    os << "  {\n    const int64_t i = 0;\n";
-  } else {
-    os << "  const int64_t inner = " << text(space[orank - 1]) << ";\n  const int64_t rows = n / inner;\n"
-       << "#pragma omp parallel for schedule(static) if (n >= 4096)\n"
-       << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
-    for (int d = int(orank) - 2; d >= 0; --d)
-      os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
-    os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n      const int64_t i = r * inner + j;\n";
-    for (size_t d = 0; d + 1 < orank; ++d) oidx.push_back(fmt::format("q{}", d));
-    oidx.push_back("j");
-    outer = "      ";
-  }
+  Index oidx = open_space(os, space, 4096);
+  const std::string outer = ind_;
   // The input index: reduced axes from loop variables k<a>, the others from the output index.
   Index iidx(static_cast<size_t>(rank));
   std::string count = "1.0";
@@ -1026,7 +1025,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   else if (op == "ReduceLogSum") result = "gaf_log(float(acc))";
   if (scratch) os << outer << "redbuf[i] = " << result << ";\n";
   else os << outer << "out" << red_out << "[i] = " << store(red->output(0)->type.dtype, result) << ";\n";
-  os << (orank == 0 ? "  }\n" : "    }\n  }\n") << "  }\n  }\n";
+  close_space(os, orank);
   if (!after.empty()) {
     ptr_[red->output(0)] = "redbuf";
     materialised_.insert(red->output(0));

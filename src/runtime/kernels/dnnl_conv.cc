@@ -88,27 +88,10 @@ class ConvKernel final : public Kernel {
   };
 
   // NHWC: physical [N, spatial..., C] <-> the logical [N, C, spatial...] oneDNN and conv_shape speak.
-  Dims logical(const Dims& d) const {
-    if (!nhwc_ || d.size() < 3) return d;
-    Dims l = {d[0], d.back()};
-    l.insert(l.end(), d.begin() + 1, d.end() - 1);
-    return l;
-  }
-  Dims physical(const Dims& d) const {
-    if (!nhwc_ || d.size() < 3) return d;
-    Dims p = {d[0]};
-    p.insert(p.end(), d.begin() + 2, d.end());
-    p.push_back(d[1]);
-    return p;
-  }
+  Dims logical(const Dims& d) const { return nhwc_ ? channels_last_logical(d) : d; }
+  Dims physical(const Dims& d) const { return nhwc_ ? channels_last_physical(d) : d; }
   // The oneDNN descriptor of an activation of logical dims `d` as it lies in memory.
-  memory::desc user_desc(const Dims& d) const {
-    if (!nhwc_) return plain_desc(d);
-    Dims ps = contiguous_strides(physical(d));
-    Dims ls = {ps[0], ps.back()};
-    ls.insert(ls.end(), ps.begin() + 1, ps.end() - 1);
-    return strided_desc(d, ls);
-  }
+  memory::desc user_desc(const Dims& d) const { return nhwc_ ? channels_last_desc(d) : plain_desc(d); }
 
   void prebuild() {
     if (!addend_src_.empty()) return;
@@ -410,11 +393,7 @@ class ConvKernel final : public Kernel {
 double conv_flops(const Node& n, bool transpose) {
   auto x = static_input_dims(n, 0), w = static_input_dims(n, 1);
   if (!x || !w) return 0;
-  if (n.attr_string("layout", "NCHW") == "NHWC" && x->size() >= 3) {  // physical [N, spatial..., C]
-    Dims l = {(*x)[0], x->back()};
-    l.insert(l.end(), x->begin() + 1, x->end() - 1);
-    x = l;
-  }
+  if (n.attr_string("layout", "NCHW") == "NHWC") x = channels_last_logical(*x);
   try {
     ConvShape s = conv_shape(n, transpose, WindowAttrs::parse(n), n.attr_int("group", 1), *x, *w, nullptr);
     double k = double(numel_of(Dims(w->begin() + 2, w->end())));

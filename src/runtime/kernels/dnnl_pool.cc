@@ -283,19 +283,8 @@ class PoolKernel final : public Kernel {
   }
 
   // NHWC: physical [N, spatial..., C] <-> logical [N, C, spatial...].
-  Dims logical(const Dims& d) const {
-    if (!nhwc_ || d.size() < 3) return d;
-    Dims l = {d[0], d.back()};
-    l.insert(l.end(), d.begin() + 1, d.end() - 1);
-    return l;
-  }
-  Dims physical(const Dims& d) const {
-    if (!nhwc_ || d.size() < 3) return d;
-    Dims p = {d[0]};
-    p.insert(p.end(), d.begin() + 2, d.end());
-    p.push_back(d[1]);
-    return p;
-  }
+  Dims logical(const Dims& d) const { return nhwc_ ? channels_last_logical(d) : d; }
+  Dims physical(const Dims& d) const { return nhwc_ ? channels_last_physical(d) : d; }
   // Copies between channels-last `phys` dims [N, S..., C] and channels-first: to_first = NHWC -> NCHW.
   static void channels(const float* src, float* dst, const Dims& phys, bool to_first) {
     const int64_t n = phys[0], c = phys.back(), sp = numel_of(phys) / std::max<int64_t>(n * c, 1);
@@ -306,13 +295,7 @@ class PoolKernel final : public Kernel {
           dst[to_first ? first : last] = src[to_first ? last : first];
         }
   }
-  memory::desc user_desc(const Dims& d, dt_t t) const {
-    if (!nhwc_) return plain_desc(d, t);
-    Dims ps = contiguous_strides(physical(d));
-    Dims ls = {ps[0], ps.back()};
-    ls.insert(ls.end(), ps.begin() + 1, ps.end() - 1);
-    return strided_desc(d, ls, t);
-  }
+  memory::desc user_desc(const Dims& d, dt_t t) const { return nhwc_ ? channels_last_desc(d, t) : plain_desc(d, t); }
 
   const Node& node_;
   bool nhwc_ = false;
@@ -480,11 +463,7 @@ void max_unpool_kernel(KernelContext& ctx) {
 double pool_flops(const Node& n, double per_tap) {
   auto x = static_input_dims(n, 0);
   if (!x || x->size() < 3) return 0;
-  if (n.attr_string("layout", "NCHW") == "NHWC") {  // physical [N, spatial..., C]
-    Dims l = {(*x)[0], x->back()};
-    l.insert(l.end(), x->begin() + 1, x->end() - 1);
-    x = l;
-  }
+  if (n.attr_string("layout", "NCHW") == "NHWC") x = channels_last_logical(*x);
   try {
     WindowAttrs a = WindowAttrs::parse(n);
     Window w = forward_window(n, a, Dims(x->begin() + 2, x->end()), a.kernel_shape);

@@ -138,6 +138,25 @@ Tensor expand_float(const Tensor& t, const Dims& padded, const Dims& full, Alloc
   return out;
 }
 
+Dims channels_last_logical(const Dims& d) {
+  if (d.size() < 3) return d;
+  Dims l = {d[0], d.back()};
+  l.insert(l.end(), d.begin() + 1, d.end() - 1);
+  return l;
+}
+
+Dims channels_last_physical(const Dims& d) {
+  if (d.size() < 3) return d;
+  Dims p = {d[0]};
+  p.insert(p.end(), d.begin() + 2, d.end());
+  p.push_back(d[1]);
+  return p;
+}
+
+memory::desc channels_last_desc(const Dims& logical, memory::data_type dt) {
+  return strided_desc(logical, channels_last_logical(contiguous_strides(channels_last_physical(logical))), dt);
+}
+
 memory wrap(const memory::desc& md, const void* data) {
   return memory(md, engine(), const_cast<void*>(data));
 }

@@ -30,6 +30,13 @@ memory::desc plain_desc(const Dims& dims, memory::data_type dt = memory::data_ty
 memory::desc strided_desc(const Dims& dims, const Dims& strides,
                           memory::data_type dt = memory::data_type::f32);
 
+// Channels-last activations (gaf.Conv / gaf.MaxPool / gaf.AveragePool with layout = "NHWC"): the physical dims
+// [N, spatial..., C] and the logical [N, C, spatial...] oneDNN descriptors speak; ranks below 3 pass unchanged.
+Dims channels_last_logical(const Dims& physical);
+Dims channels_last_physical(const Dims& logical);
+// The descriptor of a channels-last tensor of `logical` dims as it lies in memory.
+memory::desc channels_last_desc(const Dims& logical, memory::data_type dt = memory::data_type::f32);
+
 // Primitive attributes with a user-managed scratchpad (one thread-local buffer serves every primitive).
 dnnl::primitive_attr base_attr();
 

@@ -43,7 +43,19 @@ for m in "$models"/*/; do
     --save-outputs "$tmp/$name"
   check "match-$name" 0 "match" -- "$bin" compare "$tmp/$name/output_0.pb" "$m/test_data_set_0/output_0.pb" \
     --rtol 1e-3 --atol 1e-5
+  # Fused in memory (opt level 3: rewrites, channels-last convolutions, generated kernels) and written fused
+  # (portable ONNX, our own ops decomposed), both still match the stored output.
+  check "run-fused-$name" 0 "wrote 1 output" -- "$bin" run "$m/model.onnx" --opt-level 3 \
+    --input-pb "$m/test_data_set_0/input_0.pb" --save-outputs "$tmp/$name-fused"
+  check "match-fused-$name" 0 "match" -- "$bin" compare "$tmp/$name-fused/output_0.pb" \
+    "$m/test_data_set_0/output_0.pb" --rtol 1e-3 --atol 1e-5
+  check "fuse-write-$name" 0 "wrote" -- "$bin" --input "$m/model.onnx" --output "$tmp/$name-fused.onnx" -O 3
+  check "run-written-$name" 0 "wrote 1 output" -- "$bin" run "$tmp/$name-fused.onnx" \
+    --input-pb "$m/test_data_set_0/input_0.pb" --save-outputs "$tmp/$name-written"
+  check "match-written-$name" 0 "match" -- "$bin" compare "$tmp/$name-written/output_0.pb" \
+    "$m/test_data_set_0/output_0.pb" --rtol 1e-3 --atol 1e-5
 done
+check profile 0 "by op type" -- "$bin" profile "$models/mlp/model.onnx" -O 3 --iterations 2
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -42,7 +42,9 @@ TEST(LayoutNhwc, ResidualBlockRunsChannelsLastBetweenTwoTransposes) {
                          {"gaf.Conv", 2}, {"gaf.MaxPool", 1}, {"Relu", 2}, {"Add", 1}, {"Transpose", 2}}))
       << r.dump();
   for (const Node* n : r.after.graph->nodes())
-    if (n->domain == "gaf") EXPECT_EQ(n->attr_string("layout", ""), "NHWC");
+    if (n->domain == "gaf") {
+      EXPECT_EQ(n->attr_string("layout", ""), "NHWC");
+    }
   expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
   expect_same_outputs(r.before, decomposed(r.after), 1e-4, 1e-5);  // what other runtimes get
 }

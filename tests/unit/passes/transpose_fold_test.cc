@@ -24,7 +24,9 @@ TEST(TransposeFold, PairsComposeIntoOne) {
                    make_transpose_fold());
   EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Relu", 1}, {"Transpose", 1}})) << r.dump();
   for (const Node* n : r.after.graph->nodes())
-    if (n->op_type == "Transpose") EXPECT_EQ(n->attr_ints("perm"), (std::vector<int64_t>{1, 2, 0}));
+    if (n->op_type == "Transpose") {
+      EXPECT_EQ(n->attr_ints("perm"), (std::vector<int64_t>{1, 2, 0}));
+    }
   expect_same_outputs(r.before, r.after);
 }
 

@@ -34,7 +34,6 @@ class LayoutNhwc final : public rewrite::RulePass {
 
  private:
   bool rule(rewrite::Rewriter& rw, Node& conv) override {
-    Graph& g = rw.graph();
     const bool is_conv = is_op(&conv, "Conv");
     if (!is_conv && !is_op(&conv, "MaxPool") && !is_op(&conv, "AveragePool")) return false;
     for (int k = 1; k < conv.num_outputs(); ++k)  // MaxPool's indices are NCHW positions: leave those pools
@@ -62,7 +61,6 @@ class LayoutNhwc final : public rewrite::RulePass {
     out->attrs["perm"] = to_nchw;
     rw.replace(conv.output(0), out->output(0));
     rw.erase_unused({&conv});
-    (void)g;
     return true;
   }
 };

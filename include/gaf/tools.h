@@ -120,6 +120,7 @@ struct SelftestResult {
   size_t fused_groups = 0, generated_kernels = 0;  // over all batches: what the check exercised
   std::vector<std::string> failures;  // seed, error and a reproducer in ONNX text
   std::map<std::string, int> fallback_reasons;  // why fused groups ran op by op (first words), with counts
+  int compile_errors = 0;  // generated translation units the compiler rejected (an emitter bug)
 };
 SelftestResult selftest(int graphs, uint64_t seed, int batch = 100);
 

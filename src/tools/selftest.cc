@@ -239,6 +239,7 @@ std::vector<int> check_batch(uint64_t seed, int first, int count, const std::vec
       for (const Node* n : fused.graph->nodes()) stats->fused_groups += n->body ? 1 : 0;
       stats->generated_kernels += sf.generated_kernels();
       for (const auto& [node, why] : sf.codegen_fallbacks()) {
+        if (why.find("source kept at") != std::string::npos) ++stats->compile_errors;
         // The reason without the node and value names: "'x' does not span ..." -> "does not span ...".
         std::string r = why;
         if (auto q = r.rfind("' "); q != std::string::npos && r.find(": ") == std::string::npos) r = r.substr(q + 2);

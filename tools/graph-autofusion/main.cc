@@ -325,7 +325,9 @@ int main(int argc, char** argv) {
       for (const auto& [why, n] : r.fallback_reasons) std::cout << fmt::format("  op by op ({}x): {}\n", n, why);
       std::cout << fmt::format("{} fused groups, {} of them generated kernels\nselftest: {} passed, {} failed\n",
                                r.fused_groups, r.generated_kernels, r.passed, r.failed);
-      return r.failed ? 1 : 0;
+      if (r.compile_errors)
+        std::cout << fmt::format("{} fused group(s) lost their generated kernel to a compile error\n", r.compile_errors);
+      return r.failed || r.compile_errors ? 1 : 0;
     }
     if (*verify) return cmd_verify(verify_args, verify_io, rtol, atol);
     if (*explain) return cmd_explain(explain_args, explain_node);

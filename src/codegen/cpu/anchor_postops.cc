@@ -4,11 +4,14 @@
 // The epilogue must be a chain from the anchor's output to the group's single output, each link one of:
 //   Add(y, t) / Add(t, y)              -> binary add of t (bias, residual; numpy-broadcast)
 //   Add/Sub/Mul/Div(y, scalar c)       -> linear
-//   Relu, LeakyRelu, Clip(consts), HardSwish
+//   Relu, LeakyRelu, Clip(consts), HardSwish, Max/Min(y, scalar c) -> clip; Neg -> linear; Pow(y, c) -> pow
+//   Sigmoid, Tanh, Abs, Exp, Sqrt, Log, Elu, Mish, Round, Softplus   -> the oneDNN eltwise of that name
+//   Mul/Max/Min(y, t), Sub/Div(y, t)    -> binary with tensor t (y on the left for Sub and Div)
 //   Mul(y, Sigmoid(y))                 -> swish
 //   Div(y, sqrt2) -> Erf -> Add 1 -> Mul y -> Mul 0.5   (and gaf.Gelu / Gelu)   -> gelu_erf
 // Anything else is left to the op-by-op fallback, with the reason.
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include "codegen/cpu/anchor_postops.h"
@@ -93,6 +96,29 @@ class AnchorPostOpKernel final : public runtime::Kernel {
   std::vector<Source> sources_;
   std::unique_ptr<runtime::Kernel> inner_;
 };
+
+// Unary ONNX ops oneDNN has an eltwise post-op for.
+std::optional<PostOp::Unary> unary_form(const std::string& op, const std::string& domain) {
+  if (!domain.empty()) return std::nullopt;
+  static const std::map<std::string, PostOp::Unary> forms = {
+      {"Sigmoid", PostOp::Unary::Sigmoid}, {"Tanh", PostOp::Unary::Tanh},   {"Abs", PostOp::Unary::Abs},
+      {"Exp", PostOp::Unary::Exp},         {"Sqrt", PostOp::Unary::Sqrt},   {"Log", PostOp::Unary::Log},
+      {"Elu", PostOp::Unary::Elu},         {"Mish", PostOp::Unary::Mish},   {"Round", PostOp::Unary::Round},
+      {"Softplus", PostOp::Unary::Softplus}};
+  auto it = forms.find(op);
+  return it == forms.end() ? std::nullopt : std::optional(it->second);
+}
+
+// Binary ONNX ops with a tensor operand oneDNN has a binary post-op for; Sub and Div only with the anchor's
+// value on the left.
+std::optional<PostOp::BinaryOp> binary_form(const std::string& op, bool anchor_first) {
+  if (op == "Mul") return PostOp::BinaryOp::Mul;
+  if (op == "Max") return PostOp::BinaryOp::Max;
+  if (op == "Min") return PostOp::BinaryOp::Min;
+  if (op == "Sub" && anchor_first) return PostOp::BinaryOp::Sub;
+  if (op == "Div" && anchor_first) return PostOp::BinaryOp::Div;
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -191,6 +217,21 @@ std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string
     else if (op == "Silu" && n->domain == "gaf") ops.push_back(PostOp::swish());
     else if (op == "Gelu" && n->attr_string("approximate", "none") == "none") ops.push_back(PostOp::gelu_erf());
     else if (op == "Gelu") ops.push_back(PostOp::gelu_tanh());
+    else if (auto u = unary_form(op, n->domain)) ops.push_back(PostOp::unary(*u, op == "Elu" ? n->attr_float("alpha", 1.f) : 0.f));
+    else if (op == "Neg") ops.push_back(PostOp::linear(-1.f, 0.f));
+    else if (op == "Pow" && c && first) ops.push_back(PostOp::unary(PostOp::Unary::Pow, 1.f, float(*c)));
+    else if (op == "Max" && c && n->num_inputs() == 2) ops.push_back(PostOp::clip(float(*c), 3.402823466e38f));
+    else if (op == "Min" && c && n->num_inputs() == 2) ops.push_back(PostOp::clip(-3.402823466e38f, float(*c)));
+    else if (auto bop = binary_form(op, first); bop && o && !c && n->num_inputs() == 2) {
+      // x (op) t with t a tensor of the group's inputs: a binary post-op (x on the left for Sub and Div).
+      auto s = source_of(o);
+      if (!s) {
+        *why = fmt::format("the operand of {} is computed inside the group", n->describe());
+        return std::nullopt;
+      }
+      ops.push_back(PostOp::binary_op(*bop, int(sources.size())));
+      sources.push_back(*s);
+    }
     else if (op == "Clip") {
       float lo = -3.402823466e38f, hi = 3.402823466e38f;
       if (n->opset < 11) {

@@ -48,9 +48,13 @@ std::string compiler_version(const std::string& cxx) {
   return cache[cxx] = line;
 }
 
+// -ffp-contract=off: each op rounds its result to float as the op-by-op runtime does. Contracting a*b - c into
+// an FMA across ops skips that rounding, and a value computed twice (a reduction and its broadcast consumer)
+// can then differ from itself: x*y - relu(x*y) came out 1e-8 instead of 0 (found by selftest, seed 2).
 std::string flags(const CompileOptions& o) {
-  return o.debug ? "-std=c++17 -O0 -g -march=native -fopenmp -fno-math-errno -shared -fPIC -w"
-                 : "-std=c++17 -O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -shared -fPIC -w";
+  return o.debug ? "-std=c++17 -O0 -g -march=native -fopenmp -fno-math-errno -ffp-contract=off -shared -fPIC -w"
+                 : "-std=c++17 -O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off "
+                   "-shared -fPIC -w";
 }
 
 }  // namespace

@@ -945,7 +945,10 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
           .push_back(o);
   }
   for (const auto& [shape, outs] : before) emit_indexed(os, outs);
-  const bool scratch = red_out == body_.outputs().size();
+  // The reduction's result goes to a scratch buffer (fp32) when later nests read it back, and to its output
+  // when it is one.
+  const bool is_output = red_out < body_.outputs().size();
+  const bool scratch = !is_output || !after.empty();
   if (scratch) {
     os << "  float* __restrict redbuf = static_cast<float*>(std::malloc(sizeof(float) * size_t(1 + "
        << product(dims_of(red->output(0)), 0, dims_of(red->output(0)).size()) << ")));\n";
@@ -1024,7 +1027,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   else if (op == "ReduceL2") result = "gaf_sqrt(float(acc))";
   else if (op == "ReduceLogSum") result = "gaf_log(float(acc))";
   if (scratch) os << outer << "redbuf[i] = " << result << ";\n";
-  else os << outer << "out" << red_out << "[i] = " << store(red->output(0)->type.dtype, result) << ";\n";
+  if (is_output) os << outer << "out" << red_out << "[i] = " << store(red->output(0)->type.dtype, result) << ";\n";
   close_space(os, orank);
   if (!after.empty()) {
     ptr_[red->output(0)] = "redbuf";

@@ -29,15 +29,20 @@ inline float gaf_pow(float a, float b) { return __builtin_powf(a, b); }
 inline float gaf_sin(float x) { return __builtin_sinf(x); }
 inline float gaf_cos(float x) { return __builtin_cosf(x); }
 
+// Kernels build with -ffp-contract=off (each op rounds like the op-by-op runtime); the polynomials below ask for
+// their fused multiply-adds explicitly.
+inline float gaf_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+inline float gaf_exp_poly(float r) {  // e^r - 1 - r over |r| <= ln2/2, divided by r^2 (Cephes)
+  return gaf_fma(gaf_fma(gaf_fma(gaf_fma(gaf_fma(1.9875691500e-4f, r, 1.3981999507e-3f), r, 8.3334519073e-3f), r,
+                                 4.1665795894e-2f), r, 1.6666665459e-1f), r, 5.0000001201e-1f);
+}
+
 // Cephes expf: x = n ln2 + r, exp(r) by a degree-6 polynomial, scaled by 2^n through the exponent bits.
 inline float gaf_exp(float x) {
   float xc = gaf_min(gaf_max(x, -87.33654475f), 88.72283905f);
-  float fx = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
-  float r = xc - fx * 0.693359375f + fx * 2.12194440e-4f;
-  float z = r * r;
-  float y = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
-             1.6666665459e-1f) * r + 5.0000001201e-1f;
-  y = y * z + r + 1.0f;
+  float fx = __builtin_floorf(gaf_fma(xc, 1.44269504088896341f, 0.5f));
+  float r = gaf_fma(fx, 2.12194440e-4f, gaf_fma(fx, -0.693359375f, xc));
+  float y = gaf_fma(gaf_exp_poly(r), r * r, r) + 1.0f;
   int32_t n = int32_t(fx);  // in [-126, 128]: scale in two halves so 2^128 never overflows on its own
   int32_t n1 = n >> 1, n2 = n - n1;
   float res = y * gaf_bits_to_float(uint32_t(n1 + 127) << 23) * gaf_bits_to_float(uint32_t(n2 + 127) << 23);
@@ -50,11 +55,9 @@ inline float gaf_exp(float x) {
 inline float gaf_exp_nonpos(float x) {
   const float lo = -87.33654475f;
   float xc = x > lo ? x : lo;
-  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-  float y = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
-             1.6666665459e-1f) * r + 5.0000001201e-1f;
-  y = y * r * r + r + 1.0f;
+  float n = gaf_fma(xc, 1.44269504088896341f, 12582912.0f) - 12582912.0f;  // round to nearest
+  float r = gaf_fma(n, 2.12194440e-4f, gaf_fma(n, -0.693359375f, xc));
+  float y = gaf_fma(gaf_exp_poly(r), r * r, r) + 1.0f;
   float res = y * gaf_bits_to_float(uint32_t(int32_t(n) + 127) << 23);  // n in [-126, 0]
   res = x < lo ? 0.0f : res;
   return x != x ? x : res;

@@ -31,7 +31,7 @@ class ConvKernel final : public Kernel {
     attrs_ = WindowAttrs::parse(node);
     group_ = node.attr_int("group", 1);
     for (size_t i = 0; i < ops_.size(); ++i)
-      if (ops_[i].kind == PostOp::Kind::Add) {
+      if (ops_[i].takes_input()) {
         addend_src_.push_back(ops_[i].input);
         addend_pos_.push_back(int(i));
       }
@@ -212,7 +212,7 @@ class ConvKernel final : public Kernel {
     for (const Dims& d : e.addend_padded) e.addend_mds.push_back(user_desc(d));
     dnnl::primitive_desc pd;
     for (size_t i = 0; i < n_addends && e.sum_addend < 0; ++i)
-      if (e.addend_padded[i] == s.out) e.sum_addend = int(i);
+      if (e.addend_padded[i] == s.out && ops_[size_t(addend_pos_[i])].kind == PostOp::Kind::Add) e.sum_addend = int(i);
     if (e.sum_addend >= 0) {
       try {
         dnnl::primitive_desc pd1 = make_pd(&e.addend_mds, e.sum_addend);

@@ -160,7 +160,7 @@ class MatMulKernel final : public Kernel {
       }
     }
     for (const PostOp& op : user_ops_) {
-      if (op.kind == PostOp::Kind::Add) {
+      if (op.takes_input()) {
         addend_src_.push_back(op.input);
         addend_pos_.push_back(int(chain_.size()));
       }

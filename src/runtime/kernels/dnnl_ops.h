@@ -31,11 +31,19 @@ struct PostOp {
     Clip,       // min(max(x, alpha), beta)   (Relu6: alpha 0, beta 6)
     Linear,     // alpha * x + beta
     Add,        // x + addend, the addend being context input `input`, numpy-broadcast into the output
+    Eltwise,    // f(x) for the unary function `eltwise` (alpha, beta its parameters)
+    Binary,     // x (op) t, t being context input `input`, numpy-broadcast into the output (x first)
   };
+  // Unary functions oneDNN applies in a post-op; Pow is alpha * x^beta, Elu's alpha is ONNX's.
+  enum class Unary : uint8_t { Sigmoid, Tanh, Abs, Exp, Sqrt, Log, Elu, Mish, Round, Pow, Softplus };
+  enum class BinaryOp : uint8_t { Mul, Sub, Div, Max, Min };
   Kind kind = Kind::Relu;
   float alpha = 0.f;
   float beta = 0.f;
-  int input = -1;  // Add only
+  int input = -1;  // Add and Binary
+  Unary eltwise = Unary::Sigmoid;
+  BinaryOp binary = BinaryOp::Mul;
+  bool takes_input() const { return kind == Kind::Add || kind == Kind::Binary; }
 
   static PostOp relu(float negative_slope = 0.f) { return {Kind::Relu, negative_slope, 0.f, -1}; }
   static PostOp gelu_erf() { return {Kind::GeluErf, 0.f, 0.f, -1}; }
@@ -45,6 +53,16 @@ struct PostOp {
   static PostOp clip(float lo, float hi) { return {Kind::Clip, lo, hi, -1}; }
   static PostOp linear(float alpha, float beta) { return {Kind::Linear, alpha, beta, -1}; }
   static PostOp add(int input) { return {Kind::Add, 0.f, 0.f, input}; }
+  static PostOp unary(Unary f, float alpha = 0.f, float beta = 0.f) {
+    PostOp p{Kind::Eltwise, alpha, beta, -1};
+    p.eltwise = f;
+    return p;
+  }
+  static PostOp binary_op(BinaryOp op, int input) {
+    PostOp p{Kind::Binary, 0.f, 0.f, input};
+    p.binary = op;
+    return p;
+  }
 };
 
 std::string_view post_op_name(PostOp::Kind k);

@@ -161,6 +161,40 @@ memory wrap(const memory::desc& md, const void* data) {
   return memory(md, engine(), const_cast<void*>(data));
 }
 
+namespace {
+
+dnnl::algorithm unary_algorithm(PostOp::Unary f) {
+  using A = dnnl::algorithm;
+  switch (f) {
+    case PostOp::Unary::Sigmoid: return A::eltwise_logistic;
+    case PostOp::Unary::Tanh: return A::eltwise_tanh;
+    case PostOp::Unary::Abs: return A::eltwise_abs;
+    case PostOp::Unary::Exp: return A::eltwise_exp;
+    case PostOp::Unary::Sqrt: return A::eltwise_sqrt;
+    case PostOp::Unary::Log: return A::eltwise_log;
+    case PostOp::Unary::Elu: return A::eltwise_elu;
+    case PostOp::Unary::Mish: return A::eltwise_mish;
+    case PostOp::Unary::Round: return A::eltwise_round;
+    case PostOp::Unary::Pow: return A::eltwise_pow;
+    case PostOp::Unary::Softplus: return A::eltwise_soft_relu;
+  }
+  return A::eltwise_linear;
+}
+
+dnnl::algorithm binary_algorithm(PostOp::BinaryOp op) {
+  using A = dnnl::algorithm;
+  switch (op) {
+    case PostOp::BinaryOp::Mul: return A::binary_mul;
+    case PostOp::BinaryOp::Sub: return A::binary_sub;
+    case PostOp::BinaryOp::Div: return A::binary_div;
+    case PostOp::BinaryOp::Max: return A::binary_max;
+    case PostOp::BinaryOp::Min: return A::binary_min;
+  }
+  return A::binary_add;
+}
+
+}  // namespace
+
 void append_post_ops(dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
                      const std::vector<memory::desc>& addend_descs, int sum_addend) {
   if (ops.empty()) return;
@@ -195,6 +229,14 @@ void append_post_ops(dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
       case PostOp::Kind::Linear:
         po.append_eltwise(1.f, A::eltwise_linear, op.alpha, op.beta);
         break;
+      case PostOp::Kind::Eltwise:
+        po.append_eltwise(1.f, unary_algorithm(op.eltwise), op.alpha, op.beta);
+        break;
+      case PostOp::Kind::Binary:
+        GAF_ASSERT(addend < addend_descs.size(), "append_post_ops: missing operand descriptor");
+        po.append_binary(binary_algorithm(op.binary), addend_descs[addend]);
+        ++addend;
+        break;
       case PostOp::Kind::Add:
         GAF_ASSERT(addend < addend_descs.size(), "append_post_ops: missing addend descriptor");
         if (int(addend) == sum_addend)
@@ -210,7 +252,7 @@ void append_post_ops(dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
 
 void check_post_ops(const Node& node, const std::vector<PostOp>& ops, int first_extra_input) {
   for (const PostOp& op : ops) {
-    if (op.kind == PostOp::Kind::Add)
+    if (op.takes_input())
       GAF_CHECK(op.input >= first_extra_input, "{}: post-op Add needs a context input index >= {} (got {})",
                 node.describe(), first_extra_input, op.input);
     if (op.kind == PostOp::Kind::Clip)
@@ -247,8 +289,36 @@ float eltwise_ref(const PostOp& op, float x) {
       return std::min(std::max(x, op.alpha), op.beta);
     case PostOp::Kind::Linear:
       return op.alpha * x + op.beta;
-    case PostOp::Kind::Add:
+    case PostOp::Kind::Eltwise:
+      switch (op.eltwise) {
+        case PostOp::Unary::Sigmoid: return 1.f / (1.f + std::exp(-x));
+        case PostOp::Unary::Tanh: return std::tanh(x);
+        case PostOp::Unary::Abs: return std::fabs(x);
+        case PostOp::Unary::Exp: return std::exp(x);
+        case PostOp::Unary::Sqrt: return std::sqrt(x);
+        case PostOp::Unary::Log: return std::log(x);
+        case PostOp::Unary::Elu: return x > 0.f ? x : op.alpha * (std::exp(x) - 1.f);
+        case PostOp::Unary::Mish: return x * std::tanh(std::log1p(std::exp(x)));
+        case PostOp::Unary::Round: return std::nearbyint(x);
+        case PostOp::Unary::Pow: return op.alpha * std::pow(x, op.beta);
+        case PostOp::Unary::Softplus: return std::log1p(std::exp(x));
+      }
       break;
+    case PostOp::Kind::Add:
+    case PostOp::Kind::Binary:
+      break;
+  }
+  return x;
+}
+
+float binary_ref(const PostOp& op, float x, float t) {
+  if (op.kind == PostOp::Kind::Add) return x + t;
+  switch (op.binary) {
+    case PostOp::BinaryOp::Mul: return x * t;
+    case PostOp::BinaryOp::Sub: return x - t;
+    case PostOp::BinaryOp::Div: return x / t;
+    case PostOp::BinaryOp::Max: return std::max(x, t);
+    case PostOp::BinaryOp::Min: return std::min(x, t);
   }
   return x;
 }
@@ -258,7 +328,7 @@ void apply_post_ops_ref(const Node& node, const std::vector<PostOp>& ops, Kernel
                         const Dims& out) {
   const int64_t n = numel_of(out);
   for (const PostOp& op : ops) {
-    if (op.kind != PostOp::Kind::Add) {
+    if (!op.takes_input()) {
       parallel_for(n, 32768, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) y[i] = eltwise_ref(op, y[i]);
       });
@@ -274,7 +344,7 @@ void apply_post_ops_ref(const Node& node, const std::vector<PostOp>& ops, Kernel
                       [&](int64_t pos, const std::array<int64_t, 1>& offs, int64_t run,
                           const std::array<int64_t, 1>& inner) {
                         for (int64_t j = 0; j < run; ++j)
-                          y[pos + j] += float(to_double(src[offs[0] + j * inner[0]]));
+                          y[pos + j] = binary_ref(op, y[pos + j], float(to_double(src[offs[0] + j * inner[0]])));
                       });
     });
   }
@@ -308,6 +378,10 @@ std::string_view post_op_name(PostOp::Kind k) {
       return "Linear";
     case PostOp::Kind::Add:
       return "Add";
+    case PostOp::Kind::Eltwise:
+      return "Eltwise";
+    case PostOp::Kind::Binary:
+      return "Binary";
   }
   return "?";
 }

@@ -913,7 +913,23 @@ double apply_ref(const dnnl_ops::PostOp& op, double x) {
       return std::min(std::max(x, double(op.alpha)), double(op.beta));
     case K::Linear:
       return op.alpha * x + op.beta;
+    case K::Eltwise:
+      switch (op.eltwise) {
+        case dnnl_ops::PostOp::Unary::Sigmoid: return 1 / (1 + std::exp(-x));
+        case dnnl_ops::PostOp::Unary::Tanh: return std::tanh(x);
+        case dnnl_ops::PostOp::Unary::Abs: return std::fabs(x);
+        case dnnl_ops::PostOp::Unary::Exp: return std::exp(x);
+        case dnnl_ops::PostOp::Unary::Sqrt: return std::sqrt(x);
+        case dnnl_ops::PostOp::Unary::Log: return std::log(x);
+        case dnnl_ops::PostOp::Unary::Elu: return x > 0 ? x : op.alpha * (std::exp(x) - 1);
+        case dnnl_ops::PostOp::Unary::Mish: return x * std::tanh(std::log1p(std::exp(x)));
+        case dnnl_ops::PostOp::Unary::Round: return std::nearbyint(x);
+        case dnnl_ops::PostOp::Unary::Pow: return op.alpha * std::pow(x, double(op.beta));
+        case dnnl_ops::PostOp::Unary::Softplus: return std::log1p(std::exp(x));
+      }
+      break;
     case K::Add:
+    case K::Binary:
       break;
   }
   return x;
@@ -1019,6 +1035,47 @@ TEST(DnnlPostOps, MatMulAndGemmEpilogues) {
   auto rv = as_double(res);
   for (size_t i = 0; i < g.size(); ++i) g[i] = std::max(g[i], 0.0) + rv[i];
   expect_close(y, {5, 7}, g, 1e-4, 1e-4);
+}
+
+TEST(DnnlPostOps, UnaryAndBinaryEpilogues) {
+  using P = dnnl_ops::PostOp;
+  Model m;
+  GraphBuilder b(m);
+  Value* a = b.input("a", DType::Float, {6, 12});
+  Value* w = b.random_constant("w", {12, 7}, 0.3f);
+  b.output(b.op("MatMul", {a, w}));
+  b.finish();
+  const Node& mm = *m.graph->nodes()[0];
+  const Tensor& wt = m.graph->find_value("w")->constant();
+  Tensor x = random_tensor(DType::Float, {6, 12}, 5);
+  Dims od;
+  auto base = ref_matmul(as_double(x), x.dims(), as_double(wt), wt.dims(), &od);
+  // Unary: |y| first keeps Sqrt, Log and Pow defined.
+  for (P::Unary f : {P::Unary::Sigmoid, P::Unary::Tanh, P::Unary::Abs, P::Unary::Exp, P::Unary::Sqrt, P::Unary::Log,
+                     P::Unary::Elu, P::Unary::Mish, P::Unary::Round, P::Unary::Pow, P::Unary::Softplus}) {
+    SCOPED_TRACE(int(f));
+    P op = P::unary(f, f == P::Unary::Elu ? 0.7f : 1.0f, f == P::Unary::Pow ? 2.0f : 0.0f);
+    Tensor y = run_fused(mm, {&x, &wt}, {P::unary(P::Unary::Abs), P::linear(1.f, 0.25f), op});
+    std::vector<double> want(base.size());
+    for (size_t i = 0; i < base.size(); ++i) want[i] = apply_ref(op, std::fabs(base[i]) + 0.25);
+    expect_close(y, od, want, 1e-4, 1e-4);
+  }
+  // Binary with a per-column [7] and a full [6,7] operand.
+  for (Dims td : {Dims{7}, Dims{6, 7}}) {
+    Tensor t = random_tensor(DType::Float, td, 6);
+    auto tv = as_double(t);
+    for (P::BinaryOp bop : {P::BinaryOp::Mul, P::BinaryOp::Sub, P::BinaryOp::Div, P::BinaryOp::Max, P::BinaryOp::Min}) {
+      SCOPED_TRACE(int(bop));
+      Tensor y = run_fused(mm, {&x, &wt, nullptr, &t}, {P::binary_op(bop, 3)});
+      std::vector<double> want(base.size());
+      for (size_t i = 0; i < base.size(); ++i) {
+        double v = base[i], u = tv[td.size() == 1 ? i % 7 : i];
+        want[i] = bop == P::BinaryOp::Mul ? v * u : bop == P::BinaryOp::Sub ? v - u : bop == P::BinaryOp::Div ? v / u
+                  : bop == P::BinaryOp::Max ? std::max(v, u) : std::min(v, u);
+      }
+      expect_close(y, od, want, 1e-4, 1e-4);
+    }
+  }
 }
 
 TEST(DnnlPostOps, BadChainsAndUnsupportedOps) {

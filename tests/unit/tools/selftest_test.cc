@@ -13,6 +13,7 @@ TEST(Selftest, RandomGraphsAgreeFusedAndUnfused) {
   // The check must exercise fusion and generated code, not only the op-by-op fallback.
   EXPECT_GT(r.fused_groups, 1000u);
   EXPECT_GT(r.generated_kernels, r.fused_groups / 2);
+  EXPECT_EQ(r.compile_errors, 0) << "generated code the compiler rejected: an emitter bug";
   for (const auto& f : r.failures) ADD_FAILURE() << f;
 }
 

@@ -78,23 +78,33 @@ void normalize(KernelContext& ctx, bool centre, int bias_input) {
   Tensor& y = ctx.allocate_output(0, DType::Float, x.dims());
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  parallel_for(rows, 1, [&](int64_t b, int64_t e) {
+  // Rows in parallel; each row's sums vectorise (double lanes), then one vectorised pass writes the output.
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* in = xp + r * cols;
       float* out = yp + r * cols;
-      double mean = 0;
+      double sum = 0;
       if (centre) {
-        for (int64_t c = 0; c < cols; ++c) mean += in[c];
-        mean /= double(cols);
+#pragma omp simd reduction(+ : sum)
+        for (int64_t c = 0; c < cols; ++c) sum += double(in[c]);
       }
+      const double mean = centre ? sum / double(cols) : 0.0;
       double var = 0;
-      for (int64_t c = 0; c < cols; ++c) var += (in[c] - mean) * (in[c] - mean);
-      float denom = std::sqrt(float(var / double(cols)) + eps);
+#pragma omp simd reduction(+ : var)
       for (int64_t c = 0; c < cols; ++c) {
-        float v = float(in[c] - mean) / denom;
-        if (scale) v *= scale[c];
-        if (bias) v += bias[c];
-        out[c] = v;
+        const double d = double(in[c]) - mean;
+        var += d * d;
+      }
+      const float m = float(mean), rstd = 1.0f / std::sqrt(float(var / double(cols)) + eps);
+      if (scale && bias) {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) out[c] = (in[c] - m) * rstd * scale[c] + bias[c];
+      } else if (scale) {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) out[c] = (in[c] - m) * rstd * scale[c];
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) out[c] = (in[c] - m) * rstd;
       }
     }
   });

@@ -247,13 +247,8 @@ std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string
         if (mn) lo = float(*mn);
         if (mx) hi = float(*mx);
       }
-      // Measured on mobilenet_v2: oneDNN 2.6's convolutions with a clip/bounded_relu post-op ran 0.75x the
-      // speed of Conv then Clip, so Conv groups ending in Clip keep the two kernels.
-      if (anchor->op_type == "Conv" && anchor->domain.empty()) {
-        *why = fmt::format("{}: a clip post-op slows oneDNN 2.6 convolutions down (measured), kept as two kernels",
-                           n->describe());
-        return std::nullopt;
-      }
+      // Whether an NCHW Conv should take a Clip epilogue at all is the planner's call (Target::conv_clip_epilogue:
+      // cpu-host says no, measured); a group that has one runs it as a post-op.
       ops.push_back(PostOp::clip(lo, hi));
     } else {
       *why = fmt::format("{} has no oneDNN post-op form", n->describe());

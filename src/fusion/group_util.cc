@@ -80,13 +80,25 @@ GraphIndex::GraphIndex(const Graph& g) : g_(g) {
 bool GraphIndex::path_outside(const std::set<const Node*>& from, const std::set<const Node*>& to) const {
   int limit = -1;
   for (const Node* n : to) limit = std::max(limit, pos_.at(n));
-  // Walk consumers starting at the nodes outside both sets that `from` feeds.
+  // Walk consumers starting at the nodes outside both sets that `from` feeds. A node of another group brings
+  // its whole group along (contracted, the group is one node of the fused graph).
   std::vector<const Node*> stack;
   std::set<const Node*> seen;
+  auto reach = [&](const Node* n) {
+    if (!seen.insert(n).second) return;
+    stack.push_back(n);
+    if (!group_of_ || !groups_) return;
+    auto g = group_of_->find(n);
+    if (g == group_of_->end()) return;
+    auto members = groups_->find(g->second);
+    if (members == groups_->end()) return;
+    for (const Node* m : members->second.nodes)
+      if (!from.count(m) && !to.count(m) && seen.insert(m).second) stack.push_back(m);
+  };
   for (const Node* n : from)
     for (const Value* o : n->outputs())
       for (const Use& u : o->uses())
-        if (!from.count(u.node) && !to.count(u.node) && seen.insert(u.node).second) stack.push_back(u.node);
+        if (!from.count(u.node) && !to.count(u.node)) reach(u.node);
   while (!stack.empty()) {
     const Node* n = stack.back();
     stack.pop_back();
@@ -94,7 +106,7 @@ bool GraphIndex::path_outside(const std::set<const Node*>& from, const std::set<
     for (const Value* o : n->outputs()) {
       for (const Use& u : o->uses()) {
         if (to.count(u.node)) return true;
-        if (!from.count(u.node) && seen.insert(u.node).second) stack.push_back(u.node);
+        if (!from.count(u.node)) reach(u.node);
       }
     }
   }

@@ -33,11 +33,19 @@ class GraphIndex {
   int position(const Node* n) const { return pos_.at(n); }
   const Graph& graph() const { return g_; }
   // True when some path from a node in `from` to a node in `to` leaves from ∪ to (merging would make a cycle).
+  // With the current grouping set, the path runs over groups: reaching one member of another group reaches
+  // all of them, since that group will be one kernel.
   bool path_outside(const std::set<const Node*>& from, const std::set<const Node*>& to) const;
+  // The planner's grouping (node -> group id, group id -> members), kept up to date by the planner.
+  void set_grouping(const std::map<const Node*, int>* group_of, const std::map<int, Group>* groups) {
+    group_of_ = group_of, groups_ = groups;
+  }
 
  private:
   const Graph& g_;
   std::map<const Node*, int> pos_;
+  const std::map<const Node*, int>* group_of_ = nullptr;
+  const std::map<int, Group>* groups_ = nullptr;
 };
 
 std::set<const Node*> members(const Group& a, const Group& b);

@@ -29,6 +29,7 @@ class Planner {
  public:
   Planner(const Graph& g, const CostModel& cm, const FusionOptions& opts)
       : g_(g), cm_(cm), opts_(opts), index_(g) {
+    index_.set_grouping(&group_of_, &groups_);
     for (const Node* n : g.nodes()) {
       Group gr;
       gr.id = next_id_++;

@@ -217,5 +217,21 @@ TEST(FusionDecisions, TargetUnsupportedConvClip) {
   expect_reason(clip_ok.result, "c", "y", Reason::Fused);
 }
 
+TEST(FusionDecisions, CycleThroughAnotherGroup) {
+  // Found by selftest (seed 8, graph 1115). Two merges, each acyclic on its own, would leave two groups that
+  // feed each other:
+  //   {MatMul -> Abs -> Add (a)} gains d = Div(m, a),
+  //   {Min -> Abs -> Add (b)} gains y = Min(b, a),
+  // and m comes from the second group. The path check has to treat another group as one node.
+  auto f = fuse(R"(g (float[3,5,4] x0, float[3,5,4] x1, float[4,4] w, float one) => (float[3,5,4] y, float[3,5,4] d) {
+      m = Min(x0, x0)  p = MatMul(x1, w)  ap = Abs(p)  a = Add(ap, one)  d = Div(m, a)
+      am = Abs(m)  b = Add(am, one)  y = Min(b, a) })",
+                3);
+  bool cycle = false;
+  for (const auto& dec : f.result.decisions) cycle |= dec.reason == Reason::Cycle;
+  EXPECT_TRUE(cycle);
+  verify(*f.model.graph);
+}
+
 }  // namespace
 }  // namespace gaf

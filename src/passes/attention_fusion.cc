@@ -57,10 +57,6 @@ std::vector<int64_t> identity(int rank) {
   return p;
 }
 
-bool same_shape(const Value* a, const Value* b) {
-  return a->type.shape && b->type.shape && *a->type.shape == *b->type.shape;
-}
-
 class AttentionFusion final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "attention-fusion"; }
@@ -88,7 +84,8 @@ class AttentionFusion final : public rewrite::RulePass {
       for (int i : {0, 1}) {
         Value* other = add->input(1 - i);
         Node* p = add->input(i)->producer();
-        if (p && (is_op(p, "MatMul") || is_op(p, "Mul") || is_op(p, "Div")) && same_shape(add->input(i), cur) &&
+        if (p && (is_op(p, "MatMul") || is_op(p, "Mul") || is_op(p, "Div")) &&
+            rewrite::same_shape(add->input(i), cur) &&
             rewrite::is_float(other) && rewrite::rank_of(other) >= 0 && rewrite::rank_of(other) <= rank) {
           mask = other;
           cur = add->input(i);

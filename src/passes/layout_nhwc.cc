@@ -9,8 +9,8 @@
 // which also moves them down through the elementwise ops in between (ReLU, Clip, residual Add), so a chain of
 // convolutions runs channels-last end to end and only the chain's entry and exit transpose.
 //
-// 2-D fp32 convolutions (constant weights) and pools with static shapes only. A rewrite of the CPU runtime's layout: run at opt level 2 and
-// above, with the rest of the CPU-specific decisions (fusion).
+// 2-D fp32 convolutions (constant weights) and pools with static shapes only. A rewrite of the CPU runtime's
+// layout: run at opt level 2 and above, with the rest of the CPU-specific decisions (fusion).
 #include "gaf/passes.h"
 #include "passes/rewrite_util.h"
 

@@ -8,6 +8,10 @@
 
 namespace gaf::rewrite {
 
+bool same_shape(const Value* a, const Value* b) {
+  return a->type.shape && b->type.shape && *a->type.shape == *b->type.shape;
+}
+
 // The permutation of Transpose `t` when valid and known (the default reverses the dims).
 std::optional<std::vector<int64_t>> transpose_perm(const Node& t) {
   int rank = rank_of(t.input(0));

@@ -33,6 +33,7 @@ bool near(double v, double want);
 bool is_scalar(const Graph& g, const Value* v, const Value* into, double want);
 
 int rank_of(const Value* v);    // -1 when unknown
+bool same_shape(const Value* a, const Value* b);  // both shapes known and equal (symbols by name)
 bool is_float(const Value* v);  // fp32: the element type the recognition passes handle
 
 // `n` is the ai.onnx op `op`.

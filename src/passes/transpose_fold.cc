@@ -69,7 +69,7 @@ class TransposeFold final : public rewrite::RulePass {
       if (!t) continue;
       auto p = rewrite::transpose_perm(*t);
       if (!p || int(p->size()) != rank || (perm && *p != *perm) || !rewrite::used_only_by(g, v, {&n}) ||
-          !v->type.shape || !y->type.shape || !(*v->type.shape == *y->type.shape))
+          !rewrite::same_shape(v, y))
         return false;
       perm = p;
       transposes.push_back(t);
@@ -87,7 +87,7 @@ class TransposeFold final : public rewrite::RulePass {
         continue;
       }
       // v = Transpose(Transpose(v, inverse), perm): reuse an inverse Transpose of v another reader already has.
-      if (!v->type.shape || !y->type.shape || !(*v->type.shape == *y->type.shape)) return false;
+      if (!rewrite::same_shape(v, y)) return false;
       for (const Use& u : v->uses())
         if (is_op(u.node, "Transpose") && u.node != &n && rewrite::transpose_perm(*u.node) == inverse)
           ins[size_t(i)] = u.node->output(0);

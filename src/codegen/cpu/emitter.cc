@@ -44,6 +44,16 @@ bool is_one(const DimExpr& d) { return d.value == 1; }
 std::string text(const DimExpr& d) {
   return d.value >= 0 ? fmt::format("int64_t({})", d.value) : fmt::format("sym[{}]", d.symbol);
 }
+// The linear index over dims [from, to) of index expressions `idx` (size-1 dims skipped: their index is 0).
+std::string ravel(const std::vector<std::string>& idx, const Dims& dims, size_t from, size_t to) {
+  std::string lin;
+  for (size_t k = from; k < to; ++k) {
+    if (dims[k].value == 1) continue;
+    lin = lin.empty() ? idx[k] : fmt::format("({}) * {} + {}", lin, text(dims[k]), idx[k]);
+  }
+  return lin.empty() ? "0" : lin;
+}
+
 std::string product(const Dims& dims, size_t from, size_t to) {
   std::string s;
   for (size_t i = from; i < to; ++i) s += (s.empty() ? "" : " * ") + text(dims[i]);
@@ -86,6 +96,14 @@ class Unsupported : public std::exception {
 template <class... A>
 [[noreturn]] void reject(fmt::format_string<A...> f, A&&... a) {
   throw Unsupported(fmt::format(f, std::forward<A>(a)...));
+}
+
+// The axes a Reduce* node lists (attribute, or constant input from opset 13/18), as given; empty: none listed.
+std::vector<int64_t> reduce_axes(const Node& n) {
+  if (n.has_attr("axes")) return n.attr_ints("axes");
+  if (!n.input(1)) return {};
+  if (!n.input(1)->is_constant()) reject("{}: axes are not constant", n.describe());
+  return n.input(1)->constant().to_int_vector();
 }
 
 // An operand read from memory: a body input or an inlined constant, seen through virtual dims (right-aligned to
@@ -404,6 +422,7 @@ class Emitter {
   Computed value_at(std::ostream& os, const Value* v, const Index& idx);
   Index producer_index(std::ostream& os, const Node& n, const Value* out, const Index& idx);
   std::optional<Index> reshape_groups(std::ostream& os, const Dims& od, const Dims& id, const Index& idx);
+  void unravel(std::ostream& os, const std::string& lin, const Dims& dims, size_t from, size_t to, Index& r);
   std::string index_var(std::ostream& os, const std::string& expr);
   std::set<const Value*> params_;                 // shape/axes/starts inputs of injective ops
   std::set<const Value*> materialised_;           // values held in a scratch buffer (fp32) inside the kernel
@@ -452,8 +471,7 @@ void Emitter::emit_rows(std::ostream& os) {
         if (!n.output(k)->absent_output && !n.output(k)->uses().empty())
           reject("{}: only the normalised output can be fused", n.describe());
     } else if (op.rfind("Reduce", 0) == 0) {
-      if (n.has_attr("axes")) axes = n.attr_ints("axes");
-      else if (n.input(1) && n.input(1)->is_constant()) axes = n.input(1)->constant().to_int_vector();
+      axes = reduce_axes(n);
       if (axes.empty()) reject("{}: reduces every axis", n.describe());
     } else {
       reject("{} has no row form in the emitter", n.describe());
@@ -655,6 +673,7 @@ void Emitter::emit_rows(std::ostream& os) {
 
 // ---- indexed kernels ----
 
+
 // Inputs that only parameterise their op: Reshape's shape, Squeeze/Unsqueeze axes, Slice's starts/ends/axes/
 // steps, Expand's shape, Split's sizes, a reduction's axes. Dims come from the value types; Slice and the
 // reductions read the constant's data at codegen time.
@@ -707,26 +726,26 @@ std::optional<Emitter::Index> Emitter::reshape_groups(std::ostream& os, const Di
         pi *= id[e++].value;
       }
     }
-    std::string lin;
-    for (size_t k = a; k < b; ++k) {
-      if (is_one(od[k])) continue;
-      lin = lin.empty() ? idx[k] : fmt::format("({}) * {} + {}", lin, text(od[k]), idx[k]);
-    }
-    if (lin.empty()) lin = "0";
+    const std::string lin = ravel(idx, od, a, b);
     int big = 0;
     for (size_t k = c; k < e; ++k) big += !is_one(id[k]);
     if (big <= 1) {
       for (size_t k = c; k < e; ++k) r[k] = is_one(id[k]) ? "0" : lin;
     } else {
-      std::string l = index_var(os, lin);
-      for (size_t k = c; k < e; ++k) {
-        std::string q = k + 1 < e ? fmt::format("{} / ({})", l, product(id, k + 1, e)) : l;
-        r[k] = k == c ? index_var(os, q) : index_var(os, fmt::format("({}) % {}", q, text(id[k])));
-      }
+      unravel(os, lin, id, c, e, r);
     }
     a = b, c = e;
   }
   return r;
+}
+
+// Splits the linear index `lin` over dims [from, to) of `dims` into r[from..to).
+void Emitter::unravel(std::ostream& os, const std::string& lin, const Dims& dims, size_t from, size_t to, Index& r) {
+  std::string l = index_var(os, lin);
+  for (size_t k = from; k < to; ++k) {
+    std::string q = k + 1 < to ? fmt::format("{} / ({})", l, product(dims, k + 1, to)) : l;
+    r[k] = k == from ? index_var(os, q) : index_var(os, fmt::format("({}) % {}", q, text(dims[k])));
+  }
 }
 
 // The index into the input of injective node `n` that holds `out`[idx].
@@ -752,14 +771,8 @@ Emitter::Index Emitter::producer_index(std::ostream& os, const Node& n, const Va
       return r;
     }
     if (auto grouped = reshape_groups(os, od, id, idx)) return *grouped;
-    // General re-ravel through the linear index.
-    std::string lin = idx.empty() ? "0" : idx[0];
-    for (size_t k = 1; k < od.size(); ++k) lin = fmt::format("({}) * {} + {}", lin, text(od[k]), idx[k]);
-    std::string l = index_var(os, lin);
-    for (size_t k = 0; k < id.size(); ++k) {
-      std::string q = k + 1 < id.size() ? fmt::format("{} / ({})", l, product(id, k + 1, id.size())) : l;
-      r[k] = k == 0 ? index_var(os, q) : index_var(os, fmt::format("({}) % {}", q, text(id[k])));
-    }
+    // General re-ravel through the linear index (symbolic dims).
+    unravel(os, ravel(idx, od, 0, od.size()), id, 0, id.size(), r);
     return r;
   }
   if (op == "Transpose") {
@@ -826,13 +839,8 @@ Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Inde
   if (!n || n->graph() != &body_ || materialised_.count(v)) {
     if (!ptr_.count(v)) reject("'{}' is neither an input nor a constant of the body", v->name());
     Dims d = dims_of(v);
-    std::string lin;
-    for (size_t k = 0; k < d.size(); ++k) {
-      if (is_one(d[k])) continue;
-      lin = lin.empty() ? idx[k] : fmt::format("({}) * {} + {}", lin, text(d[k]), idx[k]);
-    }
     c = {fmt::format("l{}", computed_.size()), scalar_type(v->type.dtype)};
-    os << ind_ << decl(c.type) << " " << c.name << " = " << load_expr(v, lin.empty() ? "0" : lin) << ";\n";
+    os << ind_ << decl(c.type) << " " << c.name << " = " << load_expr(v, ravel(idx, d, 0, d.size())) << ";\n";
   } else if (kIndexable.count(n->op_type)) {
     c = value_at(os, n->input(0), producer_index(os, *n, v, idx));
   } else {
@@ -928,6 +936,13 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
       if (red) reject("more than one reduction over different axes");
       red = n;
     }
+  const std::string& op = red->op_type;
+  static const std::set<std::string> kinds = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                              "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum"};
+  if (!kinds.count(op) || !red->domain.empty()) reject("{} has no indexed form", red->describe());
+  const Value* in = red->input(0);
+  if (in->type.dtype != DType::Float && in->type.dtype != DType::Float16 && in->type.dtype != DType::BFloat16)
+    reject("{}: element type {}", red->describe(), dtype_name(in->type.dtype));
   // Outputs upstream of the reduction (a multi-output group also writes them) get loop nests of their own
   // first; consumers of the reduction (reduce -> broadcast -> elementwise, e.g. x - mean(x) over a middle axis)
   // read its result from a scratch buffer in nests after it.
@@ -953,19 +968,9 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
     os << "  float* __restrict redbuf = static_cast<float*>(std::malloc(sizeof(float) * size_t(1 + "
        << product(dims_of(red->output(0)), 0, dims_of(red->output(0)).size()) << ")));\n";
   }
-  const std::string& op = red->op_type;
-  static const std::set<std::string> kinds = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-                                              "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum"};
-  if (!kinds.count(op) || !red->domain.empty()) reject("{} has no indexed form", red->describe());
-  const Value* in = red->input(0);
   Dims id = dims_of(in);
   const int rank = int(id.size());
-  std::vector<int64_t> axes;
-  if (red->has_attr("axes")) axes = red->attr_ints("axes");
-  else if (red->input(1)) {
-    if (!red->input(1)->is_constant()) reject("{}: axes are not constant", red->describe());
-    axes = red->input(1)->constant().to_int_vector();
-  }
+  std::vector<int64_t> axes = reduce_axes(*red);
   if (axes.empty()) {
     if (red->attr_int("noop_with_empty_axes", 0)) reject("{}: reduces nothing", red->describe());
     for (int a = 0; a < rank; ++a) axes.push_back(a);
@@ -979,8 +984,6 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   const bool keep = red->attr_int("keepdims", 1) != 0;
   Dims space = dims_of(red->output(0));
   const size_t orank = space.size();
-  if (in->type.dtype != DType::Float && in->type.dtype != DType::Float16 && in->type.dtype != DType::BFloat16)
-    reject("{}: element type {}", red->describe(), dtype_name(in->type.dtype));
   const bool sum_like = op != "ReduceMax" && op != "ReduceMin" && op != "ReduceProd";
   Index oidx = open_space(os, space, 4096);
   const std::string outer = ind_;

@@ -27,6 +27,9 @@ struct Target {
   // Whether a convolution can end in a Clip (ReLU6) inside one kernel at full speed. oneDNN 2.6 on the CPU: no
   // (its gemm-based 1x1 convolutions apply the bounded-relu post-op ~7x slower than the convolution itself).
   bool conv_clip_epilogue = true;
+  // Whether 3x3 stride-1 convolutions may run as Winograd convolutions (fewer multiplies, fp32 throughout, a
+  // rounding difference of the order of the summation-order one). The CPU runtime: oneDNN's AVX-512 kernels.
+  bool conv_winograd = false;
 
   // "cpu-host", "cuda-h200", "ascend910b", or a JSON file with these fields. Throws naming the bad field.
   static Target builtin_or_file(const std::string& name_or_path);

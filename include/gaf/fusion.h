@@ -73,6 +73,7 @@ struct FusionRules {
   int max_inputs_per_group = 8;
   int max_rounds = 10;
   double onchip_fraction = 0.8;  // "constraint": onchip_usage < F * onchip_capacity
+  bool winograd = true;          // "winograd": false keeps every convolution direct (bit-closer to other runtimes)
   std::vector<FusionRule> rules;
   std::set<std::string> skip_nodes;     // node names never fused
   std::set<std::string> skip_op_types;  // op types never fused

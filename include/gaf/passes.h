@@ -18,6 +18,7 @@ struct PassContext {
   std::map<std::string, int> rewrites;  // pass name -> rewrites applied (for the report)
   std::string dump_dir;                 // when set: <dump_dir>/<NN>_<pass>.txt after each pass that changed
   bool verify_each = false;
+  bool conv_winograd = false;           // the target runs Winograd convolutions and the rules allow them
   void count(std::string_view pass, int n = 1) { rewrites[std::string(pass)] += n; }
 };
 
@@ -58,8 +59,9 @@ std::unique_ptr<Pass> make_shape_folding();                     // Shape/Size of
 std::unique_ptr<Pass> make_conv_bn_fold();          // Conv -> BatchNorm / per-channel Mul, Add -> Conv
 std::unique_ptr<Pass> make_matmul_add_to_gemm();    // 2-D MatMul + constant bias -> Gemm
 std::unique_ptr<Pass> make_shape_inference();      // fills shapes ONNX left unknown, from folded constants
-std::unique_ptr<Pass> make_transpose_fold();
-std::unique_ptr<Pass> make_layout_nhwc();          // Conv -> channels-last gaf.Conv between Transposes (CPU)        // Transposes into Gemm flags, pairs, constants
+std::unique_ptr<Pass> make_transpose_fold();       // Transposes into Gemm flags, pairs, constants
+std::unique_ptr<Pass> make_layout_nhwc();          // Conv -> channels-last gaf.Conv between Transposes (CPU)
+std::unique_ptr<Pass> make_conv_winograd();        // 3x3 stride-1 gaf.Conv -> algorithm = "winograd" when it pays
 std::unique_ptr<Pass> make_sibling_matmul_merge();  // MatMuls sharing an input -> MatMul + Split
 // Recognition of decomposed ops.
 std::unique_ptr<Pass> make_layer_norm_recognition();  // mean/variance chain -> LayerNormalization

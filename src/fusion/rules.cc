@@ -1,6 +1,6 @@
 // The rules file (DESIGN.md):
 //   { "global": { "enable_fusion": true, "precision_mode": "fp16_mixed", "max_ops_per_group": 32,
-//                 "constraint": "onchip_usage < 0.8 * onchip_capacity" },
+//                 "constraint": "onchip_usage < 0.8 * onchip_capacity", "winograd": true },
 //     "rules": [ { "pattern": "MatMul -> LayerNormalization", "action": "forbid", "reason": "precision" } ] }
 // Every key is checked: an unknown key or a bad value is an error naming the key and its line.
 #include <nlohmann/json.hpp>
@@ -44,9 +44,9 @@ void parse_global(const json& g, FusionRules& r, const Source& src) {
   for (auto it = g.begin(); it != g.end(); ++it) {
     const std::string& k = it.key();
     const json& v = *it;
-    if (k == "enable_fusion") {
+    if (k == "enable_fusion" || k == "winograd") {
       if (!v.is_boolean()) src.error(k, "must be true or false");
-      r.enable_fusion = v.get<bool>();
+      (k == "enable_fusion" ? r.enable_fusion : r.winograd) = v.get<bool>();
     } else if (k == "precision_mode") {
       std::string m = v.is_string() ? v.get<std::string>() : "";
       if (m == "fp32") r.precision_mode = PrecisionMode::Fp32;
@@ -76,7 +76,7 @@ void parse_global(const json& g, FusionRules& r, const Source& src) {
       }
     } else {
       src.error(k, "unknown key in \"global\" (known: enable_fusion, precision_mode, max_ops_per_group, "
-                   "max_inputs_per_group, max_rounds, constraint, skip_nodes, skip_op_types)");
+                   "max_inputs_per_group, max_rounds, constraint, skip_nodes, skip_op_types, winograd)");
     }
   }
 }

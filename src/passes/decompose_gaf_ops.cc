@@ -120,6 +120,7 @@ class Decomposer {
       for (int i = 1; i < n->num_inputs(); ++i) ins.push_back(n->input(i));
       auto attrs = n->attrs;
       attrs.erase("layout");
+      attrs.erase("algorithm");
       Value* y = op(n, kind, ins, attrs);
       replace(n, op(n, "Transpose", {y}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}}));
       return true;

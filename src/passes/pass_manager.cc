@@ -47,6 +47,7 @@ PassManager PassManager::for_opt_level(int opt_level) {
   if (opt_level >= 2) {
     pm.add(make_layout_nhwc());
     pm.add(make_transpose_fold());
+    pm.add(make_conv_winograd());
   }
   pm.add(make_matmul_add_to_gemm());
   // LayerNorm before RMSNorm: a LayerNorm contains an RMSNorm of its centred input.

@@ -93,6 +93,7 @@ class Rewriter {
 class RulePass : public Pass {
  public:
   bool run(Graph& g, PassContext& ctx) final {
+    if (!enabled(ctx)) return false;
     Rewriter rw(g);
     int count = rw.run([&](Node& n) { return rule(rw, n); });
     if (count) ctx.count(name(), count);
@@ -101,6 +102,8 @@ class RulePass : public Pass {
 
  protected:
   virtual bool rule(Rewriter& rw, Node& n) = 0;
+  // Whether the pass applies under these options (target capabilities, rules switches).
+  virtual bool enabled(const PassContext&) const { return true; }
 };
 
 }  // namespace gaf::rewrite

@@ -44,6 +44,7 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
   r.before = graph_cost(g, cm);
   PassContext ctx;
   ctx.opt_level = opts.fusion.opt_level;
+  ctx.conv_winograd = opts.target.conv_winograd && opts.fusion.rules.winograd;
   if (!opts.dump_dir.empty()) ctx.dump_dir = (std::filesystem::path(opts.dump_dir) / "passes").string();
   PassManager::for_opt_level(opts.fusion.opt_level).run(g, ctx);
   r.rewrites = ctx.rewrites;

@@ -24,6 +24,7 @@ struct RunArgs {
   int iterations = 0;
   uint64_t seed = 0;
   int opt_level = 0;  // run: fuse in memory at this level first (0: run the file as it is)
+  std::string rules;  // with opt_level: the rules file (else $GAF_FUSION_CONFIG / $ASCEND_FUSION_CONFIG)
 };
 
 int cmd_info(const std::string& path) {
@@ -50,7 +51,7 @@ int cmd_run(const RunArgs& a) {
   if (a.opt_level > 0) {
     tools::FuseOptions opts;
     opts.fusion.opt_level = a.opt_level;
-    opts.fusion.rules = FusionRules::from_env_or_file("");
+    opts.fusion.rules = FusionRules::from_env_or_file(a.rules);
     std::cout << tools::fuse_model(m, opts).summary_line() << "\n";
   }
   runtime::Session session(*m.graph);
@@ -254,6 +255,7 @@ int main(int argc, char** argv) {
   run->add_option("--opt-level,-O", run_args.opt_level,
                   "fuse in memory first (rewrites, channels-last layout, generated kernels); 0 runs the file as is")
       ->check(CLI::Range(0, 3));
+  run->add_option("--rules", run_args.rules, "with --opt-level: JSON rules file (else $GAF_FUSION_CONFIG)");
 
   auto* demo = app.add_subcommand("demo", "build, run and report the built-in transformer block");
 

@@ -186,6 +186,8 @@ onnx::OpSchema nhwc(const char* name, bool conv) {
       .TypeConstraint("T", {"tensor(float)"}, "float tensors");
   if (conv) {
     s.Attr("group", "groups", onnx::AttributeProto::INT, int64_t(1))
+        .Attr("algorithm", "\"direct\" or \"winograd\" (3x3, stride 1; the conv-winograd pass)",
+              onnx::AttributeProto::STRING, std::string("direct"))
         .Input(1, "W", "weights [M, C/group, kH, kW]", "T")
         .Input(2, "B", "bias", "T", onnx::OpSchema::Optional)
         .TypeAndShapeInferenceFunction([](onnx::InferenceContext& c) { infer_nhwc_window(c, true); });

@@ -5,8 +5,10 @@
 //
 // gaf.Conv with layout = "NHWC" (what the layout-nhwc pass makes of a Conv): activations, output and addends are
 // channels-last tensors [N, spatial..., C]; the primitive reads and writes them in place (oneDNN's fastest CPU
-// convolutions are channels-last or blocked), so a chain of such convolutions pays no layout reorders. Double, more than 3 spatial dims and shapes
-// oneDNN rejects run on plain loops.
+// convolutions are channels-last or blocked), so a chain of such convolutions pays no layout reorders. With
+// algorithm = "winograd" (the conv-winograd pass) a gaf.Conv runs oneDNN's Winograd convolution, in its blocked
+// layout between reorders, and the direct one where oneDNN has no Winograd implementation for it. Double, more
+// than 3 spatial dims and shapes oneDNN rejects run on plain loops.
 #include <type_traits>
 
 #include "runtime/kernels/dnnl_geom.h"
@@ -27,6 +29,7 @@ class ConvKernel final : public Kernel {
       : node_(node), transpose_(transpose), ops_(std::move(post_ops)) {
     check_post_ops(node, ops_, 3);
     nhwc_ = node.attr_string("layout", "NCHW") == "NHWC";
+    winograd_ = node.attr_string("algorithm", "direct") == "winograd";
     GAF_CHECK(!nhwc_ || !transpose, "{}: the NHWC layout is for Conv only", node.describe());
     attrs_ = WindowAttrs::parse(node);
     group_ = node.attr_int("group", 1);
@@ -134,8 +137,18 @@ class ConvKernel final : public Kernel {
       e->reference = true;
       return e;
     }
+    if (winograd_ && !transpose_) {
+      try {  // the direct algorithm where oneDNN has no Winograd kernel for this convolution
+        if (build_dnnl(*e, x, w, b != nullptr, addends.size(), true)) return e;
+      } catch (const dnnl::error&) {
+      }
+      auto fresh = std::make_unique<Entry>();
+      fresh->s = e->s;
+      fresh->addend_padded = e->addend_padded;
+      e = std::move(fresh);
+    }
     try {
-      build_dnnl(*e, x, w, b != nullptr, addends.size());
+      build_dnnl(*e, x, w, b != nullptr, addends.size(), false);
     } catch (const dnnl::error& err) {
       // A configuration no oneDNN implementation takes (e.g. unusual negative pads): plain loops.
       if (nhwc_) unsupported("{}: oneDNN rejects this NHWC convolution ({})", node_.describe(), err.what());
@@ -144,7 +157,9 @@ class ConvKernel final : public Kernel {
     return e;
   }
 
-  void build_dnnl(Entry& e, const Dims& x, const Dims& w, bool has_bias, size_t n_addends) {
+  // Builds the oneDNN primitive; with `winograd`, returns false (leaving `e` half-built) when oneDNN's choice is
+  // not a Winograd kernel.
+  bool build_dnnl(Entry& e, const Dims& x, const Dims& w, bool has_bias, size_t n_addends, bool winograd) {
     const ConvShape& s = e.s;
     const Window& win = s.win;
     const int r = win.rank();
@@ -173,7 +188,9 @@ class ConvKernel final : public Kernel {
     bool pointwise = !transpose_ && g == 1;
     for (int i = 0; i < r; ++i) pointwise &= win.k[i] == 1 && win.pb[i] == 0 && win.pe[i] == 0;
     const auto any = memory::format_tag::any;
-    const bool in_place = pointwise || nhwc_;  // channels-last is what the fast kernels take: no reorders
+    // channels-last is what the fast direct kernels take: no reorders (Winograd computes in a blocked layout)
+    const bool in_place = (pointwise || nhwc_) && !winograd;
+    const auto alg = winograd ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct;
     const memory::desc src_req = in_place ? e.src_user : memory::desc(e.src_user.dims(), dt::f32, any);
     const memory::desc dst_req = in_place ? e.dst_user : memory::desc(e.dst_user.dims(), dt::f32, any);
     // Weights in the primitive's preferred layout: constant ones are packed once, fed ones reordered per run
@@ -189,10 +206,10 @@ class ConvKernel final : public Kernel {
       append_post_ops(attr, ops_, *addend_mds, sum_addend);
       const auto fwd = dnnl::prop_kind::forward_inference;
       if (!transpose_) {
-        auto d = has_bias ? dnnl::convolution_forward::desc(fwd, dnnl::algorithm::convolution_direct, src_req,
-                                                            wei_req, e.bias_md, dst_req, strides, dil, pl, pr)
-                          : dnnl::convolution_forward::desc(fwd, dnnl::algorithm::convolution_direct, src_req,
-                                                            wei_req, dst_req, strides, dil, pl, pr);
+        auto d = has_bias ? dnnl::convolution_forward::desc(fwd, alg, src_req, wei_req, e.bias_md, dst_req,
+                                                            strides, dil, pl, pr)
+                          : dnnl::convolution_forward::desc(fwd, alg, src_req, wei_req, dst_req, strides, dil,
+                                                            pl, pr);
         return dnnl::convolution_forward::primitive_desc(d, attr, engine());
       }
       auto d = has_bias
@@ -231,6 +248,7 @@ class ConvKernel final : public Kernel {
         e.addend_full.assign(n_addends, true);
       }
     }
+    if (winograd && std::string_view(pd.impl_info_str()).find("wino") == std::string_view::npos) return false;
     e.addend_reorders.resize(n_addends);
     for (size_t i = 0; i < n_addends; ++i)
       if (e.addend_full[i])
@@ -253,6 +271,7 @@ class ConvKernel final : public Kernel {
       e.packed = packed_weights(e.wei_user, e.wei_md);
     else if (e.wei_md != e.wei_user)
       e.wei_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.wei_user, engine(), e.wei_md));
+    return true;
   }
 
   memory packed_weights(const memory::desc& user, const memory::desc& want) {
@@ -381,6 +400,7 @@ class ConvKernel final : public Kernel {
   const Node& node_;
   bool transpose_;
   bool nhwc_ = false;
+  bool winograd_ = false;
   std::vector<PostOp> ops_;
   std::vector<int> addend_src_, addend_pos_;
   WindowAttrs attrs_;

@@ -18,50 +18,6 @@ namespace gaf {
 
 namespace {
 
-using Affine = std::pair<std::vector<double>, std::vector<double>>;  // (s, t) per output channel
-
-// The per-channel values of constant `c` broadcast against a Conv output of rank `rank` with `m` channels.
-std::optional<std::vector<double>> per_channel(const Tensor& c, int rank, int64_t m) {
-  if (c.dtype() == DType::String || c.rank() > rank) return std::nullopt;
-  std::vector<int64_t> dims(rank - c.rank(), 1);
-  dims.insert(dims.end(), c.dims().begin(), c.dims().end());
-  for (int i = 0; i < rank; ++i)
-    if (dims[i] != 1 && !(i == 1 && dims[i] == m)) return std::nullopt;
-  std::vector<double> v(m);
-  for (int64_t i = 0; i < m; ++i) v[i] = c.get_double(c.numel() == 1 ? 0 : i);
-  return v;
-}
-
-// Inference BatchNormalization(y, scale, bias, mean, var): s = scale / sqrt(var + eps), t = bias - mean * s.
-std::optional<Affine> batch_norm_affine(const Graph& g, const Node& bn, int64_t m) {
-  if (bn.opset < 7 || bn.attr_int("training_mode", 0) != 0 || bn.attr_int("spatial", 1) != 1)
-    return std::nullopt;
-  for (int i = 1; i < bn.num_outputs(); ++i)
-    if (!bn.output(i)->uses().empty() || g.is_graph_output(bn.output(i))) return std::nullopt;
-  const Tensor* p[4];
-  for (int i = 0; i < 4; ++i) {
-    p[i] = rewrite::constant_of(g, bn.input(i + 1));
-    if (!p[i] || p[i]->rank() != 1 || p[i]->numel() != m || !is_floating(p[i]->dtype())) return std::nullopt;
-  }
-  double eps = bn.attr_float("epsilon", 1e-5f);
-  Affine a{std::vector<double>(m), std::vector<double>(m)};
-  for (int64_t i = 0; i < m; ++i) {
-    a.first[i] = p[0]->get_double(i) / std::sqrt(p[3]->get_double(i) + eps);
-    a.second[i] = p[1]->get_double(i) - p[2]->get_double(i) * a.first[i];
-  }
-  return a;
-}
-
-// Mul(y, c) -> (c, 0); Add(y, c) -> (1, c), for c constant per channel.
-std::optional<Affine> elementwise_affine(const Graph& g, const Node& n, const Value* y, int rank, int64_t m) {
-  const Tensor* c = rewrite::constant_of(g, rewrite::other_operand(&n, y));
-  if (!c || c->dtype() != y->type.dtype) return std::nullopt;
-  auto v = per_channel(*c, rank, m);
-  if (!v) return std::nullopt;
-  if (n.op_type == "Mul") return Affine{*v, std::vector<double>(m, 0.0)};
-  return Affine{std::vector<double>(m, 1.0), *v};
-}
-
 template <class T>
 Tensor scaled_weight(const Tensor& w, const std::vector<double>& s) {
   Tensor out(w.dtype(), w.dims());
@@ -73,7 +29,7 @@ Tensor scaled_weight(const Tensor& w, const std::vector<double>& s) {
 }
 
 template <class T>
-Tensor shifted_bias(const Tensor* b, const Affine& a, DType dtype) {
+Tensor shifted_bias(const Tensor* b, const rewrite::Affine& a, DType dtype) {
   int64_t m = int64_t(a.first.size());
   Tensor out(dtype, {m});
   T* dst = out.data<T>();
@@ -99,12 +55,12 @@ class ConvBnFold final : public rewrite::RulePass {
     int64_t m = w->dim(0);
     if (b && (b->rank() != 1 || b->numel() != m)) return false;
 
-    std::optional<Affine> affine;
+    std::optional<rewrite::Affine> affine;
     // Conv -> BatchNormalization(scale, bias, mean, var) -> Conv(W * s, (B - mean) * s + bias)
-    if (next->op_type == "BatchNormalization" && next->input(0) == y) affine = batch_norm_affine(g, *next, m);
+    if (next->op_type == "BatchNormalization" && next->input(0) == y) affine = rewrite::batch_norm_affine(g, *next, m);
     // Conv -> Mul c -> Conv(W * c, B * c);  Conv -> Add c -> Conv(W, B + c)
     else if (next->op_type == "Mul" || next->op_type == "Add")
-      affine = elementwise_affine(g, *next, y, w->rank(), m);
+      affine = rewrite::elementwise_affine(g, *next, y, w->rank(), m);
     if (!affine) return false;
 
     bool is_float = w->dtype() == DType::Float;

@@ -42,6 +42,7 @@ PassManager PassManager::for_opt_level(int opt_level) {
   if (opt_level >= 3) pm.add(make_sibling_matmul_merge());
   pm.add(make_transpose_fold());
   pm.add(make_conv_bn_fold());
+  pm.add(make_gemm_bn_fold());
   // Channels-last convolutions for the CPU runtime, after BN folding; transpose folding cancels the Transposes
   // between consecutive convolutions.
   if (opt_level >= 2) {

@@ -106,6 +106,45 @@ std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n, i
 
 bool keeps_dims(const Node& reduce) { return reduce.attr_int("keepdims", 1) != 0; }
 
+std::optional<std::vector<double>> per_channel(const Tensor& c, int rank, int64_t m) {
+  if (c.dtype() == DType::String || c.rank() > rank) return std::nullopt;
+  std::vector<int64_t> dims(size_t(rank - c.rank()), 1);
+  dims.insert(dims.end(), c.dims().begin(), c.dims().end());
+  for (int i = 0; i < rank; ++i)
+    if (dims[size_t(i)] != 1 && !(i == 1 && dims[size_t(i)] == m)) return std::nullopt;
+  std::vector<double> v(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) v[size_t(i)] = c.get_double(c.numel() == 1 ? 0 : i);
+  return v;
+}
+
+std::optional<Affine> batch_norm_affine(const Graph& g, const Node& bn, int64_t m) {
+  if (bn.opset < 7 || bn.attr_int("training_mode", 0) != 0 || bn.attr_int("spatial", 1) != 1)
+    return std::nullopt;
+  for (int i = 1; i < bn.num_outputs(); ++i)
+    if (!bn.output(i)->uses().empty() || g.is_graph_output(bn.output(i))) return std::nullopt;
+  const Tensor* p[4];
+  for (int i = 0; i < 4; ++i) {
+    p[i] = constant_of(g, bn.input(i + 1));
+    if (!p[i] || p[i]->rank() != 1 || p[i]->numel() != m || !is_floating(p[i]->dtype())) return std::nullopt;
+  }
+  double eps = bn.attr_float("epsilon", 1e-5f);
+  Affine a{std::vector<double>(size_t(m)), std::vector<double>(size_t(m))};
+  for (int64_t i = 0; i < m; ++i) {
+    a.first[size_t(i)] = p[0]->get_double(i) / std::sqrt(p[3]->get_double(i) + eps);
+    a.second[size_t(i)] = p[1]->get_double(i) - p[2]->get_double(i) * a.first[size_t(i)];
+  }
+  return a;
+}
+
+std::optional<Affine> elementwise_affine(const Graph& g, const Node& n, const Value* y, int rank, int64_t m) {
+  const Tensor* c = constant_of(g, other_operand(&n, y));
+  if (!c || c->dtype() != y->type.dtype) return std::nullopt;
+  auto v = per_channel(*c, rank, m);
+  if (!v) return std::nullopt;
+  if (n.op_type == "Mul") return Affine{*v, std::vector<double>(size_t(m), 0.0)};
+  return Affine{std::vector<double>(size_t(m), 1.0), *v};
+}
+
 std::vector<Tensor> evaluate(const Graph& g, const Node& n) {
   Graph one;
   one.name = "evaluate";

@@ -55,6 +55,18 @@ bool keeps_dims(const Node& reduce);
 // The permutation of the Transpose `t` when valid and known (no perm attribute: the dims reversed).
 std::optional<std::vector<int64_t>> transpose_perm(const Node& t);
 
+// A per-channel affine map y' = y * s[c] + t[c] on axis 1 of a value (the channels of a Conv output, the columns
+// of a 2-D product): what Conv/Gemm + BatchNormalization folding puts into the weights and bias.
+using Affine = std::pair<std::vector<double>, std::vector<double>>;  // (s, t) per channel
+// The per-channel values of constant `c` broadcast against a value of rank `rank` with `m` channels on axis 1;
+// nullopt when c varies along another axis or would raise the rank.
+std::optional<std::vector<double>> per_channel(const Tensor& c, int rank, int64_t m);
+// Inference BatchNormalization(y, scale, bias, mean, var) with constant statistics of `m` channels and no other
+// output read: s = scale / sqrt(var + eps), t = bias - mean * s.
+std::optional<Affine> batch_norm_affine(const Graph& g, const Node& bn, int64_t m);
+// Mul(y, c) -> (c, 0); Add(y, c) -> (1, c), for c constant per channel of the rank-`rank` value y.
+std::optional<Affine> elementwise_affine(const Graph& g, const Node& n, const Value* y, int rank, int64_t m);
+
 // Runs `n` alone on the runtime with the constant data of its inputs; returns its outputs. Throws gaf::Error
 // (UnsupportedError when the runtime has no kernel).
 std::vector<Tensor> evaluate(const Graph& g, const Node& n);

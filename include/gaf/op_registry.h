@@ -24,6 +24,7 @@ enum OpFlag : uint32_t {
   kStateful = 1u << 0,
   kRandom = 1u << 1,
   kPrecisionSensitive = 1u << 2,  // exp/log/normalisation: keep fp32 under mixed precision
+  kMatrixFlops = 1u << 3,         // an opaque op whose flops are products (runs at the matrix peak): attention
 };
 
 namespace runtime {

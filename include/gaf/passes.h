@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gaf/cost.h"
 #include "gaf/graph.h"
 
 namespace gaf {
@@ -19,6 +20,7 @@ struct PassContext {
   std::string dump_dir;                 // when set: <dump_dir>/<NN>_<pass>.txt after each pass that changed
   bool verify_each = false;
   bool conv_winograd = false;           // the target runs Winograd convolutions and the rules allow them
+  const Target* target = nullptr;       // for rewrites that weigh a benefit (nullptr: Target::cpu_host())
   void count(std::string_view pass, int n = 1) { rewrites[std::string(pass)] += n; }
 };
 

@@ -32,7 +32,7 @@ double node_flops(const Node& n, double& matrix) {
   if (!info) return 0;
   if (info->flops) {
     double f = info->flops(n);
-    if (info->kind == OpKind::Anchor) {
+    if (info->kind == OpKind::Anchor || (info->flags & kMatrixFlops)) {
       matrix += f;
       return 0;
     }

@@ -341,7 +341,7 @@ double attention_flops(const Node& n) {
 
 void register_attention_ops(OpRegistry& r) {
   r.add("Attention", OpKind::Opaque, "gaf")
-      .set_flags(kPrecisionSensitive)
+      .set_flags(kPrecisionSensitive | kMatrixFlops)
       .set_flops(attention_flops)
       .set_kernel(fn_kernel(attention));
 }

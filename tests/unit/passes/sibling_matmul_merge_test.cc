@@ -80,3 +80,35 @@ TEST(SiblingMatMulMerge, LoneOrNonConstantWeightsStay) {
 
 }  // namespace
 }  // namespace gaf
+
+namespace gaf {
+namespace {
+
+// x[rows, 64] into three 64-wide projections: merging saves two launches and two reads of x but costs the
+// Split's copy of the products, so it pays for a few rows and not for many (cpu-host figures).
+TEST(SiblingMatMulMerge, MergesOnlyWhenTheTargetSaysItPays) {
+  auto build = [](int64_t rows) {
+    Model m;
+    GraphBuilder b(m);
+    Value* x = b.input("x", DType::Float, {rows, 64});
+    for (int i = 0; i < 3; ++i) b.output(b.op("MatMul", {x, b.random_constant("w" + std::to_string(i), {64, 64}, 0.1f)}));
+    b.finish();
+    return m;
+  };
+  Model few = build(16), many = build(1024);
+  auto r = merge(few);
+  EXPECT_EQ(r.count(kPass), 1) << r.dump();
+  expect_same_outputs(r.before, r.after);
+  EXPECT_EQ(merge(many).count(kPass), 0);
+  // A target whose launches cost a millisecond: then it pays.
+  Target slow_launch = Target::cpu_host();
+  slow_launch.launch_overhead_s = 1e-3;
+  PassContext ctx;
+  ctx.target = &slow_launch;
+  std::vector<std::unique_ptr<Pass>> p;
+  p.push_back(make_sibling_matmul_merge());
+  EXPECT_EQ(testing::rewrite(many, std::move(p), ctx).count(kPass), 1);
+}
+
+}  // namespace
+}  // namespace gaf

@@ -1,6 +1,4 @@
-#include <random>
-
-#include "gaf/builder.h"
+#include "affine_test_util.h"
 #include "pass_test_util.h"
 
 namespace gaf {
@@ -22,20 +20,10 @@ struct ConvGraph {
     if (bias) ins.push_back(b.random_constant("b", {m}, 0.5f));
     conv = b.op("Conv", ins, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"group", group}});
   }
-  // A positive per-channel constant (BatchNormalization variance, a scale).
   Value* positive(const std::string& name, std::vector<int64_t> dims) {
-    Tensor t(DType::Float, dims);
-    std::mt19937 rng(uint32_t(std::hash<std::string>{}(name)));
-    std::uniform_real_distribution<float> dist(0.5f, 1.5f);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-    return b.constant(t, name);
+    return testing::positive_constant(b, name, std::move(dims));
   }
-  Value* batch_norm(int64_t m) {
-    return b.op("BatchNormalization",
-                {conv, b.random_constant("scale", {m}, 1.0f), b.random_constant("shift", {m}, 1.0f),
-                 b.random_constant("mean", {m}, 1.0f), positive("var", {m})},
-                {{"epsilon", 1e-3f}});
-  }
+  Value* batch_norm(int64_t m) { return testing::batch_norm(b, conv, m); }
   testing::Rewritten finish(Value* out) {
     b.output(out);
     b.finish();

@@ -1,6 +1,4 @@
-#include <random>
-
-#include "gaf/builder.h"
+#include "affine_test_util.h"
 #include "pass_test_util.h"
 
 namespace gaf {
@@ -19,19 +17,7 @@ struct LinearGraph {
   explicit LinearGraph(const std::vector<int64_t>& xdims = {6, 10}) {
     x = b.input("x", DType::Float, Shape(xdims.begin(), xdims.end()));
   }
-  Value* positive(const std::string& name, std::vector<int64_t> dims) {
-    Tensor t(DType::Float, dims);
-    std::mt19937 rng(uint32_t(std::hash<std::string>{}(name)));
-    std::uniform_real_distribution<float> dist(0.5f, 1.5f);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-    return b.constant(t, name);
-  }
-  Value* batch_norm(Value* in, int64_t m) {
-    return b.op("BatchNormalization",
-                {in, b.random_constant("scale", {m}, 1.0f), b.random_constant("shift", {m}, 1.0f),
-                 b.random_constant("mean", {m}, 1.0f), positive("var", {m})},
-                {{"epsilon", 1e-3f}});
-  }
+  Value* batch_norm(Value* in, int64_t m) { return testing::batch_norm(b, in, m); }
   testing::Rewritten finish(Value* out) {
     b.output(out);
     b.finish();

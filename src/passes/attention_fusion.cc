@@ -1,6 +1,13 @@
 // Scaled dot-product attention as one node:
 //
 //   O = MatMul(Softmax(MatMul(Q, Kt) * c [+ mask], last axis), V)   -> gaf.Attention(Q, K, V, [mask], scale = c)
+//   O = MatMul(Softmax(Where(b, f, MatMul(Q, Kt) * c)), V)         -> gaf.Attention(Q, K, V, Where(b, f, 0), c)
+//
+// A boolean mask (masked_fill: Where(b, f, s), or Where(b, s, f) keeping where b holds) becomes the additive
+// mask Where(b, f, 0): exact for f = -inf (exp gives 0 either way, a fully masked row NaN either way) and for
+// f <= -1e30 (s + f rounds to f for any score below 1e22). A finite f above that (-1e9, -1e4: s + f is not f)
+// only when b is a constant with no fully masked row: masked scores then contribute exp(f - max) = 0 in both
+// forms. A constant b gives a constant mask; otherwise a Where node computes it.
 //
 // Anchored on the Softmax. The scale c is the product of every multiplication or division by a scalar constant
 // on the scores or on the Q / Kt operands (PyTorch divides Q by sqrt(d); others scale the scores); an additive
@@ -10,6 +17,7 @@
 // K itself is Kt with its last two dims swapped, so k_perm is Kt's perm composed with that swap.
 // The scores, their scaled and masked copies and the probabilities must be read only inside the pattern; Q, K
 // and V are read through their scalings and Transpose wherever else those are read. fp32 only.
+#include <cmath>
 #include <numeric>
 
 #include "gaf/passes.h"
@@ -51,6 +59,58 @@ Operand peel(const Graph& g, Value* x, bool allow_transpose) {
   return o;
 }
 
+// A boolean mask on the scores: Where(cond, fill, x) (fill where cond holds) or Where(cond, x, fill).
+struct BoolMask {
+  Node* where = nullptr;
+  Value* scores = nullptr;  // x
+  Value* cond = nullptr;
+  double fill = 0;
+  bool fill_when_true = true;
+};
+
+std::optional<BoolMask> bool_mask(const Graph& g, Node* where) {
+  if (!is_op(where, "Where") || where->input(0)->type.dtype != DType::Bool) return std::nullopt;
+  for (int i : {1, 2}) {
+    Value* x = where->input(3 - i);
+    std::optional<double> f = rewrite::scalar_operand(g, where->input(i), x);
+    if (!f || !rewrite::is_float(x) || !rewrite::same_shape(x, where->output(0))) continue;
+    BoolMask m{where, x, where->input(0), *f, i == 1};
+    if (std::isinf(m.fill) && m.fill < 0) return m;
+    if (!(m.fill <= -1e4)) return std::nullopt;
+    if (m.fill <= -1e30) return m;
+    // A finite fill: exact when no row is fully masked, which only a constant condition tells.
+    const Tensor* c = rewrite::constant_of(g, m.cond);
+    if (!c || c->rank() < 1 || c->dim(-1) != (*x->type.shape).back().value()) return std::nullopt;
+    const int64_t row = c->dim(-1);
+    const bool* cb = c->data<bool>();
+    for (int64_t r = 0; r < c->numel() / std::max<int64_t>(row, 1); ++r) {
+      bool open = false;
+      for (int64_t j = 0; j < row && !open; ++j) open = cb[r * row + j] != m.fill_when_true;
+      if (!open) return std::nullopt;
+    }
+    return m;
+  }
+  return std::nullopt;
+}
+
+// The additive form of `m`: fill where masked, 0 elsewhere; a constant when the condition is one.
+Value* additive_mask(rewrite::Rewriter& rw, const BoolMask& m) {
+  const float fill = float(m.fill), keep = 0.0f;
+  if (const Tensor* c = rewrite::constant_of(rw.graph(), m.cond)) {
+    Tensor t(DType::Float, c->dims());
+    const bool* cb = c->data<bool>();
+    for (int64_t i = 0; i < c->numel(); ++i) t.data<float>()[i] = cb[i] == m.fill_when_true ? fill : keep;
+    return rw.add_constant(m.where->output(0)->name() + "_mask", std::move(t));
+  }
+  Value* f = rw.add_constant(m.where->output(0)->name() + "_fill", Tensor::scalar<float>(fill));
+  Value* z = rw.add_constant(m.where->output(0)->name() + "_keep", Tensor::scalar<float>(keep));
+  Node* w = rw.add_node("Where", {m.cond, m.fill_when_true ? f : z, m.fill_when_true ? z : f}, {m.where->output(0)},
+                        "", m.where->opset);
+  TensorType t{DType::Float, m.cond->type.shape};
+  w->output(0)->type = t;
+  return w->output(0);
+}
+
 std::vector<int64_t> identity(int rank) {
   std::vector<int64_t> p(static_cast<size_t>(rank));
   std::iota(p.begin(), p.end(), int64_t(0));
@@ -76,11 +136,18 @@ class AttentionFusion final : public rewrite::RulePass {
     Node* pv = sole_user(g, softmax.output(0));
     if (!is_op(pv, "MatMul") || pv->input(0) != softmax.output(0) || rewrite::rank_of(pv->input(1)) < 2) return false;
 
-    // Scores: [Add mask] <- [scale] <- MatMul(Q, Kt), each read only by the next.
+    // Scores: [Where boolean mask] <- [Add mask] <- [scale] <- MatMul(Q, Kt), each read only by the next.
     std::vector<Node*> pattern = {pv, &softmax};
     Value* mask = nullptr;
     Value* cur = s;
-    if (Node* add = rewrite::producer_op(cur, "Add"); add && sole_user(g, cur) == &softmax) {
+    std::optional<BoolMask> bmask;
+    if (Node* where = rewrite::producer_op(cur, "Where"); where && sole_user(g, cur) == &softmax) {
+      bmask = bool_mask(g, where);
+      if (!bmask) return false;
+      pattern.push_back(where);
+      cur = bmask->scores;
+    }
+    if (Node* add = rewrite::producer_op(cur, "Add"); add && sole_user(g, cur) == pattern.back() && !bmask) {
       for (int i : {0, 1}) {
         Value* other = add->input(1 - i);
         Node* p = add->input(i)->producer();
@@ -129,6 +196,7 @@ class AttentionFusion final : public rewrite::RulePass {
       }
     }
 
+    if (bmask) mask = additive_mask(rw, *bmask);
     std::vector<Value*> inputs = {q.v, kt.v, v.v};
     if (mask) inputs.push_back(mask);
     Node* att = rw.add_node("Attention", inputs, {result}, rewrite::kGafDomain, 1);

@@ -111,6 +111,61 @@ TEST(AttentionFusion, DoesNotFire) {
   }
 }
 
+// Constant folding then attention fusion: masks built from constants (Trilu, Log(0) = -inf) fold first.
+testing::Rewritten fold_and_fuse(const std::string& text) {
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(make_constant_folding());
+  passes.push_back(make_attention_fusion());
+  return rewrite(testing::parse(text), std::move(passes));
+}
+
+// The scores s [4, 300, 300] masked by `where` (a Where producing sw) before the Softmax. `lower` is the Trilu
+// diagonal offset of the kept (lower) triangle: 0 keeps the diagonal, -1 leaves row 0 fully masked.
+std::string masked(const std::string& where, int lower = 0) {
+  return torch_style(R"(one = Constant <value = float {1.0}> ()  zero = Constant <value = float {0.0}> ()
+      shp = Constant <value = int64[2] {300, 300}> ()  ones = Expand(one, shp)
+      dk = Constant <value = int64 {)" + std::to_string(lower) + R"(}> ()  tri = Trilu <upper = 0> (ones, dk)
+      causal = Equal(tri, zero)  ninf = Log(zero)  big = Constant <value = float {-1000000000.0}> ()
+      )" + where + R"(  p = Softmax <axis = -1> (sw))", "", 14);  // Trilu: opset 14
+}
+
+TEST(AttentionFusion, BooleanMasksBecomeAdditive) {
+  struct Case { std::string text; const char* what; int where_nodes; };
+  const Case cases[] = {
+      {masked("sw = Where(causal, ninf, s)"), "masked_fill(-inf), constant causal mask", 0},
+      {masked("sw = Where(causal, big, s)"), "masked_fill(-1e9), constant mask without a fully masked row", 0},
+      // torch.where(keep, s, -inf) with the condition computed at run time: a Where node makes the mask
+      {masked("kk = Transpose(k)  mk = MatMul(q, kk)  keep = Greater(mk, zero)  sw = Where(keep, s, ninf)"),
+       "where(keep, s, -inf), run-time condition", 1},
+  };
+  for (const Case& c : cases) {
+    auto r = fold_and_fuse(c.text);
+    EXPECT_EQ(r.count(kPass), 1) << c.what << "\n" << r.dump();
+    auto ops = r.ops();
+    EXPECT_EQ(ops["gaf.Attention"], 1) << c.what;
+    EXPECT_EQ(ops["Softmax"], 0) << c.what;
+    EXPECT_EQ(ops["Where"], c.where_nodes) << c.what << "\n" << r.dump();
+    for (const Node* n : r.after.graph->nodes())
+      if (n->op_type == "Attention") {
+        EXPECT_EQ(n->num_inputs(), 4) << c.what;
+      }
+    expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+    expect_same_outputs(r.before, decomposed(r.after, 14), 1e-4, 1e-5);
+  }
+}
+
+TEST(AttentionFusion, BooleanMasksThatAreNotExactStay) {
+  const std::string cases[] = {
+      masked("sw = Where(causal, big, s)", -1),  // -1e9 with row 0 fully masked: uniform there, not softmax(s)
+      masked("kk = Transpose(k)  mk = MatMul(q, kk)  keep = Greater(mk, zero)  sw = Where(keep, s, big)"),  // unknowable
+      masked("sw = Where(causal, one, s)"),  // a fill that is no mask at all
+  };
+  for (const auto& c : cases) {
+    auto r = fold_and_fuse(c);
+    EXPECT_EQ(r.count(kPass), 0) << r.dump();
+  }
+}
+
 TEST(AttentionFusion, RunsInTheOptLevelPipeline) {
   Model m = testing::parse(torch_style());
   Model fused = tools::copy_model(m);

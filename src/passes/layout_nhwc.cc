@@ -2,7 +2,12 @@
 //
 //   Conv(x, w, b)   ->   Transpose(gaf.Conv<layout = "NHWC">(Transpose(x, [0,2,3,1]), w, b), [0,3,1,2])
 //   MaxPool(x), AveragePool(x) likewise (gaf.MaxPool, gaf.AveragePool; not a MaxPool whose indices are read)
+//   GlobalAveragePool(x) -> Transpose(ReduceMean(Transpose(x, [0,2,3,1]), axes = [1, 2], keepdims), [0,3,1,2])
+//   GlobalMaxPool(x) likewise with ReduceMax
 //
+// The global pools matter for squeeze-excitation blocks (EfficientNet, MobileNetV3): the pooled branch's 1x1
+// convolutions and the channel scale Mul then stay channels-last too, and the Transposes cancel; a standard
+// ReduceMean is also a reduction the code generator fuses with the activation before it.
 // oneDNN's fast CPU convolutions work on channels-last (or blocked) activations; on NCHW tensors every Conv pays a
 // reorder in and out (resnet18: ~40 reorders, ~1.5 ms of 9.5), and 1x1 convolutions fall back to a slower
 // gemm-based kernel. The Transposes this pass adds between consecutive convolutions cancel in transpose folding,
@@ -34,6 +39,7 @@ class LayoutNhwc final : public rewrite::RulePass {
 
  private:
   bool rule(rewrite::Rewriter& rw, Node& conv) override {
+    if (is_op(&conv, "GlobalAveragePool") || is_op(&conv, "GlobalMaxPool")) return global_pool(rw, conv);
     const bool is_conv = is_op(&conv, "Conv");
     if (!is_conv && !is_op(&conv, "MaxPool") && !is_op(&conv, "AveragePool")) return false;
     for (int k = 1; k < conv.num_outputs(); ++k)  // MaxPool's indices are NCHW positions: leave those pools
@@ -61,6 +67,30 @@ class LayoutNhwc final : public rewrite::RulePass {
     out->attrs["perm"] = to_nchw;
     rw.replace(conv.output(0), out->output(0));
     rw.erase_unused({&conv});
+    return true;
+  }
+
+  // GlobalAveragePool / GlobalMaxPool of a rank-4 fp32 tensor: ReduceMean / ReduceMax over the NHWC spatial axes.
+  static bool global_pool(rewrite::Rewriter& rw, Node& pool) {
+    const Value* x = pool.input(0);
+    const Value* y = pool.output(0);
+    if (!rewrite::is_float(x) || rewrite::rank_of(x) != 4 || rewrite::rank_of(y) != 4 || pool.opset < 1) return false;
+    const std::vector<int64_t> to_nhwc = {0, 2, 3, 1}, to_nchw = {0, 3, 1, 2}, axes = {1, 2};
+    const int opset = pool.opset;
+    Node* in = rw.add_node("Transpose", {pool.input(0)}, {x}, "", opset);
+    in->attrs["perm"] = to_nhwc;
+    in->output(0)->type = permuted(x->type, to_nhwc);
+    const std::string reduce = is_op(&pool, "GlobalAveragePool") ? "ReduceMean" : "ReduceMax";
+    std::vector<Value*> ins = {in->output(0)};
+    if (opset >= 18) ins.push_back(rw.add_constant(y->name() + "_axes", Tensor::from<int64_t>({2}, axes)));
+    Node* r = rw.add_node(reduce, ins, {y}, "", opset);
+    if (opset < 18) r->attrs["axes"] = axes;
+    r->attrs["keepdims"] = int64_t(1);
+    r->output(0)->type = permuted(y->type, to_nhwc);
+    Node* out = rw.add_node("Transpose", {r->output(0)}, {y}, "", opset);
+    out->attrs["perm"] = to_nchw;
+    rw.replace(pool.output(0), out->output(0));
+    rw.erase_unused({&pool});
     return true;
   }
 };

@@ -6,7 +6,8 @@
 //   Transpose(constant c)                  -> constant c^T            (c read only here, so no copy is kept)
 //   Gemm(Transpose(A), B)                  -> Gemm(A, B, transA = !transA)     (B likewise)
 //   MatMul(Transpose(A), B), all 2-D       -> Gemm(A, B, transA = 1)           (B likewise; opset >= 11)
-//   f(Transpose(a, p), Transpose(b, p), s) -> Transpose(f(a, b, s), p)  f elementwise, s scalar constants: moves the
+//   f(Transpose(a, p), Transpose(b, p), s) -> Transpose(f(a, b, s), p)  f elementwise or broadcast (a and b of the
+//                                             output's rank), s scalar constants: moves the
 //                                             Transpose down (k of them become one) until it meets its inverse;
 //                                             an operand b with a Transpose(b, p^-1) elsewhere reads that instead
 //
@@ -68,8 +69,9 @@ class TransposeFold final : public rewrite::RulePass {
       Node* t = v ? rewrite::producer_op(v, "Transpose") : nullptr;
       if (!t) continue;
       auto p = rewrite::transpose_perm(*t);
+      // Equal ranks broadcast dim by dim, so permuting every operand alike permutes the broadcast result.
       if (!p || int(p->size()) != rank || (perm && *p != *perm) || !rewrite::used_only_by(g, v, {&n}) ||
-          !rewrite::same_shape(v, y))
+          rewrite::rank_of(v) != rank)
         return false;
       perm = p;
       transposes.push_back(t);

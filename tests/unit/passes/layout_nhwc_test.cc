@@ -59,6 +59,33 @@ TEST(LayoutNhwc, FusedWithEpiloguesAtOptLevelThree) {
   expect_same_outputs(m, f, 1e-4, 1e-5);
 }
 
+// A squeeze-excitation block: conv -> (global average pool -> 1x1 convs -> sigmoid) scales the conv's channels.
+std::string squeeze_excitation(const std::string& pool = "GlobalAveragePool") {
+  std::string w1, w2, w3;
+  for (int i = 0; i < 8 * 8 * 9; ++i) w1 += (i ? "," : "") + std::to_string(((i * 37) % 19 - 9) / 40.0);
+  for (int i = 0; i < 4 * 8; ++i) w2 += (i ? "," : "") + std::to_string(((i * 11) % 13 - 6) / 20.0);
+  for (int i = 0; i < 8 * 4; ++i) w3 += (i ? "," : "") + std::to_string(((i * 7) % 11 - 5) / 20.0);
+  return header() + "g (float[1,8,12,12] x) => (float[1,8,12,12] y) {\n" +
+         "w1 = Constant <value = float[8,8,3,3] {" + w1 + "}> ()\n" +
+         "w2 = Constant <value = float[4,8,1,1] {" + w2 + "}> ()\n" +
+         "w3 = Constant <value = float[8,4,1,1] {" + w3 + "}> ()\n" +
+         "c1 = Conv <pads = [1, 1, 1, 1]> (x, w1)  h = Relu(c1)  p = " + pool + R"((h)
+    s1 = Conv(p, w2)  r = Relu(s1)  s2 = Conv(r, w3)  g = Sigmoid(s2)  y = Mul(h, g) })";
+}
+
+TEST(LayoutNhwc, GlobalPoolsOfSqueezeExcitationRunChannelsLast) {
+  for (const char* pool : {"GlobalAveragePool", "GlobalMaxPool"}) {
+    auto r = layout(squeeze_excitation(pool));
+    EXPECT_EQ(r.count(kPass), 4) << pool;  // three convolutions and the pool
+    auto ops = r.ops();
+    EXPECT_EQ(ops[pool], 0) << r.dump();
+    EXPECT_EQ(ops[std::string(pool) == "GlobalAveragePool" ? "ReduceMean" : "ReduceMax"], 1) << r.dump();
+    EXPECT_EQ(ops["Transpose"], 2) << r.dump();  // the block's entry and exit only
+    expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+    expect_same_outputs(r.before, decomposed(r.after), 1e-4, 1e-5);
+  }
+}
+
 TEST(LayoutNhwc, DoesNotFire) {
   const std::string cases[] = {
       // weights fed at run time
@@ -66,6 +93,8 @@ TEST(LayoutNhwc, DoesNotFire) {
       // one spatial dim
       header() + R"(g (float[1,2,5] x) => (float[1,2,3] y) { w = Constant <value = float[2,2,3] {1,2,3,4,5,6,7,8,9,1,2,3}> ()
           y = Conv(x, w) })",
+      // a global pool over one spatial dim
+      header() + R"(g (float[1,2,5] x) => (float[1,2,1] y) { y = GlobalAveragePool(x) })",
       // max pool indices are NCHW positions
       header() + R"(g (float[1,2,4,4] x) => (float[1,2,2,2] y, int64[1,2,2,2] i) {
           y, i = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (x) })",

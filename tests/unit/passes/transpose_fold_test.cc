@@ -99,6 +99,23 @@ TEST(TransposeFold, TransposesMoveDownThroughElementwiseOpsAndCancel) {
   expect_same_outputs(r.before, r.after);
 }
 
+TEST(TransposeFold, TransposesMoveDownThroughBroadcastsOfEqualRank) {
+  // A squeeze-excitation scale: Mul(Tr(x [1,8,8,6]), Tr(s [1,1,1,6])) broadcasts dim by dim, so the Transpose moves
+  // below it and cancels with the inverse one; a scale of lower rank ([6,1,1] against NCHW) keeps its Transposes.
+  auto r = rewrite(header() + R"(g (float[1,8,8,6] x, float[1,1,1,6] s) => (float[1,8,8,6] y) {
+      tx = Transpose <perm = [0, 3, 1, 2]> (x)  ts = Transpose <perm = [0, 3, 1, 2]> (s)  m = Mul(tx, ts)
+      y = Transpose <perm = [0, 2, 3, 1]> (m) })",
+                   make_transpose_fold());
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Mul", 1}})) << r.dump();
+  expect_same_outputs(r.before, r.after);
+  auto twin = rewrite(header() + R"(g (float[1,8,8,6] x, float[1,6,1] s) => (float[1,8,8,6] y) {
+      tx = Transpose <perm = [0, 3, 1, 2]> (x)  ts = Transpose <perm = [1, 0, 2]> (s)  m = Mul(tx, ts)
+      y = Transpose <perm = [0, 2, 3, 1]> (m) })",
+                      make_transpose_fold());
+  EXPECT_EQ(twin.ops().at("Transpose"), 3) << twin.dump();
+  expect_same_outputs(twin.before, twin.after);
+}
+
 TEST(TransposeFold, TransposesDoNotMoveDown) {
   const std::string cases[] = {
       // the other operand is neither transposed nor a scalar

@@ -137,18 +137,8 @@ class ConvKernel final : public Kernel {
       e->reference = true;
       return e;
     }
-    if (winograd_ && !transpose_) {
-      try {  // the direct algorithm where oneDNN has no Winograd kernel for this convolution
-        if (build_dnnl(*e, x, w, b != nullptr, addends.size(), true)) return e;
-      } catch (const dnnl::error&) {
-      }
-      auto fresh = std::make_unique<Entry>();
-      fresh->s = e->s;
-      fresh->addend_padded = e->addend_padded;
-      e = std::move(fresh);
-    }
     try {
-      build_dnnl(*e, x, w, b != nullptr, addends.size(), false);
+      build_dnnl(*e, x, w, b != nullptr, addends.size());
     } catch (const dnnl::error& err) {
       // A configuration no oneDNN implementation takes (e.g. unusual negative pads): plain loops.
       if (nhwc_) unsupported("{}: oneDNN rejects this NHWC convolution ({})", node_.describe(), err.what());
@@ -157,9 +147,7 @@ class ConvKernel final : public Kernel {
     return e;
   }
 
-  // Builds the oneDNN primitive; with `winograd`, returns false (leaving `e` half-built) when oneDNN's choice is
-  // not a Winograd kernel.
-  bool build_dnnl(Entry& e, const Dims& x, const Dims& w, bool has_bias, size_t n_addends, bool winograd) {
+  void build_dnnl(Entry& e, const Dims& x, const Dims& w, bool has_bias, size_t n_addends) {
     const ConvShape& s = e.s;
     const Window& win = s.win;
     const int r = win.rank();
@@ -188,11 +176,6 @@ class ConvKernel final : public Kernel {
     bool pointwise = !transpose_ && g == 1;
     for (int i = 0; i < r; ++i) pointwise &= win.k[i] == 1 && win.pb[i] == 0 && win.pe[i] == 0;
     const auto any = memory::format_tag::any;
-    // channels-last is what the fast direct kernels take: no reorders (Winograd computes in a blocked layout)
-    const bool in_place = (pointwise || nhwc_) && !winograd;
-    const auto alg = winograd ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct;
-    const memory::desc src_req = in_place ? e.src_user : memory::desc(e.src_user.dims(), dt::f32, any);
-    const memory::desc dst_req = in_place ? e.dst_user : memory::desc(e.dst_user.dims(), dt::f32, any);
     // Weights in the primitive's preferred layout: constant ones are packed once, fed ones reordered per run
     // (a plain-layout request can push oneDNN onto a much slower implementation).
     memory::desc wei_req = memory::desc(e.wei_user.dims(), dt::f32, any);
@@ -200,8 +183,19 @@ class ConvKernel final : public Kernel {
         pr(win.pe.begin(), win.pe.end()), dil;
     for (int i = 0; i < r; ++i) dil.push_back(win.d[i] - 1);
 
+    // The algorithm being tried, and the activation layouts it asks for: channels-last is what the fast direct
+    // kernels take, so no reorders; Winograd computes in its own blocked layout.
+    bool winograd = false;
+    memory::desc src_req, dst_req;
+    auto use_algorithm = [&](bool wino) {
+      winograd = wino;
+      const bool in_place = (pointwise || nhwc_) && !wino;
+      src_req = in_place ? e.src_user : memory::desc(e.src_user.dims(), dt::f32, any);
+      dst_req = in_place ? e.dst_user : memory::desc(e.dst_user.dims(), dt::f32, any);
+    };
     // `sum_addend`: index of the Add post-op done as a sum into the output (-1: none).
     auto make_pd = [&](const std::vector<memory::desc>* addend_mds, int sum_addend) -> dnnl::primitive_desc {
+      const auto alg = winograd ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct;
       dnnl::primitive_attr attr = base_attr();
       append_post_ops(attr, ops_, *addend_mds, sum_addend);
       const auto fwd = dnnl::prop_kind::forward_inference;
@@ -225,30 +219,50 @@ class ConvKernel final : public Kernel {
     // reorder when the layout is blocked). Candidates in order, the first that is not oneDNN's reference
     // kernel wins: (1) sum for the first full-size addend, binary for the rest; (2) binary for all, plain
     // layout; (3) binary for all, materialised in the output's layout.
-    e.addend_full.assign(n_addends, false);
-    for (const Dims& d : e.addend_padded) e.addend_mds.push_back(user_desc(d));
+    auto choose = [&]() -> dnnl::primitive_desc {
+      e.addend_full.assign(n_addends, false);
+      e.addend_mds.clear();
+      for (const Dims& d : e.addend_padded) e.addend_mds.push_back(user_desc(d));
+      e.sum_addend = -1;
+      dnnl::primitive_desc pd;
+      for (size_t i = 0; i < n_addends && e.sum_addend < 0; ++i)
+        if (e.addend_padded[i] == s.out && ops_[size_t(addend_pos_[i])].kind == PostOp::Kind::Add)
+          e.sum_addend = int(i);
+      if (e.sum_addend >= 0) {
+        try {
+          dnnl::primitive_desc pd1 = make_pd(&e.addend_mds, e.sum_addend);
+          if (!is_reference_impl(pd1)) pd = pd1;
+        } catch (const dnnl::error&) {
+        }
+        if (!pd) e.sum_addend = -1;
+      }
+      if (!pd) pd = make_pd(&e.addend_mds, -1);
+      if (n_addends > 0 && is_reference_impl(pd) && !nhwc_) {
+        std::vector<memory::desc> full(n_addends, pd.dst_desc());
+        dnnl::primitive_desc pd1 = make_pd(&full, -1);
+        if (!is_reference_impl(pd1) && pd1.dst_desc() == pd.dst_desc()) {
+          pd = pd1;
+          e.addend_mds = full;
+          e.addend_full.assign(n_addends, true);
+        }
+      }
+      return pd;
+    };
+    // Winograd when asked for and oneDNN has a Winograd kernel for it (with these epilogues), else direct.
     dnnl::primitive_desc pd;
-    for (size_t i = 0; i < n_addends && e.sum_addend < 0; ++i)
-      if (e.addend_padded[i] == s.out && ops_[size_t(addend_pos_[i])].kind == PostOp::Kind::Add) e.sum_addend = int(i);
-    if (e.sum_addend >= 0) {
+    if (winograd_ && !transpose_) {
+      use_algorithm(true);
       try {
-        dnnl::primitive_desc pd1 = make_pd(&e.addend_mds, e.sum_addend);
-        if (!is_reference_impl(pd1)) pd = pd1;
+        pd = choose();
+        if (std::string_view(pd.impl_info_str()).find("wino") == std::string_view::npos) pd = {};
       } catch (const dnnl::error&) {
-      }
-      if (!pd) e.sum_addend = -1;
-    }
-    if (!pd) pd = make_pd(&e.addend_mds, -1);
-    if (n_addends > 0 && is_reference_impl(pd) && !nhwc_) {
-      std::vector<memory::desc> full(n_addends, pd.dst_desc());
-      dnnl::primitive_desc pd1 = make_pd(&full, -1);
-      if (!is_reference_impl(pd1) && pd1.dst_desc() == pd.dst_desc()) {
-        pd = pd1;
-        e.addend_mds = full;
-        e.addend_full.assign(n_addends, true);
+        pd = {};
       }
     }
-    if (winograd && std::string_view(pd.impl_info_str()).find("wino") == std::string_view::npos) return false;
+    if (!pd) {
+      use_algorithm(false);
+      pd = choose();
+    }
     e.addend_reorders.resize(n_addends);
     for (size_t i = 0; i < n_addends; ++i)
       if (e.addend_full[i])
@@ -271,7 +285,6 @@ class ConvKernel final : public Kernel {
       e.packed = packed_weights(e.wei_user, e.wei_md);
     else if (e.wei_md != e.wei_user)
       e.wei_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), e.wei_user, engine(), e.wei_md));
-    return true;
   }
 
   memory packed_weights(const memory::desc& user, const memory::desc& want) {

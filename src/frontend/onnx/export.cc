@@ -80,6 +80,28 @@ void node_to_proto(const Node& n, onnx::NodeProto& np) {
 
 namespace {
 
+// Node names must be unique within a graph or function body (ONNX Runtime refuses a model otherwise, also after
+// inlining a function); our rewrites name nodes after values, so two can share a name. A repeated name gets the
+// first free suffix _1, _2, ... (free among all the names there); an empty name stays empty.
+template <class Nodes>
+void unique_node_names(Nodes& nodes) {
+  std::set<std::string> all, seen;
+  for (const auto& np : nodes) all.insert(np.name());
+  for (auto& np : nodes) {
+    if (np.name().empty()) continue;
+    if (seen.insert(np.name()).second) continue;
+    for (int k = 1;; ++k) {
+      std::string candidate = np.name() + "_" + std::to_string(k);
+      if (!all.count(candidate)) {
+        all.insert(candidate);
+        seen.insert(candidate);
+        np.set_name(candidate);
+        break;
+      }
+    }
+  }
+}
+
 // Graph nodes plus, for each body initializer, a Constant node (functions have no initializers).
 template <class Proto>
 void body_nodes_to_proto(const Graph& body, Proto& fp) {
@@ -93,6 +115,7 @@ void body_nodes_to_proto(const Graph& body, Proto& fp) {
     tensor_to_proto(c->constant(), *a->mutable_t());
   }
   for (const Node* n : body.nodes()) node_to_proto(*n, *fp.add_node());
+  unique_node_names(*fp.mutable_node());
 }
 
 // A fused node's body as a model-local function named after the node's op type, in domain gaf.fused.
@@ -128,6 +151,7 @@ void graph_to_proto(const Graph& g, onnx::GraphProto& gp) {
     listed.insert(v);
   }
   for (const Node* n : g.nodes()) node_to_proto(*n, *gp.add_node());
+  unique_node_names(*gp.mutable_node());
   for (const Value* v : g.outputs()) {
     value_info(v, *gp.add_output());
     listed.insert(v);

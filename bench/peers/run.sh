@@ -13,7 +13,9 @@
 # one warm-up.
 # N is chosen per model so that one batch of ours unfused takes about BATCH_MS. A column is the median over the
 # rounds of each batch's median. The first round also saves the first output of every configuration and checks it
-# against the reference with `BIN compare` (rtol 1e-3, atol 1e-5; ORT's raw output is wrapped in a TensorProto).
+# against the reference with `BIN compare` (rtol 1e-3, atol 1e-5; ORT's raw output is wrapped in a TensorProto),
+# and runs the written fused model (fused.onnx: gaf.fused functions, our gaf ops decomposed) once in ORT, checked the
+# same way: what we write must run in other runtimes.
 # Achieved GFLOP/s counts MatMul/Gemm/Conv flops from static shapes; the fp32 GEMM peak is the faster of ORT and
 # ours on a generated 1024x1024x1024 MatMul.
 set -euo pipefail
@@ -155,12 +157,20 @@ for model in "$models"/*/model.onnx; do
   m_unfused=$(median "${t_unfused[@]}")
   m_fused=$(median "${t_fused[@]}")
   err_fused=$(check "$w/fused/output_0.pb" "$ref")
+  # The written fused model (gaf.fused functions, our gaf ops decomposed) must run in ONNX Runtime as well.
+  if j_ff=$(node "$here/ort_bench.js" "$w/fused.onnx" --opt all --threads "$threads" --iterations 1 \
+                 --save-output "$w/ort_ours.raw" --input-pb "${in[@]}" 2>"$w/ort_ours.err"); then
+    ort_pb "$j_ff" "$w/ort_ours.raw" "$w/ort_ours.pb"
+    err_ort_ours=$(check "$w/ort_ours.pb" "$ref")
+  else
+    err_ort_ours="ORT refused it: $(tail -n1 "$w/ort_ours.err" | cut -c1-120)"
+  fi
   table+=("| $name | $(calc %.2f "$m_off") | $(calc %.2f "$m_all") | $(calc %.2f "$m_unfused") \
 | $(calc %.2f "$m_fused") | $(calc %.2f "$m_fused / $m_all") | $ort_nodes vs $(json "$w/report.json" after.kernels) \
 | ${err_fused#* / } |")
   perf+=("| $name | $(calc %.2f "$flops / 1e9") | $n | $(gflops "$m_all") | $(gflops "$m_fused") |")
   errs+=("| $name | $(check "$w/ort_disabled.pb" "$ref") | $(check "$w/ort_all.pb" "$ref") \
-| $(check "$w/unfused/output_0.pb" "$ref") | $err_fused |")
+| $(check "$w/unfused/output_0.pb" "$ref") | $err_fused | $err_ort_ours |")
 done
 
 # ---- report ----------------------------------------------------------------------------------------------------------
@@ -185,8 +195,8 @@ echo
 echo "max abs / max rel error against the stored reference output; the relative error is per element, so it is"
 echo "large where the reference is near zero. MISMATCH: some element is outside |a - e| <= $atol + $rtol * |e|."
 echo
-echo "| model | ORT-disabled | ORT-all | ours unfused | ours fused |"
-echo "|---|---:|---:|---:|---:|"
+echo "| model | ORT-disabled | ORT-all | ours unfused | ours fused | ORT running our fused.onnx |"
+echo "|---|---:|---:|---:|---:|---:|"
 printf '%s\n' "${errs[@]}"
 echo
 echo "total $((SECONDS - start_s)) s"

@@ -18,25 +18,6 @@ namespace gaf {
 
 namespace {
 
-template <class T>
-Tensor scaled_weight(const Tensor& w, const std::vector<double>& s) {
-  Tensor out(w.dtype(), w.dims());
-  int64_t per = w.numel() / w.dim(0);
-  const T* src = w.data<T>();
-  T* dst = out.data<T>();
-  for (int64_t i = 0; i < w.numel(); ++i) dst[i] = T(double(src[i]) * s[i / per]);
-  return out;
-}
-
-template <class T>
-Tensor shifted_bias(const Tensor* b, const rewrite::Affine& a, DType dtype) {
-  int64_t m = int64_t(a.first.size());
-  Tensor out(dtype, {m});
-  T* dst = out.data<T>();
-  for (int64_t i = 0; i < m; ++i) dst[i] = T((b ? b->get_double(i) : 0.0) * a.first[i] + a.second[i]);
-  return out;
-}
-
 class ConvBnFold final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "conv-bn-fold"; }
@@ -63,10 +44,8 @@ class ConvBnFold final : public rewrite::RulePass {
       affine = rewrite::elementwise_affine(g, *next, y, w->rank(), m);
     if (!affine) return false;
 
-    bool is_float = w->dtype() == DType::Float;
-    Tensor w2 = is_float ? scaled_weight<float>(*w, affine->first) : scaled_weight<double>(*w, affine->first);
-    Tensor b2 =
-        is_float ? shifted_bias<float>(b, *affine, w->dtype()) : shifted_bias<double>(b, *affine, w->dtype());
+    Tensor w2 = rewrite::scale_along(*w, affine->first, 0);
+    Tensor b2 = rewrite::affine_bias(b, 1.0, *affine, w->dtype());
     conv.set_input(1, rw.add_constant(conv.input(1)->name() + "__folded", std::move(w2)));
     Value* bias =
         rw.add_constant((b ? conv.input(2)->name() : y->name() + "_bias") + "__folded", std::move(b2));

@@ -17,27 +17,6 @@ namespace gaf {
 
 namespace {
 
-// w scaled by s along `axis` (0: rows, 1: columns) of the 2-D constant w.
-template <class T>
-Tensor scaled(const Tensor& w, const std::vector<double>& s, int axis) {
-  Tensor out(w.dtype(), w.dims());
-  const int64_t cols = w.dim(1);
-  const T* src = w.data<T>();
-  T* dst = out.data<T>();
-  for (int64_t i = 0; i < w.numel(); ++i) dst[i] = T(double(src[i]) * s[size_t(axis == 0 ? i / cols : i % cols)]);
-  return out;
-}
-
-template <class T>
-Tensor bias(const Tensor* c, double beta, const rewrite::Affine& a, DType dtype) {
-  const int64_t m = int64_t(a.first.size());
-  Tensor out(dtype, {m});
-  T* dst = out.data<T>();
-  for (int64_t i = 0; i < m; ++i)
-    dst[i] = T((c ? beta * c->get_double(c->numel() == 1 ? 0 : i) : 0.0) * a.first[size_t(i)] + a.second[size_t(i)]);
-  return out;
-}
-
 class GemmBnFold final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "gemm-bn-fold"; }
@@ -69,11 +48,9 @@ class GemmBnFold final : public rewrite::RulePass {
       affine = rewrite::elementwise_affine(g, *next, y, 2, m);
     if (!affine) return false;
 
-    const bool is_float = w->dtype() == DType::Float;
-    const int axis = trans_b ? 0 : 1;
     const double beta = gemm ? mm.attr_float("beta", 1.0f) : 1.0;
-    Tensor w2 = is_float ? scaled<float>(*w, affine->first, axis) : scaled<double>(*w, affine->first, axis);
-    Tensor c2 = is_float ? bias<float>(c, beta, *affine, w->dtype()) : bias<double>(c, beta, *affine, w->dtype());
+    Tensor w2 = rewrite::scale_along(*w, affine->first, trans_b ? 0 : 1);  // op(B)'s columns
+    Tensor c2 = rewrite::affine_bias(c, beta, *affine, w->dtype());
     Value* wv = rw.add_constant(mm.input(1)->name() + "__folded", std::move(w2));
     Value* cv = rw.add_constant((c ? mm.input(2)->name() : y->name() + "_bias") + "__folded", std::move(c2));
     Node* out = rw.add_node("Gemm", {mm.input(0), wv, cv}, {next->output(0)}, "", mm.opset);

@@ -16,6 +16,8 @@
 //
 // 2-D fp32 convolutions (constant weights) and pools with static shapes only. A rewrite of the CPU runtime's
 // layout: run at opt level 2 and above, with the rest of the CPU-specific decisions (fusion).
+#include <functional>
+
 #include "gaf/passes.h"
 #include "passes/rewrite_util.h"
 
@@ -52,46 +54,51 @@ class LayoutNhwc final : public rewrite::RulePass {
     if (is_conv && (!conv.input(1) || !conv.input(1)->is_constant())) return false;
     for (int64_t p : conv.attr_ints("pads"))  // negative pads: configurations oneDNN may not take
       if (p < 0) return false;
-    const std::vector<int64_t> to_nhwc = {0, 2, 3, 1}, to_nchw = {0, 3, 1, 2};
-    Node* in = rw.add_node("Transpose", {conv.input(0)}, {x}, "", conv.opset);
-    in->attrs["perm"] = to_nhwc;
-    in->output(0)->type = permuted(x->type, to_nhwc);
-    std::vector<Value*> ins = {in->output(0)};
-    for (int i = 1; i < conv.num_inputs(); ++i) ins.push_back(conv.input(i));
-    while (!ins.empty() && !ins.back()) ins.pop_back();
-    Node* c = rw.add_node(conv.op_type, ins, {y}, rewrite::kGafDomain, 1);
-    c->attrs = conv.attrs;
-    c->attrs["layout"] = std::string("NHWC");
-    c->output(0)->type = permuted(y->type, to_nhwc);
-    Node* out = rw.add_node("Transpose", {c->output(0)}, {y}, "", conv.opset);
-    out->attrs["perm"] = to_nchw;
-    rw.replace(conv.output(0), out->output(0));
-    rw.erase_unused({&conv});
+    channels_last(rw, conv, [&](Value* x_nhwc) {
+      std::vector<Value*> ins = {x_nhwc};
+      for (int i = 1; i < conv.num_inputs(); ++i) ins.push_back(conv.input(i));
+      while (!ins.empty() && !ins.back()) ins.pop_back();
+      Node* c = rw.add_node(conv.op_type, ins, {y}, rewrite::kGafDomain, 1);
+      c->attrs = conv.attrs;
+      c->attrs["layout"] = std::string("NHWC");
+      return c;
+    });
     return true;
   }
 
   // GlobalAveragePool / GlobalMaxPool of a rank-4 fp32 tensor: ReduceMean / ReduceMax over the NHWC spatial axes.
   static bool global_pool(rewrite::Rewriter& rw, Node& pool) {
-    const Value* x = pool.input(0);
     const Value* y = pool.output(0);
-    if (!rewrite::is_float(x) || rewrite::rank_of(x) != 4 || rewrite::rank_of(y) != 4 || pool.opset < 1) return false;
-    const std::vector<int64_t> to_nhwc = {0, 2, 3, 1}, to_nchw = {0, 3, 1, 2}, axes = {1, 2};
+    if (!rewrite::is_float(pool.input(0)) || rewrite::rank_of(pool.input(0)) != 4 || rewrite::rank_of(y) != 4)
+      return false;
+    const std::vector<int64_t> axes = {1, 2};
     const int opset = pool.opset;
-    Node* in = rw.add_node("Transpose", {pool.input(0)}, {x}, "", opset);
+    channels_last(rw, pool, [&](Value* x_nhwc) {
+      std::vector<Value*> ins = {x_nhwc};
+      if (opset >= 18) ins.push_back(rw.add_constant(y->name() + "_axes", Tensor::from<int64_t>({2}, axes)));
+      Node* r = rw.add_node(is_op(&pool, "GlobalAveragePool") ? "ReduceMean" : "ReduceMax", ins, {y}, "", opset);
+      if (opset < 18) r->attrs["axes"] = axes;
+      r->attrs["keepdims"] = int64_t(1);
+      return r;
+    });
+    return true;
+  }
+
+  // n(x, ...) -> Transpose(inner(Transpose(x, [0,2,3,1]), ...), [0,3,1,2]): `make` builds inner from the NHWC
+  // input; its output is typed here.
+  static void channels_last(rewrite::Rewriter& rw, Node& n, const std::function<Node*(Value*)>& make) {
+    const std::vector<int64_t> to_nhwc = {0, 2, 3, 1}, to_nchw = {0, 3, 1, 2};
+    const Value* x = n.input(0);
+    const Value* y = n.output(0);
+    Node* in = rw.add_node("Transpose", {n.input(0)}, {x}, "", n.opset);
     in->attrs["perm"] = to_nhwc;
     in->output(0)->type = permuted(x->type, to_nhwc);
-    const std::string reduce = is_op(&pool, "GlobalAveragePool") ? "ReduceMean" : "ReduceMax";
-    std::vector<Value*> ins = {in->output(0)};
-    if (opset >= 18) ins.push_back(rw.add_constant(y->name() + "_axes", Tensor::from<int64_t>({2}, axes)));
-    Node* r = rw.add_node(reduce, ins, {y}, "", opset);
-    if (opset < 18) r->attrs["axes"] = axes;
-    r->attrs["keepdims"] = int64_t(1);
-    r->output(0)->type = permuted(y->type, to_nhwc);
-    Node* out = rw.add_node("Transpose", {r->output(0)}, {y}, "", opset);
+    Node* inner = make(in->output(0));
+    inner->output(0)->type = permuted(y->type, to_nhwc);
+    Node* out = rw.add_node("Transpose", {inner->output(0)}, {y}, "", n.opset);
     out->attrs["perm"] = to_nchw;
-    rw.replace(pool.output(0), out->output(0));
-    rw.erase_unused({&pool});
-    return true;
+    rw.replace(n.output(0), out->output(0));
+    rw.erase_unused({&n});
   }
 };
 

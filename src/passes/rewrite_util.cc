@@ -145,6 +145,44 @@ std::optional<Affine> elementwise_affine(const Graph& g, const Node& n, const Va
   return Affine{std::vector<double>(size_t(m), 1.0), *v};
 }
 
+namespace {
+
+template <class T>
+Tensor scale_along_t(const Tensor& w, const std::vector<double>& s, int axis) {
+  Tensor out(w.dtype(), w.dims());
+  int64_t inner = 1;
+  for (int i = axis + 1; i < w.rank(); ++i) inner *= w.dim(i);
+  const int64_t n = w.dim(axis);
+  const T* src = w.data<T>();
+  T* dst = out.data<T>();
+  for (int64_t i = 0; i < w.numel(); ++i) dst[i] = T(double(src[i]) * s[size_t(i / inner % n)]);
+  return out;
+}
+
+template <class T>
+Tensor affine_bias_t(const Tensor* b, double beta, const Affine& a, DType dtype) {
+  const int64_t m = int64_t(a.first.size());
+  Tensor out(dtype, {m});
+  T* dst = out.data<T>();
+  for (int64_t i = 0; i < m; ++i) {
+    const double bi = b ? beta * b->get_double(b->numel() == 1 ? 0 : i) : 0.0;
+    dst[i] = T(bi * a.first[size_t(i)] + a.second[size_t(i)]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor scale_along(const Tensor& w, const std::vector<double>& s, int axis) {
+  GAF_ASSERT(w.dtype() == DType::Float || w.dtype() == DType::Double, "scale_along: float or double weights");
+  return w.dtype() == DType::Float ? scale_along_t<float>(w, s, axis) : scale_along_t<double>(w, s, axis);
+}
+
+Tensor affine_bias(const Tensor* b, double beta, const Affine& a, DType dtype) {
+  GAF_ASSERT(dtype == DType::Float || dtype == DType::Double, "affine_bias: float or double");
+  return dtype == DType::Float ? affine_bias_t<float>(b, beta, a, dtype) : affine_bias_t<double>(b, beta, a, dtype);
+}
+
 std::vector<Tensor> evaluate(const Graph& g, const Node& n) {
   Graph one;
   one.name = "evaluate";

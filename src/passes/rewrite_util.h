@@ -66,6 +66,11 @@ std::optional<std::vector<double>> per_channel(const Tensor& c, int rank, int64_
 std::optional<Affine> batch_norm_affine(const Graph& g, const Node& bn, int64_t m);
 // Mul(y, c) -> (c, 0); Add(y, c) -> (1, c), for c constant per channel of the rank-`rank` value y.
 std::optional<Affine> elementwise_affine(const Graph& g, const Node& n, const Value* y, int rank, int64_t m);
+// Applying an affine map to a product's weights and bias (float or double, computed in double, rounded once):
+// `w` with every slice along `axis` multiplied by s[slice]; and the bias s * beta * b + t ([m]; b absent: 0, one
+// element: broadcast).
+Tensor scale_along(const Tensor& w, const std::vector<double>& s, int axis);
+Tensor affine_bias(const Tensor* b, double beta, const Affine& a, DType dtype);
 
 // Runs `n` alone on the runtime with the constant data of its inputs; returns its outputs. Throws gaf::Error
 // (UnsupportedError when the runtime has no kernel).

@@ -985,39 +985,67 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   Dims space = dims_of(red->output(0));
   const size_t orank = space.size();
   const bool sum_like = op != "ReduceMax" && op != "ReduceMin" && op != "ReduceProd";
-  Index oidx = open_space(os, space, 4096);
-  const std::string outer = ind_;
   // The input index: reduced axes from loop variables k<a>, the others from the output index.
-  Index iidx(static_cast<size_t>(rank));
   std::string count = "1.0";
+  for (int a = 0; a < rank; ++a)
+    if (reduced[size_t(a)]) count += " * double(" + text(id[size_t(a)]) + ")";
+  const std::string acc_t = sum_like ? "double" : "float";
+  const std::string init = op == "ReduceMax" ? "-__builtin_inff()" : op == "ReduceMin" ? "__builtin_inff()"
+                           : op == "ReduceProd" ? "1.0f" : "0.0";
+  // Work items are blocks of up to kRedBlock consecutive output elements along the innermost output dim, each
+  // with its own accumulators: the reduced loops run outside an omp simd loop over the block, so column
+  // reductions (NHWC global pooling: [1, H, W, C] -> [1, 1, 1, C]) vectorise across contiguous channels and
+  // split over the threads even when the output is one row. Each output element still accumulates its inputs
+  // in the same order. Parallel from 32768 elements read.
+  constexpr int kRedBlock = 64;
+  os << "  {\n  const int64_t n = " << product(space, 0, orank) << ";\n  if (n > 0) {\n"
+     << "  const int64_t inner = " << (orank ? text(space[orank - 1]) : std::string("1")) << ";\n"
+     << "  const int64_t rows = n / inner;\n"
+     << "  const int64_t nblk = (inner + " << kRedBlock - 1 << ") / " << kRedBlock << ";\n"
+     << "#pragma omp parallel for schedule(static) if (double(n) * (" << count << ") >= 32768.0)\n"
+     << "  for (int64_t item = 0; item < rows * nblk; ++item) {\n"
+     << "    const int64_t r = item / nblk, j0 = item % nblk * " << kRedBlock << ";\n"
+     << "    const int64_t jn = inner - j0 < " << kRedBlock << " ? inner - j0 : " << kRedBlock << ";\n"
+     << "    int64_t rem = r;\n";
+  Index oidx;
+  for (int d = int(orank) - 2; d >= 0; --d)
+    os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
+                      text(space[size_t(d)]));
+  for (size_t d = 0; d + 1 < orank; ++d) oidx.push_back(fmt::format("q{}", d));
+  if (orank) oidx.push_back("j");
+  os << "    (void)rem;\n    " << acc_t << " acc[" << kRedBlock << "];\n"
+     << "    for (int64_t jj = 0; jj < jn; ++jj) acc[jj] = " << init << ";\n";
+  Index iidx(static_cast<size_t>(rank));
   size_t o = 0;
   for (int a = 0; a < rank; ++a) {
     if (reduced[size_t(a)]) {
       iidx[size_t(a)] = fmt::format("k{}", a);
-      count += " * double(" + text(id[size_t(a)]) + ")";
       if (keep) ++o;
     } else {
       iidx[size_t(a)] = orank ? oidx[o++] : "0";
     }
   }
-  const std::string acc_t = sum_like ? "double" : "float";
-  const std::string init = op == "ReduceMax" ? "-__builtin_inff()" : op == "ReduceMin" ? "__builtin_inff()"
-                           : op == "ReduceProd" ? "1.0f" : "0.0";
-  os << outer << acc_t << " acc = " << init << ";\n";
-  ind_ = outer;
+  ind_ = "    ";
   for (int a = 0; a < rank; ++a)
     if (reduced[size_t(a)]) {
       os << ind_ << fmt::format("for (int64_t k{} = 0; k{} < {}; ++k{}) {{\n", a, a, text(id[size_t(a)]), a);
       ind_ += "  ";
     }
+  os << "#pragma omp simd\n"
+     << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) {\n"
+     << ind_ << "  const int64_t j = j0 + jj;\n" << ind_ << "  const int64_t i = r * inner + j;\n"
+     << ind_ << "  (void)j;\n" << ind_ << "  (void)i;\n";
+  ind_ += "  ";
   Computed v = value_at(os, in, iidx);
   std::string x = v.name;
-  if (op == "ReduceMax") os << ind_ << "acc = " << x << " > acc ? " << x << " : acc;\n";
-  else if (op == "ReduceMin") os << ind_ << "acc = " << x << " < acc ? " << x << " : acc;\n";
-  else if (op == "ReduceProd") os << ind_ << "acc *= " << x << ";\n";
-  else if (op == "ReduceSumSquare" || op == "ReduceL2") os << ind_ << "acc += double(" << x << ") * double(" << x << ");\n";
-  else if (op == "ReduceL1") os << ind_ << "acc += double(gaf_abs(" << x << "));\n";
-  else os << ind_ << "acc += double(" << x << ");\n";
+  if (op == "ReduceMax") os << ind_ << "acc[jj] = " << x << " > acc[jj] ? " << x << " : acc[jj];\n";
+  else if (op == "ReduceMin") os << ind_ << "acc[jj] = " << x << " < acc[jj] ? " << x << " : acc[jj];\n";
+  else if (op == "ReduceProd") os << ind_ << "acc[jj] *= " << x << ";\n";
+  else if (op == "ReduceSumSquare" || op == "ReduceL2") os << ind_ << "acc[jj] += double(" << x << ") * double(" << x << ");\n";
+  else if (op == "ReduceL1") os << ind_ << "acc[jj] += double(gaf_abs(" << x << "));\n";
+  else os << ind_ << "acc[jj] += double(" << x << ");\n";
+  ind_.resize(ind_.size() - 2);
+  os << ind_ << "}\n";
   for (int a = 0; a < rank; ++a)
     if (reduced[size_t(a)]) {
       ind_.resize(ind_.size() - 2);
@@ -1025,13 +1053,14 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
     }
   computed_.clear();
   index_vars_.clear();
-  std::string result = "float(acc)";
-  if (op == "ReduceMean") result = "float(acc / (" + count + "))";
-  else if (op == "ReduceL2") result = "gaf_sqrt(float(acc))";
-  else if (op == "ReduceLogSum") result = "gaf_log(float(acc))";
-  if (scratch) os << outer << "redbuf[i] = " << result << ";\n";
-  if (is_output) os << outer << "out" << red_out << "[i] = " << store(red->output(0)->type.dtype, result) << ";\n";
-  close_space(os, orank);
+  std::string result = "float(acc[jj])";
+  if (op == "ReduceMean") result = "float(acc[jj] / (" + count + "))";
+  else if (op == "ReduceL2") result = "gaf_sqrt(float(acc[jj]))";
+  else if (op == "ReduceLogSum") result = "gaf_log(float(acc[jj]))";
+  os << "#pragma omp simd\n    for (int64_t jj = 0; jj < jn; ++jj) {\n      const int64_t i = r * inner + j0 + jj;\n";
+  if (scratch) os << "      redbuf[i] = " << result << ";\n";
+  if (is_output) os << "      out" << red_out << "[i] = " << store(red->output(0)->type.dtype, result) << ";\n";
+  os << "    }\n  }\n  }\n  }\n";
   if (!after.empty()) {
     ptr_[red->output(0)] = "redbuf";
     materialised_.insert(red->output(0));

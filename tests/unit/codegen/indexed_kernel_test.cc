@@ -94,6 +94,19 @@ TEST(IndexedKernel, MiddleAxisMeanAndReductionBehindTranspose) {
                    1);
 }
 
+TEST(IndexedKernel, ChannelsLastGlobalPoolInChannelBlocks) {
+  // NHWC global pooling, [1,14,14,200] -> [1,1,1,200]: one output row, so the work items are blocks of 64 channels
+  // (the last one 8 wide), parallel (39200 elements read), each a vector loop under the spatial loops; a SiLU
+  // producer computed per element read.
+  expect_generated(R"(g (float[1,14,14,200] x) => (float[1,1,1,200] y) {
+      s = Sigmoid(x)  m = Mul(x, s)  y = ReduceMean <axes = [1, 2]> (m) })",
+                   1);
+  // A max without keepdims over two batch rows, 130 channels (blocks of 64, 64, 2).
+  expect_generated(R"(g (float[2,12,12,130] x) => (float[2,130] y) {
+      n = Neg(x)  y = ReduceMax <axes = [1, 2], keepdims = 0> (n) })",
+                   1);
+}
+
 TEST(IndexedKernel, MiddleAxisNormalisationThroughAScratchBuffer) {
   // x - mean(x over C) then scaled: the reduction's result is read back broadcast, and Relu(x) is also an output.
   expect_generated(R"(g (float[2,16,30] x) => (float[2,16,30] y, float[2,16,30] r) {

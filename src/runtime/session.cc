@@ -198,13 +198,14 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
     for (const Step& s : steps_) stats_.nodes.push_back({s.node->name, s.node->op_type, 0, 0});
   }
   std::vector<const Tensor*> ins;
+  std::vector<Tensor> outs;
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& s = steps_[i];
     ins.clear();
     for (int k : s.in_slots) ins.push_back(k >= 0 && slots[k].defined() ? &slots[k] : nullptr);
-    std::vector<Tensor> outs(s.out_slots.size());
+    outs.assign(s.out_slots.size(), Tensor());
     KernelContext ctx(*s.node, ins, outs, *pool_);
-    auto ts = std::chrono::steady_clock::now();
+    const auto ts = options_.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     try {
       s.kernel->run(ctx);
     } catch (const UnsupportedError&) {

@@ -82,12 +82,15 @@ class AnchorPostOpKernel final : public runtime::Kernel {
         inner_(runtime::dnnl_ops::make_anchor_kernel(anchor, std::move(ops))) {}
 
   void run(runtime::KernelContext& ctx) override {
-    std::vector<const Tensor*> ins;
-    for (const Source& s : sources_) ins.push_back(s.fused_input >= 0 ? ctx.input(s.fused_input) : s.constant);
-    std::vector<Tensor> outs(size_t(anchor_.num_outputs()));
-    runtime::KernelContext sub(anchor_, ins, outs, ctx.allocator());
+    // The inner context's vectors are members, reused by every run (a kernel runs one call at a time, like the
+    // shape cache of the oneDNN kernel inside).
+    ins_.clear();
+    for (const Source& s : sources_) ins_.push_back(s.fused_input >= 0 ? ctx.input(s.fused_input) : s.constant);
+    outs_.assign(size_t(anchor_.num_outputs()), Tensor());
+    runtime::KernelContext sub(anchor_, ins_, outs_, ctx.allocator());
     inner_->run(sub);
-    ctx.set_output(0, std::move(outs[0]));
+    ctx.set_output(0, std::move(outs_[0]));
+    outs_.clear();
   }
 
  private:
@@ -95,6 +98,8 @@ class AnchorPostOpKernel final : public runtime::Kernel {
   const Node& anchor_;
   std::vector<Source> sources_;
   std::unique_ptr<runtime::Kernel> inner_;
+  std::vector<const Tensor*> ins_;
+  std::vector<Tensor> outs_;
 };
 
 // Unary ONNX ops oneDNN has an eltwise post-op for.

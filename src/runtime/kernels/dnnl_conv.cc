@@ -15,6 +15,7 @@
 #include "runtime/kernels/dnnl_kernels.h"
 #include "runtime/kernels/dnnl_ref.h"
 #include "runtime/kernels/dnnl_util.h"
+#include "runtime/kernels/shape_util.h"
 
 namespace gaf::runtime::dnnl_detail {
 
@@ -54,7 +55,8 @@ class ConvKernel final : public Kernel {
               "{}: X, W and B must have one element type (got {}, {}{})", node_.describe(),
               dtype_name(X.dtype()), dtype_name(W.dtype()),
               B ? fmt::format(", {}", dtype_name(B->dtype())) : "");
-    Dims key;
+    Dims& key = key_;  // reused: no allocation per run
+    key.clear();
     key_append(key, &X);
     key_append(key, &W);
     key_append(key, B);
@@ -65,7 +67,7 @@ class ConvKernel final : public Kernel {
       for (int src : addend_src_) addends.push_back(ctx.in(src).dims());
       e = &cache_.insert(key, build(logical(X.dims()), W.dims(), B ? &B->dims() : nullptr, X.dtype(), addends));
     }
-    Tensor& Y = ctx.allocate_output(0, X.dtype(), physical(e->s.out));
+    Tensor& Y = ctx.allocate_output(0, X.dtype(), e->out_physical);
     if (Y.numel() == 0) return;
     if (e->reference)
       run_reference(ctx, *e, X, W, B, Y);
@@ -76,6 +78,7 @@ class ConvKernel final : public Kernel {
  private:
   struct Entry {
     ConvShape s;
+    Dims out_physical;       // the output's dims as stored (NHWC: channels last)
     bool reference = false;  // plain loops
     dnnl::primitive prim;
     size_t scratch = 0;
@@ -88,6 +91,7 @@ class ConvKernel final : public Kernel {
     std::vector<bool> addend_full;  // read in the output layout: materialised and reordered per run
     std::vector<dnnl::reorder> addend_reorders;
     int sum_addend = -1;  // the addend added as a sum post-op (written into the output buffer first)
+    ArgCache args;        // the primitive's arguments, re-pointed each run
   };
 
   // NHWC: physical [N, spatial..., C] <-> the logical [N, C, spatial...] oneDNN and conv_shape speak.
@@ -126,6 +130,7 @@ class ConvKernel final : public Kernel {
     auto e = std::make_unique<Entry>();
     e->s = conv_shape(node_, transpose_, attrs_, group_, x, w, b);
     const ConvShape& s = e->s;
+    e->out_physical = physical(s.out);
     for (const Dims& ad : addends)  // NHWC: broadcast against the physical output, then seen logically
       e->addend_padded.push_back(nhwc_ ? logical(addend_dims(node_, ad, physical(s.out))) : addend_dims(node_, ad, s.out));
     bool degenerate = numel_of(s.out) == 0 || s.C == 0 || numel_of(x) == 0;
@@ -308,41 +313,41 @@ class ConvKernel final : public Kernel {
     Tensor Xf = to_float(X, ctx.allocator());
     Tensor Yf = Y.dtype() == DType::Float ? Y : Tensor(DType::Float, Y.dims(), ctx.allocator());
     std::vector<Tensor> keep;
-    std::unordered_map<int, memory> args;
-    memory src_user = wrap(e.src_user, Xf.raw());
+    ArgCache& args = e.args;
     if (e.src_reorder) {
       keep.push_back(scratch_tensor(e.src_md, ctx));
       memory src = wrap(e.src_md, keep.back().raw());
-      e.src_reorder.execute(stream(), src_user, src);
-      args[DNNL_ARG_SRC] = src;
+      memory user = wrap(e.src_user, Xf.raw());
+      e.src_reorder.execute(stream(), user, src);
+      args.set(DNNL_ARG_SRC, src);
     } else {
-      args[DNNL_ARG_SRC] = src_user;
+      args.bind(DNNL_ARG_SRC, e.src_user, Xf.raw());
     }
     if (e.packed) {
-      args[DNNL_ARG_WEIGHTS] = e.packed;
+      args.set(DNNL_ARG_WEIGHTS, e.packed);
     } else {
       keep.push_back(to_float(W, ctx.allocator()));
-      memory user = wrap(e.wei_user, keep.back().raw());
       if (e.wei_reorder) {
+        memory user = wrap(e.wei_user, keep.back().raw());
         keep.push_back(scratch_tensor(e.wei_md, ctx));
         memory packed = wrap(e.wei_md, keep.back().raw());
         e.wei_reorder.execute(stream(), user, packed);
-        args[DNNL_ARG_WEIGHTS] = packed;
+        args.set(DNNL_ARG_WEIGHTS, packed);
       } else {
-        args[DNNL_ARG_WEIGHTS] = user;
+        args.bind(DNNL_ARG_WEIGHTS, e.wei_user, keep.back().raw());
       }
     }
     if (B) {
       keep.push_back(b_const_.defined() ? b_const_ : to_float(*B, ctx.allocator()));
-      args[DNNL_ARG_BIAS] = wrap(e.bias_md, keep.back().raw());
+      args.bind(DNNL_ARG_BIAS, e.bias_md, keep.back().raw());
     }
-    memory dst_user = wrap(e.dst_user, Yf.raw());
-    memory dst = dst_user;
     if (e.dst_reorder) {
       keep.push_back(scratch_tensor(e.dst_md, ctx));
-      dst = wrap(e.dst_md, keep.back().raw());
+      args.set(DNNL_ARG_DST, wrap(e.dst_md, keep.back().raw()));
+    } else {
+      args.bind(DNNL_ARG_DST, e.dst_user, Yf.raw());
     }
-    args[DNNL_ARG_DST] = dst;
+    memory dst = args.args().at(DNNL_ARG_DST);
     for (size_t i = 0; i < addend_src_.size(); ++i) {
       Tensor t = to_float(ctx.in(addend_src_[i]), ctx.allocator());
       if (int(i) == e.sum_addend) {  // full size: becomes the output's initial value
@@ -350,12 +355,12 @@ class ConvKernel final : public Kernel {
           memory plain = wrap(e.dst_user, t.raw());
           e.sum_reorder.execute(stream(), plain, dst);
         } else {
-          std::memcpy(Yf.raw(), t.raw(), Yf.nbytes());
+          parallel_memcpy(Yf.raw(), t.raw(), Yf.nbytes());
         }
         continue;
       }
       if (!e.addend_full[i]) {
-        args[post_op_src1_arg(addend_pos_[i])] = wrap(e.addend_mds[i], t.raw());
+        args.bind(post_op_src1_arg(addend_pos_[i]), e.addend_mds[i], t.raw());
         keep.push_back(std::move(t));
         continue;
       }
@@ -364,12 +369,13 @@ class ConvKernel final : public Kernel {
       memory m = wrap(e.addend_mds[i], keep.back().raw());
       memory plain = wrap(e.dst_user, t.raw());
       e.addend_reorders[i].execute(stream(), plain, m);
-      args[post_op_src1_arg(addend_pos_[i])] = m;
+      args.set(post_op_src1_arg(addend_pos_[i]), m);
       keep.push_back(std::move(t));
     }
-    execute(e.prim, e.scratch, args);
+    execute(e.prim, e.scratch, args.args());
     if (e.dst_reorder) {
-      e.dst_reorder.execute(stream(), dst, dst_user);
+      memory user = wrap(e.dst_user, Yf.raw());
+      e.dst_reorder.execute(stream(), dst, user);
       stream().wait();
     }
     if (Y.dtype() != DType::Float) store_from_float(Yf.data<float>(), Y);
@@ -421,6 +427,7 @@ class ConvKernel final : public Kernel {
   Tensor w_const_, b_const_;
   std::vector<std::pair<memory::desc, memory>> packed_;
   ShapeCache<Entry> cache_;
+  Dims key_;  // the cache key of the current run
 };
 
 double conv_flops(const Node& n, bool transpose) {

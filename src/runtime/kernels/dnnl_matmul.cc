@@ -186,7 +186,8 @@ class MatMulKernel final : public Kernel {
       run_reference(ctx, A, B, C);
       return;
     }
-    Dims key;
+    Dims& key = key_;  // reused: no allocation per run
+    key.clear();
     key_append(key, &A);
     key_append(key, &B);
     if (gemm_) key_append(key, C);
@@ -212,6 +213,7 @@ class MatMulKernel final : public Kernel {
     std::vector<memory::desc> addend_mds;
     std::vector<Dims> addend_padded;  // addend dims in oneDNN dst space before any expansion
     std::vector<bool> addend_expand;  // materialise the addend to the full dst first (broadcast fallback)
+    ArgCache args;                    // the primitive's arguments, re-pointed each run
   };
 
   // Gemm's C must broadcast unidirectionally to [M, N].
@@ -343,18 +345,21 @@ class MatMulKernel final : public Kernel {
       Tensor Af = to_float(A, ctx.allocator());
       Tensor Bf;
       if (!e.packed) Bf = to_float(B, ctx.allocator());
-      std::unordered_map<int, memory> args;
-      args[DNNL_ARG_SRC] = wrap(e.src_md, Af.raw());
-      args[DNNL_ARG_WEIGHTS] = e.packed ? e.packed : wrap(e.wei_md, Bf.raw());
-      args[DNNL_ARG_DST] = wrap(e.dst_md, Yf.raw());
+      ArgCache& args = e.args;
+      args.bind(DNNL_ARG_SRC, e.src_md, Af.raw());
+      if (e.packed)
+        args.set(DNNL_ARG_WEIGHTS, e.packed);
+      else
+        args.bind(DNNL_ARG_WEIGHTS, e.wei_md, Bf.raw());
+      args.bind(DNNL_ARG_DST, e.dst_md, Yf.raw());
       std::vector<Tensor> keep;
       for (size_t i = 0; i < addend_src_.size(); ++i) {
         Tensor t = addend_tensor(ctx, addend_src_[i], C);
         if (e.addend_expand[i]) t = expand_float(t, e.addend_padded[i], p.dst, ctx.allocator());
-        args[post_op_src1_arg(addend_pos_[i])] = wrap(e.addend_mds[i], t.raw());
+        args.bind(post_op_src1_arg(addend_pos_[i]), e.addend_mds[i], t.raw());
         keep.push_back(std::move(t));
       }
-      execute(e.prim, e.scratch, args);
+      execute(e.prim, e.scratch, args.args());
     }
     if (Y.dtype() != DType::Float) store_from_float(Yf.data<float>(), Y);
   }
@@ -431,6 +436,7 @@ class MatMulKernel final : public Kernel {
   Tensor c_scaled_;  // constant beta * C as fp32
   std::vector<std::pair<memory::desc, memory>> packed_;
   ShapeCache<Entry> cache_;
+  Dims key_;  // the cache key of the current run
 };
 
 double matmul_flops(const Node& n) {

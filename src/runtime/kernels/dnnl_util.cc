@@ -56,8 +56,17 @@ thread_local Scratch t_scratch;
 
 void execute(const dnnl::primitive& prim, size_t scratch_bytes, std::unordered_map<int, memory>& args) {
   if (scratch_bytes > 0) {
-    memory::desc sd(memory::dims{int64_t(scratch_bytes)}, memory::data_type::u8, memory::format_tag::a);
-    args[DNNL_ARG_SCRATCHPAD] = memory(sd, engine(), t_scratch.get(scratch_bytes));
+    // One memory object per scratchpad size and thread, pointed at the thread's buffer (which may have moved).
+    thread_local std::unordered_map<size_t, memory> by_size;
+    void* p = t_scratch.get(scratch_bytes);
+    auto it = by_size.find(scratch_bytes);
+    if (it == by_size.end()) {
+      memory::desc sd(memory::dims{int64_t(scratch_bytes)}, memory::data_type::u8, memory::format_tag::a);
+      it = by_size.emplace(scratch_bytes, memory(sd, engine(), p)).first;
+    } else if (it->second.get_data_handle() != p) {
+      it->second.set_data_handle(p);
+    }
+    args[DNNL_ARG_SCRATCHPAD] = it->second;
   }
   prim.execute(stream(), args);
   stream().wait();
@@ -159,6 +168,14 @@ memory::desc channels_last_desc(const Dims& logical, memory::data_type dt) {
 
 memory wrap(const memory::desc& md, const void* data) {
   return memory(md, engine(), const_cast<void*>(data));
+}
+
+void ArgCache::bind(int arg, const memory::desc& md, const void* data) {
+  auto it = args_.find(arg);
+  if (it == args_.end())
+    args_.emplace(arg, wrap(md, data));
+  else
+    it->second.set_data_handle(const_cast<void*>(data));
 }
 
 namespace {

@@ -14,9 +14,11 @@ namespace gaf::runtime {
 
 class KernelContext {
  public:
-  KernelContext(const Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor>& outputs,
-                Allocator& alloc)
-      : node_(node), inputs_(std::move(inputs)), outputs_(outputs), alloc_(alloc) {}
+  // `inputs` and `donatable` must outlive the context. donatable[i]: input i is dead after this node (its last
+  // reader, not a graph input, constant or output, and passed once), so its storage may become an output's.
+  KernelContext(const Node& node, const std::vector<const Tensor*>& inputs, std::vector<Tensor>& outputs,
+                Allocator& alloc, const std::vector<bool>* donatable = nullptr)
+      : node_(node), inputs_(inputs), outputs_(outputs), alloc_(alloc), donatable_(donatable) {}
 
   const Node& node() const { return node_; }
   int num_inputs() const { return int(inputs_.size()); }
@@ -29,13 +31,23 @@ class KernelContext {
   Tensor& allocate_output(int i, DType dtype, std::vector<int64_t> dims, bool zero = false);
   // Sets output i to an existing tensor (a view sharing an input's storage, a constant).
   void set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
+  Tensor& output(int i) { return outputs_[i]; }
   Allocator& allocator() { return alloc_; }
+  // Whether the session lets input i's storage be reused (see the constructor), and whether it can be now: no
+  // other tensor shares that storage. A kernel writing its output in place over such an input (a residual added
+  // into a convolution's output) sets the output to it and saves a copy.
+  bool may_donate(int i) const { return donatable_ && i < int(donatable_->size()) && (*donatable_)[size_t(i)]; }
+  bool can_take(int i) const {
+    const Tensor* t = input(i);
+    return may_donate(i) && t && t->defined() && t->storage_use_count() == 1;
+  }
 
  private:
   const Node& node_;
-  std::vector<const Tensor*> inputs_;
+  const std::vector<const Tensor*>& inputs_;
   std::vector<Tensor>& outputs_;
   Allocator& alloc_;
+  const std::vector<bool>* donatable_;
 };
 
 class Kernel {

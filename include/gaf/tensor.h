@@ -62,6 +62,9 @@ class Tensor {
   std::string* strings() { return static_cast<std::string*>(data_); }
   const std::string* strings() const { return static_cast<const std::string*>(data_); }
 
+  // Tensors sharing this one's storage, itself included (0 for an undefined tensor): 1 means no other view.
+  long storage_use_count() const { return storage_.use_count(); }
+
   // Same storage, new dims (element count must match).
   Tensor reshaped(std::vector<int64_t> dims) const;
   // Same storage and dims, element type reinterpreted (sizes must match): bfloat16 <-> uint16 bits.

@@ -5,6 +5,7 @@
 //   so buffer reuse follows liveness and the pool's peak is the largest live set of the schedule.
 #include "gaf/session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -82,6 +83,7 @@ struct Session::Step {
   std::vector<int> in_slots;   // -1: absent optional input
   std::vector<int> out_slots;
   std::vector<int> release;    // slots whose last use is this step
+  std::vector<bool> donatable; // per input: released after this step and read once by it
 };
 
 Session::Session(const Graph& graph, SessionOptions options)
@@ -136,6 +138,10 @@ Session::Session(const Graph& graph, SessionOptions options)
   for (int s : graph_output_slots_) pinned[s] = true;
   for (int s = 0; s < num_slots_; ++s)
     if (!pinned[s] && last_use[s] >= 0) steps_[last_use[s]].release.push_back(s);
+  for (Step& st : steps_)
+    for (int s : st.in_slots)
+      st.donatable.push_back(s >= 0 && std::count(st.release.begin(), st.release.end(), s) > 0 &&
+                             std::count(st.in_slots.begin(), st.in_slots.end(), s) == 1);
 }
 
 Session::~Session() = default;
@@ -204,7 +210,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
     ins.clear();
     for (int k : s.in_slots) ins.push_back(k >= 0 && slots[k].defined() ? &slots[k] : nullptr);
     outs.assign(s.out_slots.size(), Tensor());
-    KernelContext ctx(*s.node, ins, outs, *pool_);
+    KernelContext ctx(*s.node, ins, outs, *pool_, &s.donatable);
     const auto ts = options_.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     try {
       s.kernel->run(ctx);

@@ -10,6 +10,7 @@
 //   Mul(y, Sigmoid(y))                 -> swish
 //   Div(y, sqrt2) -> Erf -> Add 1 -> Mul y -> Mul 0.5   (and gaf.Gelu / Gelu)   -> gelu_erf
 // Anything else is left to the op-by-op fallback, with the reason.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -85,9 +86,16 @@ class AnchorPostOpKernel final : public runtime::Kernel {
     // The inner context's vectors are members, reused by every run (a kernel runs one call at a time, like the
     // shape cache of the oneDNN kernel inside).
     ins_.clear();
-    for (const Source& s : sources_) ins_.push_back(s.fused_input >= 0 ? ctx.input(s.fused_input) : s.constant);
+    donatable_.clear();
+    for (const Source& s : sources_) {
+      ins_.push_back(s.fused_input >= 0 ? ctx.input(s.fused_input) : s.constant);
+      // A fused input read by two operands (Conv(x) + x) is not given away.
+      const bool once = std::count_if(sources_.begin(), sources_.end(),
+                                      [&](const Source& o) { return o.fused_input == s.fused_input; }) == 1;
+      donatable_.push_back(s.fused_input >= 0 && once && ctx.may_donate(s.fused_input));
+    }
     outs_.assign(size_t(anchor_.num_outputs()), Tensor());
-    runtime::KernelContext sub(anchor_, ins_, outs_, ctx.allocator());
+    runtime::KernelContext sub(anchor_, ins_, outs_, ctx.allocator(), &donatable_);
     inner_->run(sub);
     ctx.set_output(0, std::move(outs_[0]));
     outs_.clear();
@@ -99,6 +107,7 @@ class AnchorPostOpKernel final : public runtime::Kernel {
   std::vector<Source> sources_;
   std::unique_ptr<runtime::Kernel> inner_;
   std::vector<const Tensor*> ins_;
+  std::vector<bool> donatable_;
   std::vector<Tensor> outs_;
 };
 

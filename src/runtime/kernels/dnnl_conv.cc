@@ -67,12 +67,23 @@ class ConvKernel final : public Kernel {
       for (int src : addend_src_) addends.push_back(ctx.in(src).dims());
       e = &cache_.insert(key, build(logical(X.dims()), W.dims(), B ? &B->dims() : nullptr, X.dtype(), addends));
     }
-    Tensor& Y = ctx.allocate_output(0, X.dtype(), e->out_physical);
+    // A residual added as a sum post-op starts as the output's contents: when it dies here, its buffer becomes
+    // the output and the copy is saved.
+    bool in_place = false;
+    if (e->sum_addend >= 0 && !e->reference && !e->dst_reorder && X.dtype() == DType::Float) {
+      const int src = addend_src_[size_t(e->sum_addend)];
+      const Tensor& t = ctx.in(src);
+      if (t.dtype() == DType::Float && t.dims() == e->out_physical && ctx.can_take(src)) {
+        ctx.set_output(0, t);
+        in_place = true;
+      }
+    }
+    Tensor& Y = in_place ? ctx.output(0) : ctx.allocate_output(0, X.dtype(), e->out_physical);
     if (Y.numel() == 0) return;
     if (e->reference)
       run_reference(ctx, *e, X, W, B, Y);
     else
-      run_dnnl(ctx, *e, X, W, B, Y);
+      run_dnnl(ctx, *e, X, W, B, Y, in_place);
   }
 
  private:
@@ -309,7 +320,9 @@ class ConvKernel final : public Kernel {
     return Tensor(DType::UInt8, {int64_t(md.get_size())}, ctx.allocator());
   }
 
-  void run_dnnl(KernelContext& ctx, Entry& e, const Tensor& X, const Tensor& W, const Tensor* B, Tensor& Y) {
+  // `in_place`: Y already holds the sum addend.
+  void run_dnnl(KernelContext& ctx, Entry& e, const Tensor& X, const Tensor& W, const Tensor* B, Tensor& Y,
+                bool in_place) {
     Tensor Xf = to_float(X, ctx.allocator());
     Tensor Yf = Y.dtype() == DType::Float ? Y : Tensor(DType::Float, Y.dims(), ctx.allocator());
     std::vector<Tensor> keep;
@@ -349,6 +362,7 @@ class ConvKernel final : public Kernel {
     }
     memory dst = args.args().at(DNNL_ARG_DST);
     for (size_t i = 0; i < addend_src_.size(); ++i) {
+      if (int(i) == e.sum_addend && in_place) continue;
       Tensor t = to_float(ctx.in(addend_src_[i]), ctx.allocator());
       if (int(i) == e.sum_addend) {  // full size: becomes the output's initial value
         if (e.dst_reorder) {

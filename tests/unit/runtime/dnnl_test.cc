@@ -985,6 +985,50 @@ void check_conv_post_ops(const Dims& xd, int64_t M, int64_t k) {
   }
 }
 
+// The residual of a sum post-op becomes the output buffer when the context may take it and nothing else shares
+// its storage; the result is the same as with a copy.
+TEST(DnnlPostOps, ResidualSumWritesOverADyingAddend) {
+  using P = dnnl_ops::PostOp;
+  Model m;
+  GraphBuilder b(m);
+  Value* xv = b.input("x", DType::Float, {1, 16, 6, 6});
+  b.output(b.op("Conv", {xv, b.random_constant("w", {32, 16, 1, 1}, 0.2f), b.random_constant("b", {32}, 0.2f)}));
+  b.finish();
+  const Node& conv = *m.graph->nodes()[0];
+  Tensor x = random_tensor(DType::Float, {1, 16, 6, 6}, 1);
+  const Tensor& w = m.graph->find_value("w")->constant();
+  const Tensor& bias = m.graph->find_value("b")->constant();
+  const Tensor residual = random_tensor(DType::Float, {1, 32, 6, 6}, 2);
+  const std::vector<P> ops = {P::add(3), P::relu()};
+  const Tensor copied = run_fused(conv, {&x, &w, &bias, &residual}, ops);  // no donation allowed
+  EXPECT_NE(copied.raw(), residual.raw());
+  auto run = [&](const Tensor& r, std::vector<bool> donatable) {
+    auto k = dnnl_ops::make_anchor_kernel(conv, ops);
+    std::vector<const Tensor*> ins = {&x, &w, &bias, &r};
+    std::vector<Tensor> outs(1);
+    runtime::KernelContext ctx(conv, ins, outs, Allocator::heap(), &donatable);
+    k->run(ctx);
+    return outs[0];
+  };
+  auto same_values = [&](const Tensor& y) {
+    ASSERT_EQ(y.numel(), copied.numel());
+    for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y.data<float>()[i], copied.data<float>()[i]) << i;
+  };
+  Tensor dying = residual.clone();
+  Tensor y = run(dying, {false, false, false, true});
+  EXPECT_EQ(y.raw(), dying.raw());
+  same_values(y);
+  // Twins: donation not allowed; storage shared with another tensor (a reshape view).
+  Tensor kept = residual.clone();
+  EXPECT_NE(run(kept, {false, false, false, false}).raw(), kept.raw());
+  Tensor shared = residual.clone();
+  Tensor view = shared.reshaped({32, 36});
+  Tensor y2 = run(shared, {false, false, false, true});
+  EXPECT_NE(y2.raw(), shared.raw());
+  same_values(y2);
+  for (int64_t i = 0; i < shared.numel(); ++i) ASSERT_EQ(shared.data<float>()[i], residual.data<float>()[i]);
+}
+
 TEST(DnnlPostOps, ConvWithResidualAndActivations) {
   check_conv_post_ops({2, 8, 9, 9}, 16, 3);
   check_conv_post_ops({1, 32, 12, 10}, 48, 3);

@@ -33,6 +33,9 @@ struct RunStats {
 
 class PoolAllocator;
 
+// Runs a graph on the CPU. One run at a time per Session: kernels keep per-run state (oneDNN argument maps,
+// shape caches), so threads that run the same model concurrently each build their own Session. Tensors a run
+// returns stay valid after the Session is gone.
 class Session {
  public:
   // Creates a kernel for every node; throws gaf::UnsupportedError naming the first node whose op, opset or

@@ -29,6 +29,8 @@ class ConvKernel final : public Kernel {
   ConvKernel(const Node& node, bool transpose, std::vector<PostOp> post_ops)
       : node_(node), transpose_(transpose), ops_(std::move(post_ops)) {
     check_post_ops(node, ops_, 3);
+    chain_ = ops_;
+    swish_ = take_trailing_swish(chain_);
     nhwc_ = node.attr_string("layout", "NCHW") == "NHWC";
     winograd_ = node.attr_string("algorithm", "direct") == "winograd";
     GAF_CHECK(!nhwc_ || !transpose, "{}: the NHWC layout is for Conv only", node.describe());
@@ -213,7 +215,7 @@ class ConvKernel final : public Kernel {
     auto make_pd = [&](const std::vector<memory::desc>* addend_mds, int sum_addend) -> dnnl::primitive_desc {
       const auto alg = winograd ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct;
       dnnl::primitive_attr attr = base_attr();
-      append_post_ops(attr, ops_, *addend_mds, sum_addend);
+      append_post_ops(attr, chain_, *addend_mds, sum_addend);
       const auto fwd = dnnl::prop_kind::forward_inference;
       if (!transpose_) {
         auto d = has_bias ? dnnl::convolution_forward::desc(fwd, alg, src_req, wei_req, e.bias_md, dst_req,
@@ -392,6 +394,7 @@ class ConvKernel final : public Kernel {
       e.dst_reorder.execute(stream(), dst, user);
       stream().wait();
     }
+    if (swish_) swish_inplace(Yf.data<float>(), Yf.numel(), *swish_);
     if (Y.dtype() != DType::Float) store_from_float(Yf.data<float>(), Y);
   }
 
@@ -435,6 +438,8 @@ class ConvKernel final : public Kernel {
   bool nhwc_ = false;
   bool winograd_ = false;
   std::vector<PostOp> ops_;
+  std::vector<PostOp> chain_;   // what oneDNN applies: ops_ less a trailing Swish
+  std::optional<float> swish_;  // that Swish's alpha, applied by swish_inplace after the primitive
   std::vector<int> addend_src_, addend_pos_;
   WindowAttrs attrs_;
   int64_t group_ = 1;

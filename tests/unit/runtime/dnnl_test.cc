@@ -13,6 +13,7 @@
 #include "gaf/onnx_io.h"
 #include "gaf/session.h"
 #include "runtime/kernels/dnnl_ops.h"
+#include "runtime/kernels/dnnl_util.h"
 
 namespace gaf {
 namespace {
@@ -982,7 +983,36 @@ void check_conv_post_ops(const Dims& xd, int64_t M, int64_t k) {
     Tensor y2 = run_fused(conv, {&x, &w, &bias, &residual}, {act, P::add(3)});
     for (size_t i = 0; i < base.size(); ++i) want[i] = apply_ref(act, base[i]) + rv[i];
     expect_close(y2, od, want, 1e-4, 1e-4);
+    // The activation last (a trailing Swish runs as a pass over the output after the primitive).
+    Tensor y3 = run_fused(conv, {&x, &w, &bias, &residual}, {P::add(3), act});
+    for (size_t i = 0; i < base.size(); ++i) want[i] = apply_ref(act, base[i] + rv[i]);
+    expect_close(y3, od, want, 1e-4, 1e-4);
   }
+}
+
+// The pass that replaces oneDNN's swish post-op: x * sigmoid(alpha x) within 3e-6 relative (1e-6 absolute near
+// zero) over a range wider than activations take, through the vector body, its masked tail and the thread split;
+// infinities and NaN as the limits say.
+TEST(DnnlUtil, SwishPassMatchesTheDefinition) {
+  for (float alpha : {1.0f, 1.5f}) {
+    std::vector<float> y(100003);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = -40.0f + 80.0f * float(i) / float(y.size());
+    const std::vector<float> x = y;
+    runtime::dnnl_detail::swish_inplace(y.data(), int64_t(y.size()), alpha);
+    for (size_t i = 0; i < y.size(); ++i) {
+      const double want = double(x[i]) / (1.0 + std::exp(-double(alpha) * double(x[i])));
+      ASSERT_NEAR(y[i], want, 1e-6 + 3e-6 * std::fabs(want)) << "alpha " << alpha << " x " << x[i];
+    }
+  }
+  std::vector<float> s = {INFINITY, -INFINITY, NAN, 0.0f, -3e38f, 3e38f, 1.0f};
+  runtime::dnnl_detail::swish_inplace(s.data(), int64_t(s.size()), 1.0f);
+  EXPECT_EQ(s[0], INFINITY);
+  EXPECT_EQ(s[1], 0.0f);
+  EXPECT_TRUE(std::isnan(s[2]));
+  EXPECT_EQ(s[3], 0.0f);
+  EXPECT_EQ(s[4], 0.0f);
+  EXPECT_EQ(s[5], 3e38f);
+  EXPECT_NEAR(s[6], 0.7310585786, 1e-6);
 }
 
 // The residual of a sum post-op becomes the output buffer when the context may take it and nothing else shares

@@ -64,6 +64,7 @@ std::unique_ptr<Pass> make_matmul_add_to_gemm();    // 2-D MatMul + constant bia
 std::unique_ptr<Pass> make_shape_inference();      // fills shapes ONNX left unknown, from folded constants
 std::unique_ptr<Pass> make_transpose_fold();       // Transposes into Gemm flags, pairs, constants
 std::unique_ptr<Pass> make_layout_nhwc();          // Conv -> channels-last gaf.Conv between Transposes (CPU)
+std::unique_ptr<Pass> make_channel_scale_fold();    // Conv(Mul(x, s per channel), W) -> Conv(x, W * s) when cheaper
 std::unique_ptr<Pass> make_conv_winograd();        // 3x3 stride-1 gaf.Conv -> algorithm = "winograd" when it pays
 std::unique_ptr<Pass> make_sibling_matmul_merge();  // MatMuls sharing an input -> MatMul + Split
 // Recognition of decomposed ops.

@@ -22,13 +22,10 @@
 #include <limits>
 #include <numeric>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/reduce_util.h"
+#include "runtime/kernels/simd_exp.h"
 
 namespace gaf::runtime {
 
@@ -76,11 +73,10 @@ void gemm(View a, View b, float alpha, float beta, float* c, int64_t ldc, std::v
 }
 
 // row[j] = exp(row[j] - m) for j < n (row[j] - m <= 0 or NaN); returns the sum. The softmax half of each tile:
-// with AVX-512, 16 lanes computing 2^t, t = (x - m) log2(e), as 2^round(t) (vscalefps: underflow to 0, -inf -> 0,
-// NaN propagates) times a degree-6 polynomial for 2^f on [-1/2, 1/2] (Cephes' exp2f coefficients). Measured max
-// relative error: 1.2e-7 for x - m in [-1, 0], growing with |t| (the rounding of t) to 1e-6 at -20 and 3.9e-6 at
-// -87; an fp32 score itself carries more (its GEMM rounding, about 1e-5 absolute at scores near 10). 20% faster
-// than the two-part ln 2 reduction of rn::exp_nonpos, which the portable path uses.
+// with AVX-512, 16 lanes computing 2^t, t = (x - m) log2(e), by simd::exp2_16 (underflow to 0, -inf -> 0, NaN
+// propagates). Measured max relative error: 1.2e-7 for x - m in [-1, 0], growing with |t| (the rounding of t) to
+// 1e-6 at -20 and 3.9e-6 at -87; an fp32 score itself carries more (its GEMM rounding, about 1e-5 absolute at
+// scores near 10). 20% faster than the two-part ln 2 reduction of rn::exp_nonpos, which the portable path uses.
 #if defined(__AVX512F__)
 #pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -88,21 +84,8 @@ void gemm(View a, View b, float alpha, float beta, float* c, int64_t ldc, std::v
 float exp_shift_sum(float* row, int64_t n, float m) {
 #if defined(__AVX512F__)
   const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-150.0f), log2e = _mm512_set1_ps(1.44269504088896341f);
-  const __m512 c0 = _mm512_set1_ps(1.535336188319500e-4f), c1 = _mm512_set1_ps(1.339887440266574e-3f),
-               c2 = _mm512_set1_ps(9.618437357674640e-3f), c3 = _mm512_set1_ps(5.550332471162809e-2f),
-               c4 = _mm512_set1_ps(2.402264791363012e-1f), c5 = _mm512_set1_ps(6.931472028550421e-1f),
-               one = _mm512_set1_ps(1.0f);
-  auto ex = [&](__m512 x) {
-    const __m512 t = _mm512_max_ps(lo, _mm512_mul_ps(_mm512_sub_ps(x, vm), log2e));  // a NaN operand stays NaN
-    const __m512 k = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(t, k);
-    __m512 p = _mm512_fmadd_ps(c0, f, c1);
-    p = _mm512_fmadd_ps(p, f, c2);
-    p = _mm512_fmadd_ps(p, f, c3);
-    p = _mm512_fmadd_ps(p, f, c4);
-    p = _mm512_fmadd_ps(p, f, c5);
-    p = _mm512_fmadd_ps(p, f, one);
-    return _mm512_scalef_ps(p, k);  // p * 2^k
+  auto ex = [&](__m512 x) {  // a NaN operand stays NaN through the max
+    return simd::exp2_16(_mm512_max_ps(lo, _mm512_mul_ps(_mm512_sub_ps(x, vm), log2e)));
   };
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int64_t j = 0;

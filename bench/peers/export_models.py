@@ -49,6 +49,13 @@ models = {
     "vit_small": (lambda: torchvision.models.VisionTransformer(image_size=224, patch_size=16, num_layers=4, num_heads=6,
                                                               hidden_dim=384, mlp_dim=1536), (1, 3, 224, 224)),
     "gpt_block": (lambda: GPTBlock(), (1, 256, 768)),
+    # Graph shapes the six above do not have: channel shuffles (Reshape/Transpose), Concat-heavy blocks, inception
+    # branches, ceil-mode pools, grouped convolutions with squeeze-excitation.
+    "shufflenet_v2": (lambda: torchvision.models.shufflenet_v2_x1_0(), (1, 3, 224, 224)),
+    "squeezenet": (lambda: torchvision.models.squeezenet1_1(), (1, 3, 224, 224)),
+    "googlenet": (lambda: torchvision.models.googlenet(init_weights=True, aux_logits=False), (1, 3, 224, 224)),
+    "densenet121": (lambda: torchvision.models.densenet121(), (1, 3, 224, 224)),
+    "regnet_y_400mf": (lambda: torchvision.models.regnet_y_400mf(), (1, 3, 224, 224)),
 }
 only = sys.argv[2:] or list(models)
 for name in only:

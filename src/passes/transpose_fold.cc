@@ -10,9 +10,13 @@
 //                                             output's rank), s scalar constants: moves the
 //                                             Transpose down (k of them become one) until it meets its inverse;
 //                                             an operand b with a Transpose(b, p^-1) elsewhere reads that instead
+//   Concat(Transpose(a, p), Transpose(b, p), axis k) -> Transpose(Concat(a, b, axis p[k]), p)
+//                                             (channel concatenations of channels-last branches: SqueezeNet's Fire
+//                                             modules, Inception blocks, DenseNet layers stay channels-last)
 //
 // A folded Transpose still read elsewhere stays for those readers. Perms are validated; a Transpose without a
 // perm attribute reverses the dims, which needs the input rank.
+#include <algorithm>
 #include <numeric>
 
 #include "gaf/op_registry.h"
@@ -48,6 +52,7 @@ class TransposeFold final : public rewrite::RulePass {
     if (is_op(&n, "Transpose")) return fold_transpose(rw, n);
     if (is_op(&n, "Gemm")) return into_gemm(rw, n);
     if (is_op(&n, "MatMul")) return matmul_to_gemm(rw, n);
+    if (is_op(&n, "Concat")) return through_concat(rw, n);
     if (op_kind(n) <= OpKind::Broadcast) return push_down(rw, n);
     return false;
   }
@@ -101,6 +106,44 @@ class TransposeFold final : public rewrite::RulePass {
     for (int j = 0; j < rank; ++j) s[size_t((*perm)[size_t(j)])] = (*y->type.shape)[size_t(j)];
     f->output(0)->type.shape = s;
     Node* t = rw.add_node("Transpose", {f->output(0)}, {y}, "", transposes[0]->opset);
+    t->attrs["perm"] = *perm;
+    rw.replace(y, t->output(0));
+    std::vector<Node*> erase = {&n};
+    erase.insert(erase.end(), transposes.begin(), transposes.end());
+    rw.erase_unused(erase);
+    return true;
+  }
+
+  // Concat(Transpose(a_i, p), axis k) -> Transpose(Concat(a_i, axis p[k]), p): the k-th dim of Transpose(a, p)
+  // is dim p[k] of a.
+  static bool through_concat(rewrite::Rewriter& rw, Node& n) {
+    Graph& g = rw.graph();
+    Value* y = n.output(0);
+    const int rank = rewrite::rank_of(y);
+    if (rank < 2 || n.num_inputs() < 1 || !n.has_attr("axis")) return false;
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return false;
+    std::optional<std::vector<int64_t>> perm;
+    std::vector<Node*> transposes;
+    std::vector<Value*> ins;
+    for (int i = 0; i < n.num_inputs(); ++i) {
+      Value* v = n.input(i);
+      Node* t = v ? rewrite::producer_op(v, "Transpose") : nullptr;
+      if (!t) return false;
+      auto p = rewrite::transpose_perm(*t);
+      if (!p || int(p->size()) != rank || (perm && *p != *perm) || !rewrite::used_only_by(g, v, {&n})) return false;
+      perm = p;
+      if (std::find(transposes.begin(), transposes.end(), t) == transposes.end()) transposes.push_back(t);
+      ins.push_back(t->input(0));
+    }
+    Node* c = rw.add_node("Concat", ins, {y}, n.domain, n.opset);
+    c->attrs = n.attrs;
+    c->attrs["axis"] = (*perm)[size_t(axis)];
+    Shape s(static_cast<size_t>(rank));
+    for (int j = 0; j < rank; ++j) s[size_t((*perm)[size_t(j)])] = (*y->type.shape)[size_t(j)];
+    c->output(0)->type.shape = s;
+    Node* t = rw.add_node("Transpose", {c->output(0)}, {y}, "", transposes[0]->opset);
     t->attrs["perm"] = *perm;
     rw.replace(y, t->output(0));
     std::vector<Node*> erase = {&n};

@@ -136,5 +136,47 @@ TEST(TransposeFold, TransposesDoNotMoveDown) {
   }
 }
 
+TEST(TransposeFold, ChannelsLastBranchesConcatenateWithoutLeavingChannelsLast) {
+  // Two NHWC branches back to NCHW, concatenated on channels (axis 1, or -3), then to NHWC again: the Concat runs
+  // on the NHWC tensors along axis 3 and no Transpose is left.
+  for (const char* axis : {"1", "-3"}) {
+    auto r = rewrite(header() + R"(g (float[1,5,6,3] a, float[1,5,6,4] b) => (float[1,5,6,7] y) {
+        ta = Transpose <perm = [0, 3, 1, 2]> (a)  tb = Transpose <perm = [0, 3, 1, 2]> (b)
+        c = Concat <axis = )" + axis + R"(> (ta, tb)  y = Transpose <perm = [0, 2, 3, 1]> (c) })",
+                     make_transpose_fold());
+    EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Concat", 1}})) << r.dump();
+    for (const Node* n : r.after.graph->nodes()) EXPECT_EQ(n->attr_int("axis", -1), 3) << n->describe();
+    expect_same_outputs(r.before, r.after);
+  }
+  // Three operands, one of them twice, and no Transpose after: one Transpose of the result instead of three.
+  auto r = rewrite(header() + R"(g (float[2,3,4] a, float[2,5,4] b) => (float[4,11,2] y) {
+      ta = Transpose <perm = [2, 1, 0]> (a)  tb = Transpose <perm = [2, 1, 0]> (b)
+      y = Concat <axis = 1> (ta, tb, ta) })",
+                   make_transpose_fold());
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Concat", 1}, {"Transpose", 1}})) << r.dump();
+  expect_same_outputs(r.before, r.after);
+}
+
+TEST(TransposeFold, ConcatKeepsItsTransposes) {
+  const std::string cases[] = {
+      // one operand not transposed
+      R"(g (float[1,5,6,3] a, float[1,4,5,6] b) => (float[1,7,5,6] y) {
+          ta = Transpose <perm = [0, 3, 1, 2]> (a)  y = Concat <axis = 1> (ta, b) })",
+      // operands transposed differently
+      R"(g (float[1,5,6,3] a, float[1,4,6,5] b) => (float[1,7,5,6] y) {
+          ta = Transpose <perm = [0, 3, 1, 2]> (a)  tb = Transpose <perm = [0, 1, 3, 2]> (b)
+          y = Concat <axis = 1> (ta, tb) })",
+      // a transposed operand also read elsewhere
+      R"(g (float[1,5,6,3] a, float[1,5,6,4] b) => (float[1,7,5,6] y, float[1,3,5,6] ta) {
+          ta = Transpose <perm = [0, 3, 1, 2]> (a)  tb = Transpose <perm = [0, 3, 1, 2]> (b)
+          y = Concat <axis = 1> (ta, tb) })",
+  };
+  for (const auto& c : cases) {
+    auto r = rewrite(header() + c, make_transpose_fold());
+    EXPECT_EQ(r.count(kPass), 0) << r.dump();
+    expect_same_outputs(r.before, r.after);
+  }
+}
+
 }  // namespace
 }  // namespace gaf

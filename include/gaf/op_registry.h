@@ -25,6 +25,8 @@ enum OpFlag : uint32_t {
   kRandom = 1u << 1,
   kPrecisionSensitive = 1u << 2,  // exp/log/normalisation: keep fp32 under mixed precision
   kMatrixFlops = 1u << 3,         // an opaque op whose flops are products (runs at the matrix peak): attention
+  kIndexable = 1u << 4,           // data movement a fused kernel folds into its index arithmetic (Transpose,
+                                  // Reshape, Slice...); other injective ops (Concat, Gather, Pad) run alone
 };
 
 namespace runtime {

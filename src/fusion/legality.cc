@@ -98,6 +98,11 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
     const OpInfo* info = find_op(*n);
     if (!info || info->kind == OpKind::Opaque)
       return D::no(Reason::OpaqueOp, fmt::format("{} is opaque to fusion", n->describe()));
+    // The fused kernels fold Transpose, Reshape, Slice... into their indexing; a group with other data movement
+    // (Concat, Gather, Pad) would run op by op, each op its own kernel: leave those ops alone instead.
+    if (info->kind == OpKind::Injective && !(info->flags & kIndexable) && nodes.size() > 1)
+      return D::no(Reason::OpaqueOp, fmt::format("{} moves data in a way fused kernels do not index: it runs as its "
+                                                 "own kernel", n->describe()));
     if (info->flags & (kStateful | kRandom))
       return D::no(Reason::StatefulOrRandom, fmt::format("{} is stateful or random", n->describe()));
     if (rules.precision_mode == PrecisionMode::Fp16Mixed && is_sensitive_low_precision(*n))

@@ -7,7 +7,8 @@
 //   Gemm(Transpose(A), B)                  -> Gemm(A, B, transA = !transA)     (B likewise)
 //   MatMul(Transpose(A), B), all 2-D       -> Gemm(A, B, transA = 1)           (B likewise; opset >= 11)
 //   f(Transpose(a, p), Transpose(b, p), s) -> Transpose(f(a, b, s), p)  f elementwise or broadcast (a and b of the
-//                                             output's rank), s scalar constants: moves the
+//                                             output's rank), s scalar constants or constants of the output's
+//                                             rank (then Transpose(s, p^-1), folded to a constant): moves the
 //                                             Transpose down (k of them become one) until it meets its inverse;
 //                                             an operand b with a Transpose(b, p^-1) elsewhere reads that instead
 //   Concat(Transpose(a, p), Transpose(b, p), axis k) -> Transpose(Concat(a, b, axis p[k]), p)
@@ -93,6 +94,15 @@ class TransposeFold final : public rewrite::RulePass {
         ins[size_t(i)] = v;
         continue;
       }
+      if (c && c->rank() == rank) {  // a constant of equal rank (per-channel scales, biases): permuted by p^-1
+        Node* tc = rw.add_node("Transpose", {v}, {v}, "", transposes[0]->opset);
+        tc->attrs["perm"] = inverse;
+        Shape cs(static_cast<size_t>(rank));
+        for (int j = 0; j < rank; ++j) cs[size_t(j)] = c->dim(int(inverse[size_t(j)]));
+        tc->output(0)->type.shape = cs;
+        ins[size_t(i)] = tc->output(0);
+        continue;
+      }
       // v = Transpose(Transpose(v, inverse), perm): reuse an inverse Transpose of v another reader already has.
       if (!rewrite::same_shape(v, y)) return false;
       for (const Use& u : v->uses())
@@ -132,7 +142,11 @@ class TransposeFold final : public rewrite::RulePass {
       Node* t = v ? rewrite::producer_op(v, "Transpose") : nullptr;
       if (!t) return false;
       auto p = rewrite::transpose_perm(*t);
-      if (!p || int(p->size()) != rank || (perm && *p != *perm) || !rewrite::used_only_by(g, v, {&n})) return false;
+      if (!p || int(p->size()) != rank || (perm && *p != *perm) || g.is_graph_output(v)) return false;
+      // Read by Concats only (DenseNet concatenates each layer's output into every later layer's input): each of
+      // them moves the Transpose down too, so it goes once the last one has.
+      for (const Use& u : v->uses())
+        if (!is_op(u.node, "Concat")) return false;
       perm = p;
       if (std::find(transposes.begin(), transposes.end(), t) == transposes.end()) transposes.push_back(t);
       ins.push_back(t->input(0));

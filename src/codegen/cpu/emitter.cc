@@ -114,9 +114,11 @@ struct Operand {
   std::string ptr;
 };
 
-// Injective ops the indexed kernel folds into index arithmetic.
-const std::set<std::string> kIndexable = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
-                                          "Slice",   "Expand",  "Split"};
+// Injective ops the indexed kernel folds into index arithmetic (the registry's kIndexable flag).
+bool indexable(const Node& n) {
+  const OpInfo* info = n.domain.empty() ? OpRegistry::instance().find(n.op_type) : nullptr;
+  return info && (info->flags & kIndexable);
+}
 
 class Emitter {
  public:
@@ -138,7 +140,7 @@ class Emitter {
     for (const Node* n : body_.nodes()) {
       OpKind k = op_kind(*n);
       if (k == OpKind::Reduction) has_reduction = true;
-      else if (k == OpKind::Injective && kIndexable.count(n->op_type) && n->domain.empty()) has_injective = true;
+      else if (k == OpKind::Injective && indexable(*n)) has_injective = true;
       else if (k != OpKind::Elementwise && k != OpKind::Broadcast)
         reject("{} is {}: the emitter handles elementwise, broadcast, row-reduction groups and the injective ops "
                "Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice, Expand and Split", n->describe(),
@@ -681,7 +683,7 @@ void Emitter::mark_params() {
   std::set<const Value*> data;
   for (const Node* n : body_.nodes()) {
     // Injective ops: every input after the data; reductions: the axes input (opset 13+ ReduceSum, 18+ others).
-    bool param_inputs = kIndexable.count(n->op_type) > 0 || (op_kind(*n) == OpKind::Reduction &&
+    bool param_inputs = indexable(*n) || (op_kind(*n) == OpKind::Reduction &&
                                                               n->op_type.rfind("Reduce", 0) == 0);
     for (int i = 0; i < n->num_inputs(); ++i)
       if (const Value* v = n->input(i)) (param_inputs && i > 0 ? params_ : data).insert(v);
@@ -841,7 +843,7 @@ Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Inde
     Dims d = dims_of(v);
     c = {fmt::format("l{}", computed_.size()), scalar_type(v->type.dtype)};
     os << ind_ << decl(c.type) << " " << c.name << " = " << load_expr(v, ravel(idx, d, 0, d.size())) << ";\n";
-  } else if (kIndexable.count(n->op_type)) {
+  } else if (indexable(*n)) {
     c = value_at(os, n->input(0), producer_index(os, *n, v, idx));
   } else {
     Dims od = dims_of(v);

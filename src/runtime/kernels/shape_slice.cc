@@ -119,8 +119,8 @@ void tile_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_shape_slice_ops(OpRegistry& r) {
-  r.add("Slice", OpKind::Injective).set_flops_per_element(0).set_kernel(fn_kernel(slice_kernel));
-  r.add("Expand", OpKind::Injective).set_flops_per_element(0).set_kernel(fn_kernel(expand_kernel));
+  r.add("Slice", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(slice_kernel));
+  r.add("Expand", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(expand_kernel));
   r.add("Tile", OpKind::Injective).set_flops_per_element(0).set_kernel(fn_kernel(tile_kernel));
 }
 

@@ -98,7 +98,7 @@ void space_to_depth_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_shape_transpose_ops(OpRegistry& r) {
-  r.add("Transpose", OpKind::Injective).set_flops_per_element(0).set_kernel([](const Node& n) {
+  r.add("Transpose", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel([](const Node& n) {
     return std::make_unique<TransposeKernel>(n);
   });
   r.add("DepthToSpace", OpKind::Injective)

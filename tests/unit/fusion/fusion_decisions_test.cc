@@ -75,6 +75,19 @@ TEST(FusionDecisions, OpaqueOpStaysAlone) {
   expect_reason(f.result, "a", "y", Reason::Fused);
 }
 
+TEST(FusionDecisions, DataMovementTheKernelsDoNotIndexStaysAlone) {
+  // Concat (like Gather or Pad) is not folded into a fused kernel's indexing: a group with it would run op by op.
+  auto f = fuse(R"(g (float[4,8] x, float[4,8] z) => (float[8,8] y) {
+      a = Relu(x) b = Neg(z) c = Concat <axis = 0> (a, b) y = Sigmoid(c) })");
+  expect_reason(f.result, "a", "c", Reason::OpaqueOp);
+  expect_reason(f.result, "c", "y", Reason::OpaqueOp);
+  // Twin: a Reshape is index arithmetic, so it fuses with the ops around it.
+  auto t = fuse(R"(g (float[4,8] x) => (float[8,4] y) {
+      a = Relu(x) s = Constant <value = int64[2] {8, 4}> () c = Reshape(a, s) y = Sigmoid(c) })");
+  expect_reason(t.result, "a", "c", Reason::Fused);
+  EXPECT_EQ(t.model.graph->num_nodes(), 1u);
+}
+
 TEST(FusionDecisions, MultipleAnchors) {
   auto f = fuse(R"(g (float[64,64] x, float[64,64] w, float[64,64] v) => (float[64,64] y) {
       a = MatMul(x, w) b = Relu(a) y = MatMul(b, v) })");

@@ -112,16 +112,24 @@ class TransposeFold final : public rewrite::RulePass {
     }
     Node* f = rw.add_node(n.op_type, ins, {y}, n.domain, n.opset);
     f->attrs = n.attrs;
-    Shape s(static_cast<size_t>(rank));
-    for (int j = 0; j < rank; ++j) s[size_t((*perm)[size_t(j)])] = (*y->type.shape)[size_t(j)];
-    f->output(0)->type.shape = s;
-    Node* t = rw.add_node("Transpose", {f->output(0)}, {y}, "", transposes[0]->opset);
-    t->attrs["perm"] = *perm;
+    transpose_after(rw, n, *f, *perm, transposes);
+    return true;
+  }
+
+  // `f` (a new node computing n's output in the untransposed layout) followed by Transpose(perm) replaces n; n and
+  // the input Transposes go when nothing else reads them.
+  static void transpose_after(rewrite::Rewriter& rw, Node& n, Node& f, const std::vector<int64_t>& perm,
+                              const std::vector<Node*>& transposes) {
+    Value* y = n.output(0);
+    Shape s(perm.size());
+    for (size_t j = 0; j < perm.size(); ++j) s[size_t(perm[j])] = (*y->type.shape)[j];
+    f.output(0)->type.shape = s;
+    Node* t = rw.add_node("Transpose", {f.output(0)}, {y}, "", transposes[0]->opset);
+    t->attrs["perm"] = perm;
     rw.replace(y, t->output(0));
     std::vector<Node*> erase = {&n};
     erase.insert(erase.end(), transposes.begin(), transposes.end());
     rw.erase_unused(erase);
-    return true;
   }
 
   // Concat(Transpose(a_i, p), axis k) -> Transpose(Concat(a_i, axis p[k]), p): the k-th dim of Transpose(a, p)
@@ -154,15 +162,7 @@ class TransposeFold final : public rewrite::RulePass {
     Node* c = rw.add_node("Concat", ins, {y}, n.domain, n.opset);
     c->attrs = n.attrs;
     c->attrs["axis"] = (*perm)[size_t(axis)];
-    Shape s(static_cast<size_t>(rank));
-    for (int j = 0; j < rank; ++j) s[size_t((*perm)[size_t(j)])] = (*y->type.shape)[size_t(j)];
-    c->output(0)->type.shape = s;
-    Node* t = rw.add_node("Transpose", {c->output(0)}, {y}, "", transposes[0]->opset);
-    t->attrs["perm"] = *perm;
-    rw.replace(y, t->output(0));
-    std::vector<Node*> erase = {&n};
-    erase.insert(erase.end(), transposes.begin(), transposes.end());
-    rw.erase_unused(erase);
+    transpose_after(rw, n, *c, *perm, transposes);
     return true;
   }
 

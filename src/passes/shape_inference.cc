@@ -6,7 +6,7 @@
 //   elementwise / broadcast ops, Where, variadic Sum/Mean/Max/Min   numpy broadcast of the inputs
 //   Softmax family, normalisations, Identity, Dropout, CumSum, ...  the shape of input 0
 //   Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Slice, Concat, Gather, Expand, Split, MatMul, Gemm,
-//   Reduce*, Shape, ConstantOfShape                                 their ONNX rules, with constant inputs
+//   Reduce*, Shape, ConstantOfShape, Conv, GlobalAverage/MaxPool    their ONNX rules, with constant inputs
 // Dims may be symbols; a dim that cannot be known stays unknown. Only unknown ranks and unknown dims are filled:
 // a known dim is never changed, and an inference that contradicts it is dropped (the runtime reports the
 // mismatch with the node's name). Each value whose type gained something counts as one rewrite.
@@ -130,6 +130,14 @@ class Inferrer {
       if (auto shape = ints(n.input(0))) out[0] = Shape(shape->begin(), shape->end());
     } else if (op == "Split") {
       split(n, out);
+    } else if (op == "Conv") {
+      out[0] = conv(n);
+    } else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+      if (auto x = in(n, 0); x && x->size() >= 2) {
+        Shape r(x->begin(), x->begin() + 2);
+        r.resize(x->size(), Dim(1));
+        out[0] = r;
+      }
     }
     return out;
   }
@@ -150,6 +158,44 @@ class Inferrer {
     if (n.has_attr("axes")) return n.attr_ints("axes");
     if (n.input(i)) return ints(n.input(i));
     return std::vector<int64_t>{};
+  }
+
+  // Conv: [N, M, out...], out = floor((in + pads - dilation (k - 1) - 1) / stride) + 1, or ceil(in / stride)
+  // for auto_pad SAME_*; M and k from the weights [M, C/group, k...]. A spatial dim is known when its input is.
+  MaybeShape conv(const Node& n) const {
+    auto x = in(n, 0), w = in(n, 1);
+    if (!x || !w || x->size() < 3 || w->size() != x->size()) return std::nullopt;
+    const size_t r = x->size() - 2;
+    std::vector<int64_t> k = n.attr_ints("kernel_shape");
+    if (k.empty())
+      for (size_t i = 0; i < r; ++i) {
+        if (!(*w)[2 + i].is_static()) return std::nullopt;
+        k.push_back((*w)[2 + i].value());
+      }
+    std::vector<int64_t> st = n.attr_ints("strides"), dil = n.attr_ints("dilations"), pads = n.attr_ints("pads");
+    st.resize(r, 1);
+    dil.resize(r, 1);
+    pads.resize(2 * r, 0);
+    if (k.size() != r) return std::nullopt;
+    const std::string pad_mode = n.attr_string("auto_pad", "NOTSET");
+    Shape out = {(*x)[0], (*w)[0]};
+    for (size_t i = 0; i < r; ++i) {
+      const Dim& d = (*x)[2 + i];
+      if (!d.is_static() || st[i] <= 0) {
+        out.emplace_back();
+        continue;
+      }
+      int64_t o;
+      if (pad_mode == "SAME_UPPER" || pad_mode == "SAME_LOWER")
+        o = (d.value() + st[i] - 1) / st[i];
+      else {
+        const int64_t p = pad_mode == "VALID" ? 0 : pads[i] + pads[i + r];
+        o = (d.value() + p - dil[i] * (k[i] - 1) - 1) / st[i] + 1;
+      }
+      if (o <= 0) return std::nullopt;
+      out.push_back(Dim(o));
+    }
+    return out;
   }
 
   MaybeShape reshape(const Node& n) const {

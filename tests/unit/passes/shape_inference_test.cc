@@ -43,6 +43,29 @@ TEST(ShapeInference, ShapesFromFoldedConstants) {
   expect_same_outputs(r.before, r.after);
 }
 
+TEST(ShapeInference, ConvolutionsAndGlobalPoolsAfterAComputedSlice) {
+  // ShuffleNet's channel split: the Slice end is computed, so ONNX leaves everything after it unknown; the
+  // convolutions (explicit pads and stride, SAME_UPPER with dilation, no spatial dims known) follow once it is known.
+  auto r = infer(header(13) + R"(g (float[1,8,9,9] x, float[4,4,3,3] w, float[4,4,3,3] w2, float[1,8,H,W] z)
+      => (float[1,?,?,?] o, float[1,?,?,?] cz) {
+      two = Constant <value = int64[1] {2}> ()  zero = Constant <value = int64[1] {0}> ()
+      one = Constant <value = int64[1] {1}> ()  en = Mul(two, two)
+      h = Slice(x, zero, en, one)
+      c = Conv <pads = [1, 1, 1, 1], strides = [2, 2]> (h, w)
+      d = Conv <auto_pad = "SAME_UPPER", dilations = [2, 2]> (c, w2)
+      y = GlobalAveragePool(d)
+      o = Relu(y)
+      hz = Slice(z, zero, en, one)
+      cz = Conv (hz, w) })");
+  EXPECT_EQ(type_of(r.before, "c"), "float[*]") << "ONNX now infers this; pick another example";
+  EXPECT_EQ(type_of(r.after, "h"), "float[1,4,9,9]") << r.dump();
+  EXPECT_EQ(type_of(r.after, "c"), "float[1,4,5,5]");
+  EXPECT_EQ(type_of(r.after, "d"), "float[1,4,5,5]");
+  EXPECT_EQ(type_of(r.after, "y"), "float[1,4,1,1]");
+  EXPECT_EQ(type_of(r.after, "cz"), "float[1,4,?,?]");  // unknown spatial dims stay unknown
+  expect_same_outputs(r.before, r.after);
+}
+
 TEST(ShapeInference, SymbolicDimsFlowThrough) {
   auto r = infer(header(13) + R"(g (float[N,8] x, float[8,3] w) => (float[N,3] y) {
       one = Constant <value = int64[1] {1}> ()  zero = Constant <value = int64[1] {0}> ()  ax = Add(zero, one)

@@ -116,6 +116,28 @@ TEST(TransposeFold, TransposesMoveDownThroughBroadcastsOfEqualRank) {
   expect_same_outputs(twin.before, twin.after);
 }
 
+TEST(TransposeFold, ConstantsOfEqualRankArePermutedAlong) {
+  // A per-channel bias [1,3,1,1] on NCHW: the Transpose moves below the Add, the bias becomes the constant
+  // [1,1,1,3], and the pair cancels. A bias of lower rank ([3,1,1]) keeps the Transposes.
+  auto r = rewrite(header() + R"(g (float[1,5,6,3] a) => (float[1,5,6,3] y) {
+      t = Transpose <perm = [0, 3, 1, 2]> (a)  b = Constant <value = float[1,3,1,1] {0.5, -1.0, 2.0}> ()
+      s = Add(t, b)  y = Transpose <perm = [0, 2, 3, 1]> (s) })",
+                   make_transpose_fold());
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Add", 1}})) << r.dump();
+  for (const Node* n : r.after.graph->nodes())
+    for (int i = 0; i < n->num_inputs(); ++i)
+      if (n->input(i)->is_constant()) {
+        EXPECT_EQ(n->input(i)->constant().dims(), (std::vector<int64_t>{1, 1, 1, 3}));
+      }
+  expect_same_outputs(r.before, r.after);
+  auto twin = rewrite(header() + R"(g (float[1,5,6,3] a) => (float[1,5,6,3] y) {
+      t = Transpose <perm = [0, 3, 1, 2]> (a)  b = Constant <value = float[3,1,1] {0.5, -1.0, 2.0}> ()
+      s = Add(t, b)  y = Transpose <perm = [0, 2, 3, 1]> (s) })",
+                      make_transpose_fold());
+  EXPECT_EQ(twin.ops().at("Transpose"), 2) << twin.dump();
+  expect_same_outputs(twin.before, twin.after);
+}
+
 TEST(TransposeFold, TransposesDoNotMoveDown) {
   const std::string cases[] = {
       // the other operand is neither transposed nor a scalar

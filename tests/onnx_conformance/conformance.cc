@@ -9,6 +9,7 @@
 // Each test runs in a forked child, so a crash is one failed test, not a dead suite. A checked-in list of tests
 // expected to be unsupported or failing (each with its reason) turns any other failure or unsupported test into
 // a non-zero exit, and so does a listed test that now passes: coverage can only grow, and the list stays honest.
+// Only entries marked "(random)" (outputs of an unseeded generator) may pass by chance.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -183,7 +184,11 @@ int main(int argc, char** argv) {
       else if (r.outcome == Outcome::Failed) ++failed;
       else ++unsup;
       if (r.outcome != Outcome::Passed) not_passing.emplace_back(name, fmt::format("{}: {}", tag, r.detail));
-      bool regression = !expected_path.empty() && (r.outcome == Outcome::Passed) == listed;
+      // A listed "(random)" failure compares draws of an unseeded generator with numpy's: it can match by chance
+      // (test_bernoulli, 10 draws, did once in CI), so its passing is not news.
+      const bool by_chance = listed && r.outcome == Outcome::Passed &&
+                             expected.at(name).find("(random)") != std::string::npos;
+      bool regression = !expected_path.empty() && (r.outcome == Outcome::Passed) == listed && !by_chance;
       if (regression) ++regressions;
       if (verbose || regression || (expected_path.empty() && r.outcome != Outcome::Passed)) {
         std::cout << tag << " " << name;

@@ -96,7 +96,8 @@ BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std:
                          int iterations);
 
 // Per-node time of `model` unfused and fused with `opts` (`iterations` profiled runs each after one warm-up):
-// the `top` most expensive nodes of each and totals by op type, as a text table.
+// the `top` most expensive nodes of each (every node in run order when `top` is 0) and totals by op type, as a
+// text table.
 std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
                            int iterations, int top = 15);
 

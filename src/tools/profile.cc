@@ -34,9 +34,10 @@ std::string table(const std::string& title, const Model& m, const std::vector<Te
                                 wall / n * 1e3, sum / n * 1e3);
   std::vector<const runtime::NodeProfile*> order;
   for (const auto& p : acc) order.push_back(&p);
-  std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->total_s > b->total_s; });
+  if (top > 0)
+    std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->total_s > b->total_s; });
   out += fmt::format("  {:>9} {:>6}  {:<16} {}\n", "ms", "share", "op", "node");
-  for (size_t i = 0; i < order.size() && int(i) < top; ++i)
+  for (size_t i = 0; i < order.size() && (top <= 0 || int(i) < top); ++i)
     out += fmt::format("  {:>9.3f} {:>5.1f}%  {:<16} {}\n", order[i]->total_s / n * 1e3,
                        sum > 0 ? 100 * order[i]->total_s / sum : 0.0, order[i]->op_type, order[i]->name);
   std::vector<std::pair<std::string, std::pair<double, int>>> types(by_type.begin(), by_type.end());

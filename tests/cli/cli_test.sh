@@ -56,6 +56,9 @@ for m in "$models"/*/; do
     "$m/test_data_set_0/output_0.pb" --rtol 1e-3 --atol 1e-5
 done
 check profile 0 "by op type" -- "$bin" profile "$models/mlp/model.onnx" -O 3 --iterations 2
+# --top 0 lists every node in run order: the unfused MLP's Erf sits between its two Gemms
+check profile-all 0 "Gemm +/0/Gemm .* Erf .* Gemm +/2/Gemm" -- \
+  bash -c '"$1" profile "$2" --iterations 1 --top 0 | tr "\n" " "' _ "$bin" "$models/mlp/model.onnx"
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -174,10 +174,11 @@ int cmd_bench(const FuseArgs& a, const RunArgs& io) {
   return 0;
 }
 
-int cmd_profile(const FuseArgs& a, const RunArgs& io) {
+int cmd_profile(const FuseArgs& a, const RunArgs& io, int top) {
   tools::FuseOptions opts = fuse_options(a);
   Model m = onnx_io::load_model(a.input);
-  std::cout << tools::profile_fusion(m, opts, inputs_for(m, io.input_pbs, io.input_dir), std::max(io.iterations, 1));
+  std::cout << tools::profile_fusion(m, opts, inputs_for(m, io.input_pbs, io.input_dir), std::max(io.iterations, 1),
+                                     top);
   return 0;
 }
 
@@ -295,6 +296,9 @@ int main(int argc, char** argv) {
   add_fuse_options(profile, profile_args, true);
   add_input_options(profile, profile_io);
   profile->add_option("--iterations", profile_io.iterations, "profiled runs of each variant");
+  int profile_top = 15;
+  profile->add_option("--top", profile_top, "most expensive nodes listed per variant (0: every node, in run order)")
+      ->check(CLI::NonNegativeNumber);
 
   std::string cmp_actual, cmp_expected;
   double cmp_rtol = 1e-3, cmp_atol = 1e-5;
@@ -334,7 +338,7 @@ int main(int argc, char** argv) {
     if (*verify) return cmd_verify(verify_args, verify_io, rtol, atol);
     if (*explain) return cmd_explain(explain_args, explain_node);
     if (*bench) return cmd_bench(bench_args, bench_io);
-    if (*profile) return cmd_profile(profile_args, profile_io);
+    if (*profile) return cmd_profile(profile_args, profile_io, profile_top);
     if (*compare) return cmd_compare(cmp_actual, cmp_expected, cmp_rtol, cmp_atol);
   } catch (const gaf::Error& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -10,8 +10,8 @@
 //
 // Flash-style: each task owns a block of kBlockQ query rows of one batch index and walks the keys in tiles of
 // kBlockK, keeping per row the running maximum m, the running sum l of exp(s - m) and the unnormalised output
-// O (fp32), rescaled by exp(m_old - m_new) when the maximum grows (online softmax). The [Lq, Lk] score matrix is
-// never materialised, only one [kBlockQ, kBlockK] tile per thread. The two products per tile run through
+// O (fp32), rescaled by exp(m_old - m_new) when the maximum grows (online softmax; m and the scores are kept in
+// log2 units). The [Lq, Lk] score matrix is never materialised, only one [kBlockQ, kBlockK] tile per thread. The two products per tile run through
 // oneDNN's sgemm (single-threaded inside the task; tasks are spread over the OpenMP threads).
 // A row whose every score is -inf has no softmax (ONNX Softmax gives NaN there); it comes out NaN too.
 #include <fmt/ranges.h>
@@ -37,6 +37,7 @@ namespace {
 // the cheaper exp below (2.00 vs 1.99 ms), 128x512 slower (2.05 ms).
 constexpr int64_t kBlockQ = 256;
 constexpr int64_t kBlockK = 512;
+constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.693147180559945309f;
 
 // A 2-D strided view of fp32 data.
 struct View {
@@ -72,20 +73,20 @@ void gemm(View a, View b, float alpha, float beta, float* c, int64_t ldc, std::v
   GAF_ASSERT(st == dnnl_success, "dnnl_sgemm failed");
 }
 
-// row[j] = exp(row[j] - m) for j < n (row[j] - m <= 0 or NaN); returns the sum. The softmax half of each tile:
-// with AVX-512, 16 lanes computing 2^t, t = (x - m) log2(e), by simd::exp2_16 (underflow to 0, -inf -> 0, NaN
-// propagates). Measured max relative error: 1.2e-7 for x - m in [-1, 0], growing with |t| (the rounding of t) to
-// 1e-6 at -20 and 3.9e-6 at -87; an fp32 score itself carries more (its GEMM rounding, about 1e-5 absolute at
-// scores near 10). 20% faster than the two-part ln 2 reduction of rn::exp_nonpos, which the portable path uses.
+// row[j] = 2^(row[j] - m) for j < n (row[j] - m <= 0 or NaN); returns the sum. The softmax half of each tile,
+// whose scores are in log2 units (the kernel folds log2(e) into the score scale and the mask, which saves a
+// multiply per score): with AVX-512, 16 lanes by simd::exp2_16 (underflow to 0, -inf -> 0, NaN propagates); the
+// portable path by rn::exp_nonpos. Error: exp2_16's 1.7e-7 relative plus the rounding of t = x - m (6e-8 |t|);
+// an fp32 score itself carries more (its GEMM rounding, about 1e-5 absolute at scores near 10).
 #if defined(__AVX512F__)
 #pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 float exp_shift_sum(float* row, int64_t n, float m) {
 #if defined(__AVX512F__)
-  const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-150.0f), log2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-150.0f);
   auto ex = [&](__m512 x) {  // a NaN operand stays NaN through the max
-    return simd::exp2_16(_mm512_max_ps(lo, _mm512_mul_ps(_mm512_sub_ps(x, vm), log2e)));
+    return simd::exp2_16(_mm512_max_ps(lo, _mm512_sub_ps(x, vm)));
   };
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int64_t j = 0;
@@ -107,7 +108,7 @@ float exp_shift_sum(float* row, int64_t n, float m) {
   float sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < n; ++j) {
-    float e = rn::exp_nonpos(row[j] - m);
+    float e = rn::exp_nonpos((row[j] - m) * kLn2);
     row[j] = e;
     sum += e;
   }
@@ -235,7 +236,7 @@ void attention(KernelContext& ctx) {
       for (int64_t k0 = 0; k0 < lk; k0 += kBlockK) {
         const int64_t bk = std::min(kBlockK, lk - k0);
         View kt = View{kb + k0 * rk, bk, d, rk, k.strides.back()}.t();
-        gemm(qv, kt, scale, 0.0f, s.data(), bk, pack_a, pack_b);  // s = scale * Q Kᵀ
+        gemm(qv, kt, scale * kLog2e, 0.0f, s.data(), bk, pack_a, pack_b);  // s = log2(e) scale Q Kᵀ
         for (int64_t i = 0; i < bq; ++i) {
           float* row = s.data() + i * bk;
           float tmax = -std::numeric_limits<float>::infinity();
@@ -243,14 +244,14 @@ void attention(KernelContext& ctx) {
             const float* mrow = mb + i * mrs + k0;
 #pragma omp simd reduction(max : tmax)
             for (int64_t j = 0; j < bk; ++j) {
-              float x = row[j] + mrow[j];
+              float x = std::fma(mrow[j], kLog2e, row[j]);
               row[j] = x;
               tmax = std::max(tmax, x);
             }
           } else {
             if (mb) {
               const float* mrow = mb + i * mrs + k0 * mcs;
-              for (int64_t j = 0; j < bk; ++j) row[j] += mrow[j * mcs];
+              for (int64_t j = 0; j < bk; ++j) row[j] = std::fma(mrow[j * mcs], kLog2e, row[j]);
             }
 #pragma omp simd reduction(max : tmax)
             for (int64_t j = 0; j < bk; ++j) tmax = std::max(tmax, row[j]);
@@ -261,7 +262,7 @@ void attention(KernelContext& ctx) {
             continue;
           }
           const float sum = exp_shift_sum(row, bk, mnew);
-          const float corr = rn::exp_nonpos(rmax[size_t(i)] - mnew);  // 0 when the old maximum was -inf
+          const float corr = rn::exp_nonpos((rmax[size_t(i)] - mnew) * kLn2);  // 0 when the old maximum was -inf
           if (corr != 1.0f) {
             float* orow = o.data() + i * dv;
 #pragma omp simd

@@ -14,6 +14,12 @@
 //   Concat(Transpose(a, p), Transpose(b, p), axis k) -> Transpose(Concat(a, b, axis p[k]), p)
 //                                             (channel concatenations of channels-last branches: SqueezeNet's Fire
 //                                             modules, Inception blocks, DenseNet layers stay channels-last)
+//   Reshape(Transpose(x, p), shape)        -> Transpose(Reshape(x, shape'), p')  when each group of dims the
+//                                             reshape splits or merges is dims of x adjacent in order; when a
+//                                             merged group is adjacent in x but reordered, that reorder stays a
+//                                             Transpose above (ShuffleNet's channel shuffle becomes a swap of two
+//                                             channels-last axes; the NHWC <-> NCHW move goes on down)
+//   Slice(Transpose(x, p), axes a)         -> Transpose(Slice(x, axes p[a]), p)
 //
 // A folded Transpose still read elsewhere stays for those readers. Perms are validated; a Transpose without a
 // perm attribute reverses the dims, which needs the input rank.
@@ -54,6 +60,9 @@ class TransposeFold final : public rewrite::RulePass {
     if (is_op(&n, "Gemm")) return into_gemm(rw, n);
     if (is_op(&n, "MatMul")) return matmul_to_gemm(rw, n);
     if (is_op(&n, "Concat")) return through_concat(rw, n);
+    if (is_op(&n, "Reshape") || is_op(&n, "Flatten") || is_op(&n, "Squeeze") || is_op(&n, "Unsqueeze"))
+      return through_reshape(rw, n);
+    if (is_op(&n, "Slice")) return through_slice(rw, n);
     if (op_kind(n) <= OpKind::Broadcast) return push_down(rw, n);
     return false;
   }
@@ -163,6 +172,139 @@ class TransposeFold final : public rewrite::RulePass {
     c->attrs = n.attrs;
     c->attrs["axis"] = (*perm)[size_t(axis)];
     transpose_after(rw, n, *c, *perm, transposes);
+    return true;
+  }
+
+  // Reshape(Transpose(x, p)) -> Transpose(Reshape(x, shape'), p'). The transposed dims Y and the reshaped dims Z
+  // split into blocks of equal product (a block of Y dims merged and split into its block of Z dims); a block
+  // whose Y dims are dims of x adjacent and in order (p[i + 1] = p[i] + 1) reshapes x the same way, so
+  // shape' lists the blocks' Z dims in x's block order and p' moves whole blocks as p did. A block whose dims
+  // are adjacent in x but reordered first gets that order from Transpose(x, r) (r reorders within blocks only),
+  // whose blocks are then in order: Transpose(x, p) = Transpose(Transpose(x, r), q), q = r^-1 o p.
+  static bool through_reshape(rewrite::Rewriter& rw, Node& n) {
+    Graph& g = rw.graph();
+    Value* v = n.input(0);
+    Node* t = v ? rewrite::producer_op(v, "Transpose") : nullptr;
+    Value* z = n.output(0);
+    if (!t || !rewrite::used_only_by(g, v, {&n}) || g.is_graph_output(v) || !v->type.has_static_shape() ||
+        !z->type.has_static_shape())
+      return false;
+    auto perm = rewrite::transpose_perm(*t);
+    const std::vector<int64_t> ydims = v->type.static_dims(), zdims = z->type.static_dims();
+    if (!perm || perm->size() != ydims.size()) return false;
+    for (int64_t d : ydims)
+      if (d <= 0) return false;
+    struct Block {
+      std::vector<int64_t> ys, zdims;  // Y axes (in Y order) and the Z dims they become
+    };
+    std::vector<Block> blocks;
+    for (size_t i = 0, j = 0; i < ydims.size() || j < zdims.size();) {
+      Block b;
+      int64_t py = 1, pz = 1;
+      if (i < ydims.size()) py *= ydims[i], b.ys.push_back(int64_t(i++));
+      if (j < zdims.size()) pz *= zdims[j], b.zdims.push_back(zdims[j++]);
+      while (py != pz) {
+        if (py < pz && i < ydims.size()) py *= ydims[i], b.ys.push_back(int64_t(i++));
+        else if (pz < py && j < zdims.size()) pz *= zdims[j], b.zdims.push_back(zdims[j++]);
+        else return false;
+      }
+      if (b.ys.empty()) return false;  // trailing unit dims of Z that come from no dim of Y
+      blocks.push_back(std::move(b));
+    }
+    const std::vector<int64_t>& p = *perm;
+    auto in_order = [&](const Block& b, const std::vector<int64_t>& q) {
+      for (size_t k = 1; k < b.ys.size(); ++k)
+        if (q[size_t(b.ys[k])] != q[size_t(b.ys[k - 1])] + 1) return false;
+      return true;
+    };
+    Value* x = t->input(0);
+    std::vector<int64_t> q = p;
+    std::vector<Node*> added;
+    if (!std::all_of(blocks.begin(), blocks.end(), [&](const Block& b) { return in_order(b, p); })) {
+      // r: the blocks in x's order (by their first dim of x), each one's dims in Y order
+      std::vector<const Block*> by_x;
+      for (const Block& b : blocks) {
+        auto [lo, hi] = std::minmax_element(b.ys.begin(), b.ys.end(), [&](int64_t a, int64_t c) {
+          return p[size_t(a)] < p[size_t(c)];
+        });
+        if (p[size_t(*hi)] - p[size_t(*lo)] + 1 != int64_t(b.ys.size())) return false;  // not adjacent in x
+        by_x.push_back(&b);
+      }
+      auto first_x = [&](const Block* b) {
+        int64_t m = p[size_t(b->ys[0])];
+        for (int64_t y : b->ys) m = std::min(m, p[size_t(y)]);
+        return m;
+      };
+      std::stable_sort(by_x.begin(), by_x.end(), [&](auto* a, auto* c) { return first_x(a) < first_x(c); });
+      std::vector<int64_t> r, rinv(p.size());
+      for (const Block* b : by_x)
+        for (int64_t y : b->ys) r.push_back(p[size_t(y)]);
+      for (size_t k = 0; k < r.size(); ++k) rinv[size_t(r[k])] = int64_t(k);
+      for (size_t k = 0; k < p.size(); ++k) q[k] = rinv[size_t(p[k])];
+      if (is_identity(q) || r == p) return false;  // nothing would move below the reshape
+      Node* tr = rw.add_node("Transpose", {x}, {v}, "", t->opset);
+      tr->attrs["perm"] = r;
+      const std::vector<int64_t> xd = x->type.static_dims();
+      Shape rs;
+      for (int64_t a : r) rs.push_back(Dim(xd[size_t(a)]));
+      tr->output(0)->type.shape = rs;
+      x = tr->output(0);
+      added.push_back(tr);
+    }
+    // x's dims in order, block by block: each block's Z dims at the place of its first dim of x
+    std::vector<int64_t> order(blocks.size());
+    std::iota(order.begin(), order.end(), size_t(0));
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) {
+      return q[size_t(blocks[size_t(a)].ys[0])] < q[size_t(blocks[size_t(c)].ys[0])];
+    });
+    std::vector<int64_t> shape, start(blocks.size());
+    for (int64_t b : order) {
+      start[size_t(b)] = int64_t(shape.size());
+      for (int64_t d : blocks[size_t(b)].zdims) shape.push_back(d);
+    }
+    std::vector<int64_t> pz;
+    for (size_t b = 0; b < blocks.size(); ++b)
+      for (size_t k = 0; k < blocks[b].zdims.size(); ++k) pz.push_back(start[b] + int64_t(k));
+    Value* sv = rw.add_constant(z->name() + "__shape", Tensor::from<int64_t>({int64_t(shape.size())}, shape));
+    Node* reshape = rw.add_node("Reshape", {x, sv}, {z}, "", std::max(n.opset, 5));
+    transpose_after(rw, n, *reshape, pz, {t});
+    return true;
+  }
+
+  // Slice(Transpose(x, p), starts, ends, axes a, steps) -> Transpose(Slice(x, starts, ends, p[a], steps), p): dim
+  // k of Transpose(x, p) is dim p[k] of x. Like Concat, a Transpose read only by Slices (a channel split into
+  // halves) moves below each of them and goes with the last.
+  static bool through_slice(rewrite::Rewriter& rw, Node& n) {
+    Graph& g = rw.graph();
+    Value* v = n.input(0);
+    Node* t = v ? rewrite::producer_op(v, "Transpose") : nullptr;
+    const int rank = rewrite::rank_of(v);
+    if (!t || n.opset < 10 || n.num_inputs() < 3 || rank < 1 || g.is_graph_output(v)) return false;
+    for (const Use& u : v->uses())
+      if (!is_op(u.node, "Slice") || u.index != 0) return false;
+    auto perm = rewrite::transpose_perm(*t);
+    if (!perm || int(perm->size()) != rank) return false;
+    std::vector<int64_t> axes;
+    if (n.num_inputs() > 3 && n.input(3)) {
+      const Tensor* a = rewrite::constant_of(g, n.input(3));
+      if (!a || a->rank() != 1) return false;
+      for (int64_t i = 0; i < a->numel(); ++i) axes.push_back(a->get_int(i));
+    } else {
+      const Tensor* st = rewrite::constant_of(g, n.input(1));
+      if (!st || st->rank() != 1) return false;
+      axes.resize(size_t(st->numel()));
+      std::iota(axes.begin(), axes.end(), int64_t(0));
+    }
+    for (int64_t& a : axes) {
+      if (a < 0) a += rank;
+      if (a < 0 || a >= rank) return false;
+      a = (*perm)[size_t(a)];
+    }
+    Value* av = rw.add_constant(n.output(0)->name() + "__axes", Tensor::from<int64_t>({int64_t(axes.size())}, axes));
+    std::vector<Value*> ins{t->input(0), n.input(1), n.input(2), av};
+    if (n.num_inputs() > 4) ins.push_back(n.input(4));
+    Node* slice = rw.add_node("Slice", ins, {n.output(0)}, n.domain, n.opset);
+    transpose_after(rw, n, *slice, *perm, {t});
     return true;
   }
 

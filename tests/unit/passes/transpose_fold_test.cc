@@ -200,5 +200,103 @@ TEST(TransposeFold, ConcatKeepsItsTransposes) {
   }
 }
 
+
+// The Transposes of a graph, as their perms.
+std::vector<std::vector<int64_t>> transposes(const Model& m) {
+  std::vector<std::vector<int64_t>> out;
+  for (const Node* n : m.graph->nodes())
+    if (n->op_type == "Transpose") out.push_back(n->attr_ints("perm"));
+  return out;
+}
+
+TEST(TransposeFold, ChannelShuffleStaysChannelsLast) {
+  // ShuffleNet's channel shuffle between channels-last convolutions: NCHW -> [N, 2, C/2, H, W] -> swap the two
+  // channel factors -> NCHW. The shuffle becomes a swap of the last two axes of [N, H, W, 2, C/2] and the layout
+  // Transposes cancel: one Transpose is left, of the shuffle itself.
+  auto r = rewrite(header() + R"(g (float[1,3,5,8] x) => (float[1,3,5,8] y) {
+      a = Transpose <perm = [0, 3, 1, 2]> (x)
+      s1 = Constant <value = int64[5] {1, 2, 4, 3, 5}> ()  r1 = Reshape(a, s1)
+      t = Transpose <perm = [0, 2, 1, 3, 4]> (r1)
+      s2 = Constant <value = int64[4] {1, -1, 3, 5}> ()  r2 = Reshape(t, s2)
+      y = Transpose <perm = [0, 2, 3, 1]> (r2) })",
+                   make_transpose_fold());
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Reshape", 2}, {"Transpose", 1}})) << r.dump();
+  EXPECT_EQ(transposes(r.after), (std::vector<std::vector<int64_t>>{{0, 1, 2, 4, 3}})) << r.dump();
+  expect_same_outputs(r.before, r.after);
+}
+
+TEST(TransposeFold, TransposesMoveDownThroughReshapesAndCancel) {
+  // A channels-last feature map flattened to tokens the NCHW way, then transposed to [N, HW, C] (ViT's patch
+  // embedding, x.flatten(2).transpose(1, 2)): the reshape merges H and W, adjacent in NHWC too, and the two
+  // Transposes meet and cancel. Unsqueeze and Flatten are reshapes as well.
+  auto r = rewrite(header() + R"(g (float[2,3,4,8] x) => (float[2,12,8] y, float[2,8,1,12] u, float[2,96] f) {
+      a = Transpose <perm = [0, 3, 1, 2]> (x)
+      s = Constant <value = int64[3] {2, 8, 12}> ()  r = Reshape(a, s)
+      rl = Relu(r)  y = Transpose <perm = [0, 2, 1]> (rl)
+      b = Transpose <perm = [0, 3, 1, 2]> (x)  ax = Constant <value = int64[1] {2}> ()
+      bs = Reshape(b, s)  u = Unsqueeze(bs, ax)
+      c = Transpose <perm = [0, 3, 1, 2]> (x)  f = Flatten <axis = 1> (c) })",
+                   make_transpose_fold());
+  // y: none left. u: the Unsqueeze's unit dim rides along, one Transpose after it. f: flattening C, H, W reorders
+  // the NHWC data, so that Transpose stays.
+  EXPECT_EQ(transposes(r.after), (std::vector<std::vector<int64_t>>{{0, 3, 1, 2}, {0, 3, 1, 2}})) << r.dump();
+  EXPECT_EQ(r.ops()["Relu"], 1);
+  EXPECT_EQ(r.ops()["Flatten"], 1);
+  expect_same_outputs(r.before, r.after);
+}
+
+TEST(TransposeFold, ReshapeKeepsItsTranspose) {
+  const std::string cases[] = {
+      // merged dims not adjacent in x: heads merged back after attention ([B, H, L, D] -> [B, L, H*D])
+      R"(g (float[2,3,4,5] x) => (float[2,4,15] y) {
+          t = Transpose <perm = [0, 2, 1, 3]> (x)
+          s = Constant <value = int64[3] {2, 4, 15}> ()  y = Reshape(t, s) })",
+      // a 2-D transpose flattened: the reorder is the whole transpose, nothing would move below the reshape
+      R"(g (float[3,4] x) => (float[12] y) {
+          t = Transpose <perm = [1, 0]> (x)  s = Constant <value = int64[1] {12}> ()  y = Reshape(t, s) })",
+      // the transposed tensor is read elsewhere too
+      R"(g (float[2,3,4] x) => (float[4,6] y, float[4,2,3] t) {
+          t = Transpose <perm = [2, 0, 1]> (x)  s = Constant <value = int64[2] {4, 6}> ()  y = Reshape(t, s) })",
+  };
+  for (const auto& c : cases) {
+    auto r = rewrite(header() + c, make_transpose_fold());
+    EXPECT_EQ(r.count(kPass), 0) << r.dump();
+    expect_same_outputs(r.before, r.after);
+  }
+}
+
+TEST(TransposeFold, ChannelSplitStaysChannelsLast) {
+  // A channel split (x.chunk(2, dim=1)) of a channels-last tensor viewed as NCHW: each Slice runs on the NHWC
+  // tensor along axis 3, and both halves meet the Transposes back to NHWC and cancel.
+  auto r = rewrite(header() + R"(g (float[1,3,5,8] x) => (float[1,3,5,4] y, float[1,3,5,4] z) {
+      a = Transpose <perm = [0, 3, 1, 2]> (x)
+      s0 = Constant <value = int64[1] {0}> ()  s4 = Constant <value = int64[1] {4}> ()
+      s8 = Constant <value = int64[1] {8}> ()  ax = Constant <value = int64[1] {-3}> ()
+      h0 = Slice(a, s0, s4, ax)  h1 = Slice(a, s4, s8, ax)
+      y = Transpose <perm = [0, 2, 3, 1]> (h0)  z = Transpose <perm = [0, 2, 3, 1]> (h1) })",
+                   make_transpose_fold());
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Slice", 2}})) << r.dump();
+  expect_same_outputs(r.before, r.after);
+}
+
+TEST(TransposeFold, SliceKeepsItsTranspose) {
+  const std::string cases[] = {
+      // the transposed tensor is also read by a Relu
+      R"(g (float[1,3,5,8] x) => (float[1,4,3,5] y, float[1,8,3,5] u) {
+          a = Transpose <perm = [0, 3, 1, 2]> (x)  u = Relu(a)
+          s0 = Constant <value = int64[1] {0}> ()  s4 = Constant <value = int64[1] {4}> ()
+          ax = Constant <value = int64[1] {1}> ()  y = Slice(a, s0, s4, ax) })",
+      // axes computed at run time
+      R"(g (float[1,3,5,8] x, int64[1] ax) => (float[1,?,?,?] y) {
+          a = Transpose <perm = [0, 3, 1, 2]> (x)
+          s0 = Constant <value = int64[1] {0}> ()  s4 = Constant <value = int64[1] {2}> ()
+          y = Slice(a, s0, s4, ax) })",
+  };
+  for (const auto& c : cases) {
+    auto r = rewrite(header() + c, make_transpose_fold());
+    EXPECT_EQ(r.count(kPass), 0) << r.dump();
+  }
+}
+
 }  // namespace
 }  // namespace gaf

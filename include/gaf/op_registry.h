@@ -26,8 +26,13 @@ enum OpFlag : uint32_t {
   kPrecisionSensitive = 1u << 2,  // exp/log/normalisation: keep fp32 under mixed precision
   kMatrixFlops = 1u << 3,         // an opaque op whose flops are products (runs at the matrix peak): attention
   kIndexable = 1u << 4,           // data movement a fused kernel folds into its index arithmetic (Transpose,
-                                  // Reshape, Slice...); other injective ops (Concat, Gather, Pad) run alone
+                                  // Reshape, Slice, Concat...); other injective ops (Gather, Pad) run alone
 };
+
+// A fused kernel computes a Concat along an outer axis by reading every operand at each element and selecting
+// one, so only such a Concat of at most this many operands joins a fused group (along the innermost axis it
+// loops over the operands in turn: any number).
+constexpr int kMaxFusedConcatOperands = 4;
 
 namespace runtime {
 class Kernel;

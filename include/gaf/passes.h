@@ -60,6 +60,7 @@ std::unique_ptr<Pass> make_shape_folding();                     // Shape/Size of
 // Folding into anchors.
 std::unique_ptr<Pass> make_conv_bn_fold();          // Conv -> BatchNorm / per-channel Mul, Add -> Conv
 std::unique_ptr<Pass> make_gemm_bn_fold();          // 2-D MatMul/Gemm -> BatchNorm / per-column Mul -> Gemm
+std::unique_ptr<Pass> make_batch_norm_affine();     // BatchNorm left alone -> x * s + t (per-channel constants)
 std::unique_ptr<Pass> make_matmul_add_to_gemm();    // 2-D MatMul + constant bias -> Gemm
 std::unique_ptr<Pass> make_shape_inference();      // fills shapes ONNX left unknown, from folded constants
 std::unique_ptr<Pass> make_transpose_fold();       // Transposes into Gemm flags, pairs, constants

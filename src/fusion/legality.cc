@@ -103,6 +103,18 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
     if (info->kind == OpKind::Injective && !(info->flags & kIndexable) && nodes.size() > 1)
       return D::no(Reason::OpaqueOp, fmt::format("{} moves data in a way fused kernels do not index: it runs as its "
                                                  "own kernel", n->describe()));
+    // A fused Concat reads every operand at every element and selects one, except along the innermost axis,
+    // where the kernel loops over each operand's channels in turn: with many operands and another axis its own
+    // kernel, which copies each operand once, is cheaper.
+    if (n->op_type == "Concat" && n->num_inputs() > kMaxFusedConcatOperands && nodes.size() > 1) {
+      const auto& shape = n->output(0)->type.shape;
+      const int rank = shape ? int(shape->size()) : -1;
+      int64_t axis = n->attr_int("axis", 0);
+      if (rank < 0 || (axis < 0 ? axis + rank : axis) != rank - 1)
+        return D::no(Reason::OpaqueOp, fmt::format("{} concatenates {} operands along an outer axis, more than the "
+                                                   "{} a fused kernel reads per element: it runs as its own kernel",
+                                                   n->describe(), n->num_inputs(), kMaxFusedConcatOperands));
+    }
     if (info->flags & (kStateful | kRandom))
       return D::no(Reason::StatefulOrRandom, fmt::format("{} is stateful or random", n->describe()));
     if (rules.precision_mode == PrecisionMode::Fp16Mixed && is_sensitive_low_precision(*n))

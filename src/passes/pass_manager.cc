@@ -46,6 +46,7 @@ PassManager PassManager::for_opt_level(int opt_level) {
   // Channels-last convolutions for the CPU runtime, after BN folding; transpose folding cancels the Transposes
   // between consecutive convolutions.
   if (opt_level >= 2) {
+    pm.add(make_batch_norm_affine());
     pm.add(make_layout_nhwc());
     pm.add(make_transpose_fold());
     pm.add(make_conv_winograd());

@@ -110,9 +110,10 @@ struct Gen {
 
   // Injective ops that leave the value in the row space, with elementwise work in between so fusion must fold
   // the index arithmetic: transpose there and back, flatten and restore, reverse the rows (Slice, step -1),
-  // a size-1 axis in and out, or a reduced value expanded to a full row.
+  // a size-1 axis in and out, a reduced value expanded to a full row, or a rotation along the rows or columns
+  // (two Slices concatenated the other way round).
   void injective(const std::string& x, bool xr) {
-    switch (pick(5)) {
+    switch (pick(6)) {
       case 0: {
         std::string t = emit(fmt::format("Transpose <perm = [0, 2, 1]> ({})", x), xr);
         values.pop_back();  // [B,N,M]: not in the row space
@@ -144,6 +145,19 @@ struct Gen {
         if (!xr) return step();
         emit(fmt::format("Expand({}, {})", x, ints({1, 1, n})), false);
         break;
+      case 5: {
+        const int64_t axis = xr || pick(2) ? 1 : 2, dim = axis == 1 ? m : n;
+        if (dim < 2) return step();
+        const int64_t k = 1 + pick(int(dim - 1));
+        std::string hi = emit(fmt::format("Slice({}, {}, {}, {})", x, ints({k}), ints({dim}), ints({axis})), xr);
+        values.pop_back();  // part of a row or column: not in the row space
+        std::string lo = emit(fmt::format("Slice({}, {}, {}, {})", x, ints({0}), ints({k}), ints({axis})), xr);
+        values.pop_back();
+        std::string a = emit(fmt::format("Abs({})", hi), xr);
+        values.pop_back();
+        emit(fmt::format("Concat <axis = {}> ({}, {})", axis, a, lo), xr);
+        break;
+      }
     }
   }
 };

@@ -143,7 +143,7 @@ class Emitter {
       else if (k == OpKind::Injective && indexable(*n)) has_injective = true;
       else if (k != OpKind::Elementwise && k != OpKind::Broadcast)
         reject("{} is {}: the emitter handles elementwise, broadcast, row-reduction groups and the injective ops "
-               "Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice, Expand and Split", n->describe(),
+               "Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice, Expand, Split and Concat", n->describe(),
                op_kind_name(k));
     }
     mark_params();
@@ -422,6 +422,16 @@ class Emitter {
   Index open_space(std::ostream& os, const Dims& space, int64_t parallel_from);
   void close_space(std::ostream& os, size_t rank);
   Computed value_at(std::ostream& os, const Value* v, const Index& idx);
+  Computed concat_at(std::ostream& os, const Node& n, const Index& idx);
+  bool emit_segmented(std::ostream& os, const std::vector<size_t>& outs, const Dims& space);
+  // Inside a segmented loop nest: the inner index j runs over operand `operand` of Concat `node` only (its range
+  // starts at `start` along the innermost axis), so that Concat reads that operand and nothing else.
+  struct Segment {
+    const Node* node = nullptr;
+    int operand = -1;
+    std::string start;
+  } segment_;
+  struct NotSegmentable {};
   Index producer_index(std::ostream& os, const Node& n, const Value* out, const Index& idx);
   std::optional<Index> reshape_groups(std::ostream& os, const Dims& od, const Dims& id, const Index& idx);
   void unravel(std::ostream& os, const std::string& lin, const Dims& dims, size_t from, size_t to, Index& r);
@@ -682,8 +692,9 @@ void Emitter::emit_rows(std::ostream& os) {
 void Emitter::mark_params() {
   std::set<const Value*> data;
   for (const Node* n : body_.nodes()) {
-    // Injective ops: every input after the data; reductions: the axes input (opset 13+ ReduceSum, 18+ others).
-    bool param_inputs = indexable(*n) || (op_kind(*n) == OpKind::Reduction &&
+    // Injective ops: every input after the data (Concat: none); reductions: the axes input (opset 13+ ReduceSum,
+    // 18+ others).
+    bool param_inputs = (indexable(*n) && n->op_type != "Concat") || (op_kind(*n) == OpKind::Reduction &&
                                                               n->op_type.rfind("Reduce", 0) == 0);
     for (int i = 0; i < n->num_inputs(); ++i)
       if (const Value* v = n->input(i)) (param_inputs && i > 0 ? params_ : data).insert(v);
@@ -843,6 +854,8 @@ Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Inde
     Dims d = dims_of(v);
     c = {fmt::format("l{}", computed_.size()), scalar_type(v->type.dtype)};
     os << ind_ << decl(c.type) << " " << c.name << " = " << load_expr(v, ravel(idx, d, 0, d.size())) << ";\n";
+  } else if (n->op_type == "Concat") {
+    c = concat_at(os, *n, idx);
   } else if (indexable(*n)) {
     c = value_at(os, n->input(0), producer_index(os, *n, v, idx));
   } else {
@@ -877,6 +890,45 @@ Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Inde
     os << ind_ << decl(e.type) << " " << c.name << " = " << e.expr << ";\n";
   }
   computed_[key] = c;
+  return c;
+}
+
+// Concat at `idx`: every operand is read at the index clamped into its own range along the axis (so every load is
+// in bounds, the selects vectorise), and the one whose range holds idx[axis] is selected.
+Emitter::Computed Emitter::concat_at(std::ostream& os, const Node& n, const Index& idx) {
+  const Dims od = dims_of(n.output(0));
+  const int64_t rank = int64_t(od.size());
+  int64_t axis = n.attr_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) reject("{}: axis out of range", n.describe());
+  const std::string& at = idx[size_t(axis)];
+  if (segment_.node == &n) {
+    if (at != "j") throw NotSegmentable{};  // the Concat axis is not the loop's inner index here
+    Index sub = idx;
+    sub[size_t(axis)] = index_var(os, fmt::format("j - ({})", segment_.start));
+    return value_at(os, n.input(segment_.operand), sub);
+  }
+  if (n.num_inputs() > kMaxFusedConcatOperands)
+    reject("{}: {} operands, more than the {} a fused Concat reads per element", n.describe(), n.num_inputs(),
+           kMaxFusedConcatOperands);
+  std::vector<std::pair<std::string, Computed>> parts;  // (end of the operand's range along the axis, its value)
+  std::string start = "int64_t(0)";
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    const Value* in = n.input(i);
+    const DimExpr d = dims_of(in)[size_t(axis)];
+    if (d.value == 0) continue;
+    Index sub = idx;
+    const std::string t = index_var(os, fmt::format("{} - ({})", at, start));
+    sub[size_t(axis)] = index_var(os, fmt::format("{} < 0 ? int64_t(0) : ({} < {} ? {} : {} - 1)", t, t, text(d), t, text(d)));
+    start = fmt::format("{} + {}", start, text(d));
+    parts.emplace_back(start, value_at(os, in, sub));
+  }
+  if (parts.empty()) reject("{}: every operand is empty", n.describe());
+  std::string e = parts.back().second.name;
+  for (size_t k = parts.size() - 1; k-- > 0;)
+    e = fmt::format("({} < ({}) ? {} : {})", at, parts[k].first, parts[k].second.name, e);
+  Computed c{var_name(n.output(0)), parts[0].second.type};
+  os << ind_ << decl(c.type) << " " << c.name << " = " << e << ";\n";
   return c;
 }
 
@@ -916,6 +968,7 @@ void Emitter::emit_indexed(std::ostream& os, std::vector<size_t> outs) {
   for (size_t o : outs)
     if (!same(dims_of(body_.outputs()[o]), space))
       reject("output '{}' does not span the group's iteration space", body_.outputs()[o]->name());
+  if (emit_segmented(os, outs, space)) return;
   Index idx = open_space(os, space, 65536);
   for (size_t o : outs) {
     const Value* v = body_.outputs()[o];
@@ -925,6 +978,70 @@ void Emitter::emit_indexed(std::ostream& os, std::vector<size_t> outs) {
   close_space(os, rank);
   computed_.clear();
   index_vars_.clear();
+}
+
+// A group with one Concat along its innermost axis whose index is the loop nest's inner index (a channel
+// concatenation of channels-last tensors, then elementwise work): one inner loop per operand over its channel
+// range, each reading that operand contiguously, instead of reading every operand at every element and
+// selecting. False (nothing written) when the group is not of that form.
+bool Emitter::emit_segmented(std::ostream& out, const std::vector<size_t>& outs, const Dims& space) {
+  const Node* concat = nullptr;
+  for (const Node* n : body_.nodes())
+    if (n->op_type == "Concat") {
+      if (concat) return false;
+      concat = n;
+    }
+  const size_t rank = space.size();
+  if (!concat || rank == 0 || space.back().value < 0) return false;
+  const Dims cd = dims_of(concat->output(0));
+  int64_t axis = concat->attr_int("axis", 0);
+  if (axis < 0) axis += int64_t(cd.size());
+  if (axis != int64_t(cd.size()) - 1 || !same(cd.back(), space.back())) return false;
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // [start, end) of each operand along the axis
+  int64_t start = 0;
+  for (int i = 0; i < concat->num_inputs(); ++i) {
+    const DimExpr d = dims_of(concat->input(i)).back();
+    if (d.value < 0) return false;
+    ranges.emplace_back(start, start + d.value);
+    start += d.value;
+  }
+  std::ostringstream os;
+  os << "  {\n  const int64_t n = " << product(space, 0, rank) << ";\n  if (n > 0) {\n"
+     << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
+     << "#pragma omp parallel for schedule(static) if (n >= 65536)\n"
+     << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
+  for (int d = int(rank) - 2; d >= 0; --d)
+    os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
+                      text(space[size_t(d)]));
+  Index idx;
+  for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
+  idx.push_back("j");
+  try {
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      if (ranges[k].first == ranges[k].second) continue;
+      os << "#pragma omp simd\n    for (int64_t j = " << ranges[k].first << "; j < " << ranges[k].second
+         << "; ++j) {\n      const int64_t i = r * inner + j;\n";
+      ind_ = "      ";
+      segment_ = {concat, int(k), std::to_string(ranges[k].first)};
+      for (size_t o : outs) {
+        const Value* v = body_.outputs()[o];
+        Computed c = value_at(os, v, idx);
+        os << ind_ << "out" << o << "[i] = " << store(v->type.dtype, c.name) << ";\n";
+      }
+      os << "    }\n";
+      computed_.clear();
+      index_vars_.clear();
+    }
+  } catch (const NotSegmentable&) {
+    segment_ = {};
+    computed_.clear();
+    index_vars_.clear();
+    return false;
+  }
+  segment_ = {};
+  os << "  }\n  }\n  }\n";
+  out << os.str();
+  return true;
 }
 
 // One reduction (any axes) at the end of the group, its producers computed at each reduced index: the output

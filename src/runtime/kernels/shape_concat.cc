@@ -157,7 +157,7 @@ void split_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_shape_concat_ops(OpRegistry& r) {
-  r.add("Concat", OpKind::Injective).set_flops_per_element(0).set_kernel(fn_kernel(concat_kernel));
+  r.add("Concat", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(concat_kernel));
   r.add("Split", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(split_kernel));
 }
 

@@ -76,9 +76,9 @@ TEST(FusionDecisions, OpaqueOpStaysAlone) {
 }
 
 TEST(FusionDecisions, DataMovementTheKernelsDoNotIndexStaysAlone) {
-  // Concat (like Gather or Pad) is not folded into a fused kernel's indexing: a group with it would run op by op.
-  auto f = fuse(R"(g (float[4,8] x, float[4,8] z) => (float[8,8] y) {
-      a = Relu(x) b = Neg(z) c = Concat <axis = 0> (a, b) y = Sigmoid(c) })");
+  // Pad (like Gather) is not folded into a fused kernel's indexing: a group with it would run op by op.
+  auto f = fuse(R"(g (float[4,8] x) => (float[6,8] y) {
+      a = Relu(x) p = Constant <value = int64[4] {1, 0, 1, 0}> () c = Pad(a, p) y = Sigmoid(c) })");
   expect_reason(f.result, "a", "c", Reason::OpaqueOp);
   expect_reason(f.result, "c", "y", Reason::OpaqueOp);
   // Twin: a Reshape is index arithmetic, so it fuses with the ops around it.
@@ -86,6 +86,19 @@ TEST(FusionDecisions, DataMovementTheKernelsDoNotIndexStaysAlone) {
       a = Relu(x) s = Constant <value = int64[2] {8, 4}> () c = Reshape(a, s) y = Sigmoid(c) })");
   expect_reason(t.result, "a", "c", Reason::Fused);
   EXPECT_EQ(t.model.graph->num_nodes(), 1u);
+}
+
+TEST(FusionDecisions, ConcatFusesUnlessItHasManyOperandsAlongAnOuterAxis) {
+  // A fused Concat along an outer axis reads every operand per element: up to kMaxFusedConcatOperands (4).
+  auto few = fuse(R"(g (float[4,8] x, float[4,8] z) => (float[8,8] y) { c = Concat <axis = 0> (x, z) y = Sigmoid(c) })");
+  expect_reason(few.result, "c", "y", Reason::Fused);
+  auto many = fuse(R"(g (float[1,8] a, float[1,8] b, float[1,8] c, float[1,8] d, float[1,8] e) => (float[5,8] y) {
+      k = Concat <axis = 0> (a, b, c, d, e) y = Sigmoid(k) })");
+  expect_reason(many.result, "k", "y", Reason::OpaqueOp);
+  // Along the innermost axis the kernel loops over the operands in turn: any number fuses.
+  auto inner = fuse(R"(g (float[8,1] a, float[8,1] b, float[8,1] c, float[8,1] d, float[8,1] e) => (float[8,5] y) {
+      k = Concat <axis = -1> (a, b, c, d, e) y = Sigmoid(k) })");
+  expect_reason(inner.result, "k", "y", Reason::Fused);
 }
 
 TEST(FusionDecisions, MultipleAnchors) {

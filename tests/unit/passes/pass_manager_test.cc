@@ -64,6 +64,9 @@ TEST(PassManager, PipelinePerOptLevel) {
   EXPECT_FALSE(has(l1, "sibling-matmul-merge"));
   EXPECT_FALSE(has(PassManager::for_opt_level(2).names(), "sibling-matmul-merge"));
   EXPECT_TRUE(has(l3, "sibling-matmul-merge"));
+  // A BatchNorm as a multiply-add pays only where it fuses with its neighbours.
+  EXPECT_FALSE(has(l1, "batch-norm-affine"));
+  EXPECT_TRUE(has(PassManager::for_opt_level(2).names(), "batch-norm-affine"));
 }
 
 }  // namespace

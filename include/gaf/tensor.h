@@ -2,7 +2,9 @@
 // (reshape) share it too. Storage comes from an Allocator, so the runtime can recycle buffers by liveness.
 #pragma once
 
+#include <array>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +22,13 @@ class Allocator {
 };
 
 int64_t numel_of(std::span<const int64_t> dims);
+
+// A reshape of static dims `from` to `to` as runs of dims with equal products on both sides, in order: each run
+// is {from_begin, from_end, to_begin, to_end} ([128,12,64] -> [128,768]: {0,1,0,1}, {1,3,1,2}). Size-1 dims
+// join the run they meet; a run may be empty on one side only at the end (trailing size-1 dims). nullopt when
+// the element counts differ or a dim is not positive.
+std::optional<std::vector<std::array<size_t, 4>>> reshape_runs(std::span<const int64_t> from,
+                                                               std::span<const int64_t> to);
 
 class Tensor {
  public:

@@ -29,6 +29,29 @@ int64_t numel_of(std::span<const int64_t> dims) {
   return n;
 }
 
+std::optional<std::vector<std::array<size_t, 4>>> reshape_runs(std::span<const int64_t> from,
+                                                               std::span<const int64_t> to) {
+  for (auto dims : {from, to})
+    for (int64_t d : dims)
+      if (d <= 0) return std::nullopt;
+  std::vector<std::array<size_t, 4>> runs;
+  size_t a = 0, c = 0;
+  while (a < from.size() || c < to.size()) {
+    size_t b = a, e = c;
+    int64_t pf = 1, pt = 1;
+    if (b < from.size()) pf *= from[b++];
+    if (e < to.size()) pt *= to[e++];
+    while (pf != pt) {
+      if (pf < pt && b < from.size()) pf *= from[b++];
+      else if (pt < pf && e < to.size()) pt *= to[e++];
+      else return std::nullopt;
+    }
+    runs.push_back({a, b, c, e});
+    a = b, c = e;
+  }
+  return runs;
+}
+
 std::string dims_to_string(std::span<const int64_t> dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);

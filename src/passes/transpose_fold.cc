@@ -191,24 +191,17 @@ class TransposeFold final : public rewrite::RulePass {
       return false;
     auto perm = rewrite::transpose_perm(*t);
     const std::vector<int64_t> ydims = v->type.static_dims(), zdims = z->type.static_dims();
-    if (!perm || perm->size() != ydims.size()) return false;
-    for (int64_t d : ydims)
-      if (d <= 0) return false;
+    auto runs = reshape_runs(ydims, zdims);
+    if (!perm || perm->size() != ydims.size() || !runs) return false;
     struct Block {
       std::vector<int64_t> ys, zdims;  // Y axes (in Y order) and the Z dims they become
     };
     std::vector<Block> blocks;
-    for (size_t i = 0, j = 0; i < ydims.size() || j < zdims.size();) {
+    for (const auto& [y0, y1, z0, z1] : *runs) {
+      if (y0 == y1) return false;  // trailing unit dims of Z that come from no dim of Y
       Block b;
-      int64_t py = 1, pz = 1;
-      if (i < ydims.size()) py *= ydims[i], b.ys.push_back(int64_t(i++));
-      if (j < zdims.size()) pz *= zdims[j], b.zdims.push_back(zdims[j++]);
-      while (py != pz) {
-        if (py < pz && i < ydims.size()) py *= ydims[i], b.ys.push_back(int64_t(i++));
-        else if (pz < py && j < zdims.size()) pz *= zdims[j], b.zdims.push_back(zdims[j++]);
-        else return false;
-      }
-      if (b.ys.empty()) return false;  // trailing unit dims of Z that come from no dim of Y
+      for (size_t i = y0; i < y1; ++i) b.ys.push_back(int64_t(i));
+      b.zdims.assign(zdims.begin() + ptrdiff_t(z0), zdims.begin() + ptrdiff_t(z1));
       blocks.push_back(std::move(b));
     }
     const std::vector<int64_t>& p = *perm;
@@ -219,25 +212,19 @@ class TransposeFold final : public rewrite::RulePass {
     };
     Value* x = t->input(0);
     std::vector<int64_t> q = p;
-    std::vector<Node*> added;
     if (!std::all_of(blocks.begin(), blocks.end(), [&](const Block& b) { return in_order(b, p); })) {
       // r: the blocks in x's order (by their first dim of x), each one's dims in Y order
-      std::vector<const Block*> by_x;
+      std::vector<std::pair<int64_t, const Block*>> by_x;  // (first dim of x, block)
       for (const Block& b : blocks) {
         auto [lo, hi] = std::minmax_element(b.ys.begin(), b.ys.end(), [&](int64_t a, int64_t c) {
           return p[size_t(a)] < p[size_t(c)];
         });
         if (p[size_t(*hi)] - p[size_t(*lo)] + 1 != int64_t(b.ys.size())) return false;  // not adjacent in x
-        by_x.push_back(&b);
+        by_x.emplace_back(p[size_t(*lo)], &b);
       }
-      auto first_x = [&](const Block* b) {
-        int64_t m = p[size_t(b->ys[0])];
-        for (int64_t y : b->ys) m = std::min(m, p[size_t(y)]);
-        return m;
-      };
-      std::stable_sort(by_x.begin(), by_x.end(), [&](auto* a, auto* c) { return first_x(a) < first_x(c); });
+      std::sort(by_x.begin(), by_x.end());
       std::vector<int64_t> r, rinv(p.size());
-      for (const Block* b : by_x)
+      for (const auto& [first, b] : by_x)
         for (int64_t y : b->ys) r.push_back(p[size_t(y)]);
       for (size_t k = 0; k < r.size(); ++k) rinv[size_t(r[k])] = int64_t(k);
       for (size_t k = 0; k < p.size(); ++k) q[k] = rinv[size_t(p[k])];
@@ -249,7 +236,6 @@ class TransposeFold final : public rewrite::RulePass {
       for (int64_t a : r) rs.push_back(Dim(xd[size_t(a)]));
       tr->output(0)->type.shape = rs;
       x = tr->output(0);
-      added.push_back(tr);
     }
     // x's dims in order, block by block: each block's Z dims at the place of its first dim of x
     std::vector<int64_t> order(blocks.size());

@@ -420,10 +420,12 @@ class Emitter {
   void emit_indexed(std::ostream& os, std::vector<size_t> outs = {});
   void emit_indexed_reduction(std::ostream& os);
   Index open_space(std::ostream& os, const Dims& space, int64_t parallel_from);
+  Index open_rows(std::ostream& os, const Dims& space, int64_t parallel_from);
   void close_space(std::ostream& os, size_t rank);
   Computed value_at(std::ostream& os, const Value* v, const Index& idx);
   Computed concat_at(std::ostream& os, const Node& n, const Index& idx);
   bool emit_segmented(std::ostream& os, const std::vector<size_t>& outs, const Dims& space);
+  void store_outputs(std::ostream& os, const std::vector<size_t>& outs, const Index& idx);
   // Inside a segmented loop nest: the inner index j runs over operand `operand` of Concat `node` only (its range
   // starts at `start` along the innermost axis), so that Concat reads that operand and nothing else.
   struct Segment {
@@ -720,25 +722,13 @@ std::string Emitter::index_var(std::ostream& os, const std::string& expr) {
 // dim is symbolic.
 std::optional<Emitter::Index> Emitter::reshape_groups(std::ostream& os, const Dims& od, const Dims& id,
                                                       const Index& idx) {
-  for (const Dims* d : {&od, &id})
-    for (const auto& x : *d)
-      if (x.value <= 0) return std::nullopt;
+  std::vector<int64_t> o, in;
+  for (const auto& x : od) o.push_back(x.value);
+  for (const auto& x : id) in.push_back(x.value);
+  auto runs = reshape_runs(o, in);  // nullopt for a symbolic dim (-1)
+  if (!runs) return std::nullopt;
   Index r(id.size(), "0");
-  size_t a = 0, c = 0;
-  while (a < od.size() || c < id.size()) {
-    size_t b = a, e = c;
-    int64_t po = 1, pi = 1;
-    if (b < od.size()) po *= od[b++].value;
-    if (e < id.size()) pi *= id[e++].value;
-    while (po != pi) {
-      if (po < pi) {
-        if (b == od.size()) return std::nullopt;
-        po *= od[b++].value;
-      } else {
-        if (e == id.size()) return std::nullopt;
-        pi *= id[e++].value;
-      }
-    }
+  for (const auto& [a, b, c, e] : *runs) {
     const std::string lin = ravel(idx, od, a, b);
     int big = 0;
     for (size_t k = c; k < e; ++k) big += !is_one(id[k]);
@@ -747,7 +737,6 @@ std::optional<Emitter::Index> Emitter::reshape_groups(std::ostream& os, const Di
     } else {
       unravel(os, lin, id, c, e, r);
     }
-    a = b, c = e;
   }
   return r;
 }
@@ -935,28 +924,45 @@ Emitter::Computed Emitter::concat_at(std::ostream& os, const Node& n, const Inde
 // Opens a loop nest over `space` (OpenMP-parallel over rows from `parallel_from` elements, omp simd over the
 // last dim) with `i` the linear output index; returns the index expression of each dim and sets ind_.
 Emitter::Index Emitter::open_space(std::ostream& os, const Dims& space, int64_t parallel_from) {
-  const size_t rank = space.size();
-  os << "  {\n  const int64_t n = " << product(space, 0, rank) << ";\n  if (n > 0) {\n";
-  Index idx;
-  if (rank == 0) {
+  if (space.empty()) {
+    os << "  {\n  const int64_t n = " << product(space, 0, 0) << ";\n  if (n > 0) {\n";
     os << "  {\n    const int64_t i = 0;\n";
     ind_ = "    ";
-    return idx;
+    return {};
   }
+  Index idx = open_rows(os, space, parallel_from);
+  os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n      const int64_t i = r * inner + j;\n";
+  ind_ = "      ";
+  return idx;
+}
+
+// open_space up to its inner loop (rank >= 1): the row loop with the row's index q<d> per outer dim; the last
+// dim's index is `j`, for the inner loop(s) the caller opens.
+Emitter::Index Emitter::open_rows(std::ostream& os, const Dims& space, int64_t parallel_from) {
+  const size_t rank = space.size();
+  os << "  {\n  const int64_t n = " << product(space, 0, rank) << ";\n  if (n > 0) {\n";
   os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
      << "#pragma omp parallel for schedule(static) if (n >= " << parallel_from << ")\n"
      << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
   for (int d = int(rank) - 2; d >= 0; --d)
     os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
-  os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n      const int64_t i = r * inner + j;\n";
+  Index idx;
   for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
   idx.push_back("j");
-  ind_ = "      ";
   return idx;
 }
 
 void Emitter::close_space(std::ostream& os, size_t rank) {
   os << (rank == 0 ? "  }\n" : "    }\n  }\n") << "  }\n  }\n";
+}
+
+// Inside a loop nest: body outputs `outs` computed at `idx` and stored at the linear index i.
+void Emitter::store_outputs(std::ostream& os, const std::vector<size_t>& outs, const Index& idx) {
+  for (size_t o : outs) {
+    const Value* v = body_.outputs()[o];
+    Computed c = value_at(os, v, idx);
+    os << ind_ << "out" << o << "[i] = " << store(v->type.dtype, c.name) << ";\n";
+  }
 }
 
 // `outs`: the body outputs this loop nest writes (all when empty); they must share one shape.
@@ -970,11 +976,7 @@ void Emitter::emit_indexed(std::ostream& os, std::vector<size_t> outs) {
       reject("output '{}' does not span the group's iteration space", body_.outputs()[o]->name());
   if (emit_segmented(os, outs, space)) return;
   Index idx = open_space(os, space, 65536);
-  for (size_t o : outs) {
-    const Value* v = body_.outputs()[o];
-    Computed c = value_at(os, v, idx);
-    os << ind_ << "out" << o << "[i] = " << store(v->type.dtype, c.name) << ";\n";
-  }
+  store_outputs(os, outs, idx);
   close_space(os, rank);
   computed_.clear();
   index_vars_.clear();
@@ -1006,16 +1008,7 @@ bool Emitter::emit_segmented(std::ostream& out, const std::vector<size_t>& outs,
     start += d.value;
   }
   std::ostringstream os;
-  os << "  {\n  const int64_t n = " << product(space, 0, rank) << ";\n  if (n > 0) {\n"
-     << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
-     << "#pragma omp parallel for schedule(static) if (n >= 65536)\n"
-     << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
-  for (int d = int(rank) - 2; d >= 0; --d)
-    os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
-                      text(space[size_t(d)]));
-  Index idx;
-  for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
-  idx.push_back("j");
+  Index idx = open_rows(os, space, 65536);
   try {
     for (size_t k = 0; k < ranges.size(); ++k) {
       if (ranges[k].first == ranges[k].second) continue;
@@ -1023,11 +1016,7 @@ bool Emitter::emit_segmented(std::ostream& out, const std::vector<size_t>& outs,
          << "; ++j) {\n      const int64_t i = r * inner + j;\n";
       ind_ = "      ";
       segment_ = {concat, int(k), std::to_string(ranges[k].first)};
-      for (size_t o : outs) {
-        const Value* v = body_.outputs()[o];
-        Computed c = value_at(os, v, idx);
-        os << ind_ << "out" << o << "[i] = " << store(v->type.dtype, c.name) << ";\n";
-      }
+      store_outputs(os, outs, idx);
       os << "    }\n";
       computed_.clear();
       index_vars_.clear();

@@ -279,6 +279,7 @@ std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string
     *why = "the epilogue changes the anchor's output shape";
     return std::nullopt;
   }
+  if (!runtime::dnnl_ops::normalize_post_ops(ops, why)) return std::nullopt;
   const Node* a = anchor;
   const Node* outer = &fused;
   return KernelFactory([a, outer, ops, sources](const Node&) -> std::unique_ptr<runtime::Kernel> {

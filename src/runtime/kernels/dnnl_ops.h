@@ -67,6 +67,12 @@ struct PostOp {
 
 std::string_view post_op_name(PostOp::Kind k);
 
+// Prepares a post-op chain for oneDNN 2.6, whose fused kernels (brgemm matmul and convolution) apply one
+// parameter set per eltwise algorithm: a second linear, clip, pow... with other parameters computed with the
+// first one's (MatMul -> *2 -> *3 gave 4x). Adjacent Linears and adjacent Clips merge into one; false, with
+// `why`, when an algorithm still repeats with other parameters (the chain then has no post-op form).
+bool normalize_post_ops(std::vector<PostOp>& ops, std::string* why);
+
 // Whether make_anchor_kernel accepts post-ops for this node: MatMul, Gemm or Conv whose element type (from
 // the static type of input 0) is fp32, fp16 or bf16. Other dtypes run on plain loops and take no post-ops.
 bool supports_post_ops(const Node& anchor);

@@ -428,6 +428,45 @@ std::optional<Dims> static_input_dims(const Node& n, int i) {
 
 namespace gaf::runtime::dnnl_ops {
 
+bool normalize_post_ops(std::vector<PostOp>& ops, std::string* why) {
+  std::vector<PostOp> out;
+  for (const PostOp& op : ops) {
+    PostOp* prev = out.empty() ? nullptr : &out.back();
+    if (prev && prev->kind == PostOp::Kind::Linear && op.kind == PostOp::Kind::Linear) {
+      // a2 (a1 x + b1) + b2
+      prev->beta = op.alpha * prev->beta + op.beta;
+      prev->alpha *= op.alpha;
+    } else if (prev && prev->kind == PostOp::Kind::Clip && op.kind == PostOp::Kind::Clip) {
+      // clamp(clamp(x, l1, h1), l2, h2) = clamp(x, clamp(l1, l2, h2), clamp(h1, l2, h2))
+      prev->alpha = std::clamp(prev->alpha, op.alpha, op.beta);
+      prev->beta = std::clamp(prev->beta, op.alpha, op.beta);
+    } else {
+      out.push_back(op);
+    }
+  }
+  // The oneDNN algorithm of an eltwise post-op (append_post_ops' mapping), -1 for Add/Binary.
+  auto alg = [](const PostOp& op) {
+    switch (op.kind) {
+      case PostOp::Kind::Add:
+      case PostOp::Kind::Binary: return -1;
+      case PostOp::Kind::Clip: return op.alpha == 0.f ? 100 : 101;  // bounded_relu or clip
+      case PostOp::Kind::Eltwise: return 200 + int(op.eltwise);
+      default: return int(op.kind);
+    }
+  };
+  for (size_t i = 0; i < out.size(); ++i)
+    for (size_t j = i + 1; j < out.size(); ++j)
+      if (alg(out[i]) >= 0 && alg(out[i]) == alg(out[j]) &&
+          (out[i].alpha != out[j].alpha || out[i].beta != out[j].beta)) {
+        if (why)
+          *why = fmt::format("two {} post-ops with different parameters (oneDNN 2.6 would apply the first's to both)",
+                             post_op_name(out[i].kind));
+        return false;
+      }
+  ops = std::move(out);
+  return true;
+}
+
 std::string_view post_op_name(PostOp::Kind k) {
   switch (k) {
     case PostOp::Kind::Relu:

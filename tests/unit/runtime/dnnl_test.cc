@@ -12,6 +12,7 @@
 #include "gaf/builder.h"
 #include "gaf/onnx_io.h"
 #include "gaf/session.h"
+#include "gaf/tools.h"
 #include "runtime/kernels/dnnl_ops.h"
 #include "runtime/kernels/dnnl_util.h"
 
@@ -1149,6 +1150,49 @@ TEST(DnnlPostOps, UnaryAndBinaryEpilogues) {
       }
       expect_close(y, od, want, 1e-4, 1e-4);
     }
+  }
+}
+
+TEST(DnnlPostOps, RepeatedEltwiseAlgorithmsMergeOrAreRefused) {
+  // oneDNN 2.6 applies one parameter set per eltwise algorithm in a fused chain (MatMul -> *2 -> *3 came out 4x).
+  using P = dnnl_ops::PostOp;
+  std::vector<P> ops = {P::linear(2.f, 0.f), P::linear(3.f, 1.f), P::relu(), P::clip(-1.f, 5.f), P::clip(0.5f, 2.f)};
+  std::string why;
+  ASSERT_TRUE(dnnl_ops::normalize_post_ops(ops, &why)) << why;
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].kind, P::Kind::Linear);  // 3 (2x) + 1
+  EXPECT_EQ(ops[0].alpha, 6.f);
+  EXPECT_EQ(ops[0].beta, 1.f);
+  EXPECT_EQ(ops[2].kind, P::Kind::Clip);  // clamp(clamp(x, -1, 5), 0.5, 2)
+  EXPECT_EQ(ops[2].alpha, 0.5f);
+  EXPECT_EQ(ops[2].beta, 2.f);
+  std::vector<P> apart = {P::linear(-1.f, 0.f), P::relu(), P::linear(1.f, 1.f)};
+  EXPECT_FALSE(dnnl_ops::normalize_post_ops(apart, &why));
+  EXPECT_NE(why.find("different parameters"), std::string::npos) << why;
+  std::vector<P> same = {P::relu(), P::unary(P::Unary::Tanh), P::relu()};  // repeated with equal parameters
+  EXPECT_TRUE(dnnl_ops::normalize_post_ops(same, &why));
+  EXPECT_EQ(same.size(), 3u);
+  // End to end: fused groups with such epilogues agree with the unfused run (merged, or run op by op).
+  for (const char* body : {"c = Constant <value = float {2.0}> () n = Mul(m, c) d = Constant <value = float {3.0}> () "
+                           "y = Mul(n, d)",
+                           "n = Neg(m) r = Relu(n) c = Constant <value = float {1.0}> () y = Add(r, c)",
+                           "c = Constant <value = float {2.0}> () n = Pow(m, c) r = Relu(n) "
+                           "d = Constant <value = float {3.0}> () y = Pow(r, d)"}) {
+    SCOPED_TRACE(body);
+    Model mm = onnx_io::parse_model_text(std::string("<ir_version: 8, opset_import: [\"\" : 17]> "
+                                                     "g (float[3,11] x, float[11,11] w) => (float[3,11] y) { "
+                                                     "m = MatMul(x, w) ") + body + " }");
+    tools::FuseOptions opts;
+    opts.fusion.opt_level = 3;
+    Model f = tools::copy_model(mm);
+    tools::fuse_model(f, opts);
+    auto in = tools::random_inputs(*mm.graph, 3);
+    auto want = runtime::Session(*mm.graph).run(in);
+    auto got = runtime::Session(*f.graph).run(in);
+    ASSERT_EQ(got.size(), 1u);
+    for (int64_t i = 0; i < want[0].numel(); ++i)
+      ASSERT_NEAR(got[0].data<float>()[i], want[0].data<float>()[i], 1e-4 * (1 + std::fabs(want[0].data<float>()[i])))
+          << "element " << i;
   }
 }
 

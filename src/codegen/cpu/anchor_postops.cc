@@ -280,6 +280,12 @@ std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string
     return std::nullopt;
   }
   if (!runtime::dnnl_ops::normalize_post_ops(ops, why)) return std::nullopt;
+  if (anchor->op_type == "Gemm" && anchor->attr_float("alpha", 1.f) != 1.f) {
+    // The Gemm kernel puts its alpha in front as a Linear (then beta C as an Add): that one must not repeat.
+    std::vector<PostOp> probe = {PostOp::linear(anchor->attr_float("alpha", 1.f), 0.f), PostOp::add(-1)};
+    probe.insert(probe.end(), ops.begin(), ops.end());
+    if (!runtime::dnnl_ops::normalize_post_ops(probe, why)) return std::nullopt;
+  }
   const Node* a = anchor;
   const Node* outer = &fused;
   return KernelFactory([a, outer, ops, sources](const Node&) -> std::unique_ptr<runtime::Kernel> {

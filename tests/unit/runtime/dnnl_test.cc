@@ -1177,10 +1177,13 @@ TEST(DnnlPostOps, RepeatedEltwiseAlgorithmsMergeOrAreRefused) {
                            "y = Mul(n, d)",
                            "n = Neg(m) r = Relu(n) c = Constant <value = float {1.0}> () y = Add(r, c)",
                            "c = Constant <value = float {2.0}> () n = Pow(m, c) r = Relu(n) "
-                           "d = Constant <value = float {3.0}> () y = Pow(r, d)"}) {
+                           "d = Constant <value = float {3.0}> () y = Pow(r, d)",
+                           // a Gemm's alpha is a Linear in front of its chain too
+                           "g = Gemm <alpha = 0.5> (x, w, b) r = Relu(g) c = Constant <value = float {3.0}> () "
+                           "y = Mul(r, c)"}) {
     SCOPED_TRACE(body);
     Model mm = onnx_io::parse_model_text(std::string("<ir_version: 8, opset_import: [\"\" : 17]> "
-                                                     "g (float[3,11] x, float[11,11] w) => (float[3,11] y) { "
+                                                     "g (float[3,11] x, float[11,11] w, float[11] b) => (float[3,11] y) { "
                                                      "m = MatMul(x, w) ") + body + " }");
     tools::FuseOptions opts;
     opts.fusion.opt_level = 3;

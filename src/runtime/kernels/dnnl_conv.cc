@@ -426,7 +426,7 @@ class ConvKernel final : public Kernel {
       float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
       if (op.kind == PostOp::Kind::Relu && op.alpha == 0.f) {
         lo = 0.f;
-      } else if (op.kind == PostOp::Kind::Clip && op.alpha <= op.beta) {
+      } else if (op.kind == PostOp::Kind::Clip) {  // min <= max: check_post_ops, at construction
         lo = op.alpha, hi = op.beta;
       } else if (op.kind == PostOp::Kind::Add && !ep.addend) {
         const Tensor& t = ctx.in(op.input);

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages graph-autofusion builds and tests with (see shared DESIGN.md).
+# ocl-icd-opencl-dev: Debian's dnnl-config.cmake requires OpenCL (its GPU runtime is OCL), and apt does not pull it
+# in with --no-install-recommends.
 # As root it runs apt-get; otherwise it prints the exact command and exits non-zero.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
-      libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+      libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
       libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata graphviz)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -30,6 +30,9 @@ struct Target {
   // Whether 3x3 stride-1 convolutions may run as Winograd convolutions (fewer multiplies, fp32 throughout, a
   // rounding difference of the order of the summation-order one). The CPU runtime: oneDNN's AVX-512 kernels.
   bool conv_winograd = false;
+  // Whether an expansion 1x1 convolution and the depthwise convolution reading it may run as one kernel that keeps
+  // the expanded activation in cache (gaf.ExpandDepthwiseConv). The CPU runtime: AVX-512 builds.
+  bool conv_expand_depthwise = false;
 
   // "cpu-host", "cuda-h200", "ascend910b", or a JSON file with these fields. Throws naming the bad field.
   static Target builtin_or_file(const std::string& name_or_path);

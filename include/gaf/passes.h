@@ -20,6 +20,7 @@ struct PassContext {
   std::string dump_dir;                 // when set: <dump_dir>/<NN>_<pass>.txt after each pass that changed
   bool verify_each = false;
   bool conv_winograd = false;           // the target runs Winograd convolutions and the rules allow them
+  bool conv_expand_depthwise = false;   // the target runs gaf.ExpandDepthwiseConv (Target::conv_expand_depthwise)
   const Target* target = nullptr;       // for rewrites that weigh a benefit (nullptr: Target::cpu_host())
   void count(std::string_view pass, int n = 1) { rewrites[std::string(pass)] += n; }
 };
@@ -66,6 +67,7 @@ std::unique_ptr<Pass> make_shape_inference();      // fills shapes ONNX left unk
 std::unique_ptr<Pass> make_transpose_fold();       // Transposes into Gemm flags, pairs, constants
 std::unique_ptr<Pass> make_layout_nhwc();          // Conv -> channels-last gaf.Conv between Transposes (CPU)
 std::unique_ptr<Pass> make_channel_scale_fold();    // Conv(Mul(x, s per channel), W) -> Conv(x, W * s) when cheaper
+std::unique_ptr<Pass> make_expand_depthwise_fusion();  // 1x1 expansion + depthwise gaf.Conv -> gaf.ExpandDepthwiseConv
 std::unique_ptr<Pass> make_conv_winograd();        // 3x3 stride-1 gaf.Conv -> algorithm = "winograd" when it pays
 std::unique_ptr<Pass> make_sibling_matmul_merge();  // MatMuls sharing an input -> MatMul + Split
 // Recognition of decomposed ops.

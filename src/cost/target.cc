@@ -25,6 +25,8 @@ Target Target::cpu_host() {
   // Measured (oneDNN 2.6, 2 threads, reorders from/to NHWC included): 3x3 convolutions 64x56x56 0.47 -> 0.29 ms,
   // 128x28x28 0.44 -> 0.20 ms, 256x14x14 0.43 -> 0.24 ms, 512x7x7 0.39 -> 0.32 ms.
   t.conv_winograd = true;
+  // Measured on mobilenet_v2 (2 threads): see expand_depthwise_fusion.cc.
+  t.conv_expand_depthwise = true;
   return t;
 }
 
@@ -95,9 +97,12 @@ Target Target::builtin_or_file(const std::string& spec) {
     } else if (k == "conv_winograd") {
       GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_winograd' must be true or false", spec);
       t.conv_winograd = it->get<bool>();
+    } else if (k == "conv_expand_depthwise") {
+      GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_expand_depthwise' must be true or false", spec);
+      t.conv_expand_depthwise = it->get<bool>();
     }
     else fail("target file '{}': unknown key '{}' (known: name, dram_bandwidth, onchip_bytes, launch_overhead_s, "
-              "vector_flops, matrix_flops, cores, conv_clip_epilogue, conv_winograd)", spec, k);
+              "vector_flops, matrix_flops, cores, conv_clip_epilogue, conv_winograd, conv_expand_depthwise)", spec, k);
   }
   return t;
 }
@@ -111,7 +116,8 @@ std::string Target::to_json() const {
                       {"matrix_flops", matrix_flops},
                       {"cores", cores},
                       {"conv_clip_epilogue", conv_clip_epilogue},
-                      {"conv_winograd", conv_winograd}};
+                      {"conv_winograd", conv_winograd},
+                      {"conv_expand_depthwise", conv_expand_depthwise}};
   return j.dump(2);
 }
 

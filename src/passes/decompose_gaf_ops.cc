@@ -10,9 +10,11 @@
 //                            Add eps/Sqrt/Div/Mul scale/Add bias
 //   RMSNormalization      -> Div(x, Sqrt(Add(ReduceMean(Mul(x, x)), eps))) * scale
 //   Conv, MaxPool, AveragePool (layout NHWC) -> Transpose(op(Transpose(x, to NCHW)), to NHWC)
+//   ExpandDepthwiseConv   -> Transpose(Clip(Conv<group E>(Clip(Conv(Transpose(x), W1, B1)), W2, B2))) (NCHW inside)
 //   Attention             -> Transpose(MatMul(Softmax(MatMul(Q', Transpose(K')) * scale [+ mask]), V'), out_perm)
 //                            with Q' = Transpose(Q, q_perm) and so on (a Transpose only where a perm is given)
 #include <cmath>
+#include <limits>
 
 #include "gaf/passes.h"
 
@@ -115,6 +117,10 @@ class Decomposer {
       replace(n, attention(n));
       return true;
     }
+    if (kind == "ExpandDepthwiseConv") {
+      replace(n, expand_depthwise(n));
+      return true;
+    }
     if (kind == "Conv" || kind == "MaxPool" || kind == "AveragePool") {  // layout = "NHWC"
       std::vector<Value*> ins = {op(n, "Transpose", {x}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}})};
       for (int i = 1; i < n->num_inputs(); ++i) ins.push_back(n->input(i));
@@ -126,6 +132,28 @@ class Decomposer {
       return true;
     }
     fail("{}: no standard ONNX form for gaf op '{}'", n->describe(), kind);
+  }
+
+  // Clip(v, min, max) for the bounds n has (attributes `lo`, `hi`); v when it has none.
+  Value* clamp(Node* n, Value* v, const char* lo, const char* hi) {
+    if (!n->has_attr(lo) && !n->has_attr(hi)) return v;
+    const float inf = std::numeric_limits<float>::infinity();
+    const float a = n->attr_float(lo, -inf), b = n->attr_float(hi, inf);
+    if (opset_ < 11) return op(n, "Clip", {v}, {{"min", a}, {"max", b}});
+    return op(n, "Clip", {v, scalar(a), scalar(b)});
+  }
+
+  // Transpose(Clip2(Conv<group E>(Clip1(Conv(Transpose(x), W1, B1)), W2, B2))) in NCHW.
+  Value* expand_depthwise(Node* n) {
+    const Value* w2 = n->input(3);
+    GAF_CHECK(w2->type.has_static_shape() && w2->type.shape->size() == 4, "{}: W2's shape is unknown",
+              n->describe());
+    const int64_t e = w2->type.static_dims()[0];
+    Value* x = op(n, "Transpose", {n->input(0)}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}});
+    Value* a = clamp(n, op(n, "Conv", {x, n->input(1), n->input(2)}), "min1", "max1");
+    Value* d = op(n, "Conv", {a, n->input(3), n->input(4)},
+                  {{"group", e}, {"strides", n->attr_ints("strides")}, {"pads", n->attr_ints("pads")}});
+    return op(n, "Transpose", {clamp(n, d, "min2", "max2")}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
   }
 
   int rank_of(const Node* n, int i, const char* perm) {

@@ -52,6 +52,7 @@ PassManager PassManager::for_opt_level(int opt_level) {
     pm.add(make_conv_winograd());
     // Channels-last by now: a squeeze-excitation gate sits right in front of its projection.
     pm.add(make_channel_scale_fold());
+    pm.add(make_expand_depthwise_fusion());
   }
   pm.add(make_matmul_add_to_gemm());
   // LayerNorm before RMSNorm: a LayerNorm contains an RMSNorm of its centred input.

@@ -58,8 +58,10 @@ class Inferrer {
   std::vector<MaybeShape> infer(const Node& n) {
     std::vector<MaybeShape> out(size_t(n.num_outputs()));
     const std::string& op = n.op_type;
-    if (n.domain == "gaf") {
-      if (op != "Attention") out[0] = in(n, 0);
+    if (n.domain == "gaf") {  // the elementwise and normalisation ops; the rest are typed by the pass that makes them
+      static const std::set<std::string> gaf_same_as_input = {"Gelu", "Silu", "HardSwish", "LayerNormalization",
+                                                              "RMSNormalization"};
+      if (gaf_same_as_input.count(op)) out[0] = in(n, 0);
       return out;
     }
     if (!n.domain.empty()) return out;

@@ -200,6 +200,53 @@ onnx::OpSchema nhwc(const char* name, bool conv) {
   return s;
 }
 
+// gaf.ExpandDepthwiseConv(X [N, H, W, C], W1 [E, C, 1, 1], B1, W2 [E, 1, K, K], B2) -> [N, OH, OW, E]: the
+// depthwise convolution's window arithmetic (explicit pads, no dilation).
+void infer_expand_depthwise(onnx::InferenceContext& ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!onnx::hasInputShape(ctx, 0) || !onnx::hasInputShape(ctx, 3)) return;
+  const auto& xs = ctx.getInputType(0)->tensor_type().shape();
+  const auto& ws = ctx.getInputType(3)->tensor_type().shape();
+  if (xs.dim_size() != 4 || ws.dim_size() != 4) fail_shape_inference("X and W2 must have rank 4");
+  std::vector<int64_t> strides, pads;
+  onnx::getRepeatedAttribute(ctx, "strides", strides);
+  onnx::getRepeatedAttribute(ctx, "pads", pads);
+  if (strides.size() != 2 || pads.size() != 4) fail_shape_inference("strides needs 2 values and pads 4");
+  auto* out = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  out->clear_dim();
+  *out->add_dim() = xs.dim(0);
+  for (int i = 0; i < 2; ++i) {
+    auto* d = out->add_dim();
+    if (!xs.dim(1 + i).has_dim_value() || !ws.dim(2 + i).has_dim_value()) continue;
+    const int64_t span = xs.dim(1 + i).dim_value() + pads[size_t(i)] + pads[size_t(i + 2)] - ws.dim(2 + i).dim_value();
+    d->set_dim_value(span / strides[size_t(i)] + 1);
+  }
+  *out->add_dim() = ws.dim(0);
+}
+
+onnx::OpSchema expand_depthwise() {
+  onnx::OpSchema s;
+  s.SetName("ExpandDepthwiseConv")
+      .SetDomain("gaf")
+      .SinceVersion(1)
+      .SetDoc("clamp2(DepthwiseConv(clamp1(Conv1x1(X, W1, B1)), W2, B2)) on channels-last activations.")
+      .Attr("strides", "depthwise strides", onnx::AttributeProto::INTS)
+      .Attr("pads", "depthwise pads [top, left, bottom, right]", onnx::AttributeProto::INTS)
+      .Attr("min1", "clamp after the expansion", onnx::AttributeProto::FLOAT, onnx::OPTIONAL_VALUE)
+      .Attr("max1", "clamp after the expansion", onnx::AttributeProto::FLOAT, onnx::OPTIONAL_VALUE)
+      .Attr("min2", "clamp after the depthwise convolution", onnx::AttributeProto::FLOAT, onnx::OPTIONAL_VALUE)
+      .Attr("max2", "clamp after the depthwise convolution", onnx::AttributeProto::FLOAT, onnx::OPTIONAL_VALUE)
+      .Input(0, "X", "channels-last input [N, H, W, C]", "T")
+      .Input(1, "W1", "expansion weights [E, C, 1, 1]", "T")
+      .Input(2, "B1", "expansion bias [E]", "T")
+      .Input(3, "W2", "depthwise weights [E, 1, K, K]", "T")
+      .Input(4, "B2", "depthwise bias [E]", "T")
+      .Output(0, "Y", "channels-last output [N, OH, OW, E]", "T")
+      .TypeConstraint("T", {"tensor(float)"}, "float tensors")
+      .TypeAndShapeInferenceFunction(infer_expand_depthwise);
+  return s;
+}
+
 }  // namespace
 
 void register_gaf_schemas() {
@@ -217,6 +264,7 @@ void register_gaf_schemas() {
     onnx::RegisterSchema(nhwc("Conv", true));
     onnx::RegisterSchema(nhwc("MaxPool", false));
     onnx::RegisterSchema(nhwc("AveragePool", false));
+    onnx::RegisterSchema(expand_depthwise());
   });
 }
 

@@ -16,6 +16,7 @@ void register_all_op_families(OpRegistry& r) {
   register_gaf_ops(r);
   register_extra_ops(r);
   register_attention_ops(r);
+  register_expand_depthwise_ops(r);
 }
 
 }  // namespace gaf::runtime

@@ -13,7 +13,7 @@ namespace gaf::runtime {
 
 namespace {
 
-constexpr int64_t kPanel = 96;  // output channels per panel: 6 vectors of 16
+constexpr int64_t kMaxPanel = 96;  // output channels per panel: at most 6 vectors of 16
 constexpr int64_t kChunk = 48;  // about this many pixels per task
 
 #if defined(__AVX512F__)
@@ -93,12 +93,15 @@ bool PointwiseConv::available() {
 #endif
 }
 
-PointwiseConv::PointwiseConv(const float* w, const float* bias, int64_t n, int64_t k) : n_(n), k_(k) {
-  for (int64_t s = 0; s < n; s += kPanel) {
-    const int64_t cols = std::min(kPanel, n - s), width = (cols + 15) / 16 * 16;
+PointwiseConv::PointwiseConv(const float* w, const float* bias, int64_t n, int64_t k, int64_t panel_width)
+    : n_(n), k_(k) {
+  GAF_ASSERT(panel_width > 0 && panel_width % 16 == 0 && panel_width <= kMaxPanel, "PointwiseConv: panel width");
+  for (int64_t s = 0; s < n; s += panel_width) {
+    const int64_t cols = std::min(panel_width, n - s), width = (cols + 15) / 16 * 16;
     panel_start_.push_back(s);
     panel_cols_.push_back(cols);
     panel_offset_.push_back(packed_.size());
+    bias_offset_.push_back(bias_.size());
     packed_.resize(packed_.size() + size_t(k * width), 0.f);
     float* p = packed_.data() + panel_offset_.back();
     for (int64_t c = 0; c < k; ++c)
@@ -116,20 +119,32 @@ void PointwiseConv::run(const float* x, int64_t pixels, float* y, const Epilogue
     for (int64_t t = begin; t < end; ++t) {
       const int64_t chunk = t / panels, panel = t % panels;
       const int64_t p0 = pixels * chunk / chunks, p1 = pixels * (chunk + 1) / chunks;
-      const int64_t cols = panel_cols_[size_t(panel)], nv = (cols + 15) / 16, col0 = panel_start_[size_t(panel)];
-      const __mmask16 last = __mmask16(cols % 16 == 0 ? 0xFFFF : (1u << (cols % 16)) - 1);
-      const float* w = packed_.data() + panel_offset_[size_t(panel)];
-      const float* b = bias_.data() + panel * kPanel;
-      const int64_t pb = tile_pixels(int(nv));
-      const TileFn full = ep.addend ? kFull<true>[nv - 1] : kFull<false>[nv - 1];
-      const TileFn one = ep.addend ? kOne<true>[nv - 1] : kOne<false>[nv - 1];
-      const int64_t tiles = (p1 - p0) / pb, p = p0 + tiles * pb;
-      full(x + p0 * k_, k_, w, b, y, n_, p0 * n_ + col0, last, ep, tiles);
-      one(x + p * k_, k_, w, b, y, n_, p * n_ + col0, last, ep, p1 - p);
+      Epilogue at = ep;
+      if (ep.addend) at.addend = ep.addend + p0 * n_ + panel_start_[size_t(panel)];
+      run_panel(panel, x + p0 * k_, p1 - p0, y + p0 * n_ + panel_start_[size_t(panel)], n_, at);
     }
   });
 #else
   (void)x, (void)pixels, (void)y, (void)ep;
+  GAF_ASSERT(false, "PointwiseConv needs AVX-512");
+#endif
+}
+
+void PointwiseConv::run_panel(int64_t panel, const float* x, int64_t pixels, float* y, int64_t ldy,
+                              const Epilogue& ep) const {
+#if defined(__AVX512F__)
+  const int64_t cols = panel_cols_[size_t(panel)], nv = (cols + 15) / 16;
+  const __mmask16 last = __mmask16(cols % 16 == 0 ? 0xFFFF : (1u << (cols % 16)) - 1);
+  const float* w = packed_.data() + panel_offset_[size_t(panel)];
+  const float* b = bias_.data() + bias_offset_[size_t(panel)];
+  const int64_t pb = tile_pixels(int(nv));
+  const TileFn full = ep.addend ? kFull<true>[nv - 1] : kFull<false>[nv - 1];
+  const TileFn one = ep.addend ? kOne<true>[nv - 1] : kOne<false>[nv - 1];
+  const int64_t tiles = pixels / pb, p = tiles * pb;
+  full(x, k_, w, b, y, ldy, 0, last, ep, tiles);
+  one(x + p * k_, k_, w, b, y, ldy, p * ldy, last, ep, pixels - p);
+#else
+  (void)panel, (void)x, (void)pixels, (void)y, (void)ldy, (void)ep;
   GAF_ASSERT(false, "PointwiseConv needs AVX-512");
 #endif
 }

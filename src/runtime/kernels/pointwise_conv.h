@@ -28,20 +28,29 @@ class PointwiseConv {
   // Whether this build has the kernel (it needs AVX-512).
   static bool available();
 
-  // w: [N, K] (ONNX's [M, C, 1, 1]); bias: [N] or null.
-  PointwiseConv(const float* w, const float* bias, int64_t n, int64_t k);
+  // w: [N, K] (ONNX's [M, C, 1, 1]); bias: [N] or null. The output channels are computed in panels of
+  // panel_width (a multiple of 16, at most 96) channels, the last one narrower.
+  PointwiseConv(const float* w, const float* bias, int64_t n, int64_t k, int64_t panel_width = 96);
 
   // y may be the addend (read before written, element by element).
   void run(const float* x, int64_t pixels, float* y, const Epilogue& ep) const;
 
+  // One panel's output channels for `pixels` pixels of x, on the calling thread: y points at the panel's first
+  // channel of the first pixel, pixel rows ldy floats apart (the addend likewise).
+  void run_panel(int64_t panel, const float* x, int64_t pixels, float* y, int64_t ldy, const Epilogue& ep) const;
+
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
+  int64_t panels() const { return int64_t(panel_cols_.size()); }
+  int64_t panel_start(int64_t p) const { return panel_start_[size_t(p)]; }
+  int64_t panel_cols(int64_t p) const { return panel_cols_[size_t(p)]; }
 
  private:
   int64_t n_, k_;
   std::vector<int64_t> panel_cols_;   // output channels per panel (96, ..., the rest)
   std::vector<int64_t> panel_start_;  // first output channel of each panel
   std::vector<size_t> panel_offset_;  // each panel's [K][width rounded up to 16] weights in packed_
+  std::vector<size_t> bias_offset_;   // each panel's bias in bias_
   std::vector<float> packed_, bias_;  // bias_ zero-padded to the panels' width
 };
 

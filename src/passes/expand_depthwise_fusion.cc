@@ -1,0 +1,156 @@
+// An expansion 1x1 convolution and the depthwise convolution that reads it become one op, so the expanded
+// activation (MobileNet-style blocks widen by 6x: 112x112x96 is 4.8 MB) is never written to memory:
+//
+//   d = gaf.Conv<NHWC, group E, KxK, stride s>(clamp1(gaf.Conv<NHWC, 1x1>(x, W1, B1)), W2, B2); y = clamp2(d)
+//     ==>   y = gaf.ExpandDepthwiseConv<strides, pads, min1, max1, min2, max2>(x, W1, B1, W2, B2)
+//
+// clamp1 and clamp2 are Relu, Clip with constant bounds, or nothing. The runtime kernel (expand_depthwise.h)
+// computes the expanded rows the depthwise window needs into a ring buffer that stays in cache; the written model
+// decomposes the op back into the two convolutions (decompose_gaf_ops).
+// Conditions: W1 [E, C, 1, 1] and W2 [E, 1, K, K] constant fp32 (biases constant or absent), K 3 or 5, E a
+// multiple of 16, strides s x s with s 1 or 2, dilations 1, explicit pads below K; the expansion's result and
+// clamp1's read only by the next op of the pattern and not graph outputs. Runs when the target has the fused kernel
+// (Target::conv_expand_depthwise).
+#include <cmath>
+#include <limits>
+
+#include "gaf/passes.h"
+#include "passes/rewrite_util.h"
+
+namespace gaf {
+
+namespace {
+
+using rewrite::constant_of;
+
+// The fused kernel computes the expansion on PointwiseConv's register tiles, which beat oneDNN 2.6's 1x1
+// convolution up to 64 input channels and lose beyond (MobileNetV2's 96 -> 576 expansion and 3x3 at 14x14:
+// 0.13 ms apart, 0.14-0.15 ms fused).
+constexpr int64_t kMaxExpansionInputs = 64;
+
+struct Clamp {
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+};
+
+// Bounds of a Relu or of a Clip with constant (or absent) bounds; nullopt for anything else.
+std::optional<Clamp> clamp_of(const Graph& g, const Node* n) {
+  if (!n || !n->domain.empty()) return std::nullopt;
+  Clamp c;
+  if (n->op_type == "Relu") {
+    c.lo = 0.f;
+    return c;
+  }
+  if (n->op_type != "Clip") return std::nullopt;
+  if (n->opset < 11) {
+    c.lo = n->attr_float("min", c.lo), c.hi = n->attr_float("max", c.hi);
+    return c;
+  }
+  for (int i = 1; i <= 2; ++i) {
+    if (!n->input(i)) continue;
+    const Tensor* t = constant_of(g, n->input(i));
+    if (!t || t->dtype() != DType::Float || t->numel() != 1) return std::nullopt;
+    (i == 1 ? c.lo : c.hi) = t->data<float>()[0];
+  }
+  if (!(c.lo <= c.hi)) return std::nullopt;  // NaN bounds or min > max: left to the plain ops
+  return c;
+}
+
+bool nhwc_conv(const Node* n) {
+  return n && n->op_type == "Conv" && n->domain == rewrite::kGafDomain && n->attr_string("layout", "") == "NHWC" &&
+         !n->has_attr("algorithm") && n->attr_string("auto_pad", "NOTSET") == "NOTSET";
+}
+
+bool all_equal(const std::vector<int64_t>& v, int64_t want) {
+  for (int64_t x : v)
+    if (x != want) return false;
+  return true;
+}
+
+// A constant fp32 tensor of exactly these dims, or null.
+const Tensor* constant_dims(const Graph& g, const Value* v, const std::vector<int64_t>& dims) {
+  const Tensor* t = v ? constant_of(g, v) : nullptr;
+  return t && t->dtype() == DType::Float && t->dims() == dims ? t : nullptr;
+}
+
+class ExpandDepthwiseFusion final : public rewrite::RulePass {
+ public:
+  std::string_view name() const override { return "expand-depthwise-fusion"; }
+
+ private:
+  bool enabled(const PassContext& ctx) const override { return ctx.conv_expand_depthwise; }
+
+  bool rule(rewrite::Rewriter& rw, Node& dw) override {
+    Graph& g = rw.graph();
+    if (!nhwc_conv(&dw) || !dw.input(0) || !dw.input(1)) return false;
+    const Tensor* w2 = constant_of(g, dw.input(1));
+    if (!w2 || w2->dtype() != DType::Float || w2->rank() != 4) return false;
+    const int64_t e = w2->dim(0), k = w2->dim(2);
+    if (dw.attr_int("group", 1) != e || w2->dim(1) != 1 || w2->dim(3) != k || (k != 3 && k != 5) || e % 16 != 0)
+      return false;
+    const std::vector<int64_t> strides = dw.attr_ints("strides", {1, 1}), pads = dw.attr_ints("pads", {0, 0, 0, 0});
+    if (strides.size() != 2 || strides[0] != strides[1] || (strides[0] != 1 && strides[0] != 2)) return false;
+    if (!all_equal(dw.attr_ints("dilations", {1, 1}), 1) || pads.size() != 4) return false;
+    for (int64_t p : pads)
+      if (p < 0 || p >= k) return false;
+    if (dw.input(2) && !constant_dims(g, dw.input(2), {e})) return false;
+
+    // Backwards: the optional clamp, then the expansion.
+    Value* a = dw.input(0);
+    Node* clamp1 = a->producer();
+    std::optional<Clamp> c1 = clamp_of(g, clamp1);
+    if (c1) {
+      if (rewrite::sole_user(g, a) != &dw || g.is_graph_output(a)) return false;
+      a = clamp1->input(0);
+    } else {
+      clamp1 = nullptr;
+      c1 = Clamp{};
+    }
+    Node* pw = a ? a->producer() : nullptr;
+    if (!nhwc_conv(pw) || pw->attr_int("group", 1) != 1 || !pw->input(0) || !pw->input(1)) return false;
+    if (rewrite::sole_user(g, a) != (clamp1 ? clamp1 : &dw) || g.is_graph_output(a)) return false;
+    if (!all_equal(pw->attr_ints("strides", {1, 1}), 1) || !all_equal(pw->attr_ints("dilations", {1, 1}), 1) ||
+        !all_equal(pw->attr_ints("pads", {0, 0, 0, 0}), 0))
+      return false;
+    Value* x = pw->input(0);
+    if (!rewrite::is_float(x) || rewrite::rank_of(x) != 4) return false;
+    const Tensor* w1 = constant_of(g, pw->input(1));
+    if (!w1 || w1->dtype() != DType::Float || w1->rank() != 4 || w1->dim(0) != e || w1->dim(2) != 1 ||
+        w1->dim(3) != 1 || w1->dim(1) > kMaxExpansionInputs)
+      return false;
+    if (pw->input(2) && !constant_dims(g, pw->input(2), {e})) return false;
+
+    // Forwards: a clamp of the depthwise result joins when it is that result's only reader.
+    Value* result = dw.output(0);
+    Node* clamp2 = rewrite::sole_user(g, result);
+    std::optional<Clamp> c2 = g.is_graph_output(result) || !clamp2 || clamp2->input(0) != result
+                                  ? std::nullopt
+                                  : clamp_of(g, clamp2);
+    if (c2) result = clamp2->output(0);
+    else c2 = Clamp{};
+
+    auto bias = [&](Value* b, const std::string& base) {
+      return b ? b : rw.add_constant(base, Tensor::from<float>({e}, std::vector<float>(size_t(e), 0.f)));
+    };
+    std::vector<Value*> ins = {x, pw->input(1), bias(pw->input(2), pw->output(0)->name() + "_bias"), dw.input(1),
+                               bias(dw.input(2), dw.output(0)->name() + "_bias")};
+    Node* fused = rw.add_node("ExpandDepthwiseConv", ins, {result}, rewrite::kGafDomain, 1);
+    fused->attrs["strides"] = strides;
+    fused->attrs["pads"] = pads;
+    if (std::isfinite(c1->lo)) fused->attrs["min1"] = c1->lo;
+    if (std::isfinite(c1->hi)) fused->attrs["max1"] = c1->hi;
+    if (std::isfinite(c2->lo)) fused->attrs["min2"] = c2->lo;
+    if (std::isfinite(c2->hi)) fused->attrs["max2"] = c2->hi;
+    rw.replace(result, fused->output(0));
+    std::vector<Node*> pattern = {&dw, pw};
+    if (clamp1) pattern.push_back(clamp1);
+    if (clamp2 && result == clamp2->output(0)) pattern.insert(pattern.begin(), clamp2);
+    rw.erase_unused(pattern);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_expand_depthwise_fusion() { return std::make_unique<ExpandDepthwiseFusion>(); }
+
+}  // namespace gaf

@@ -1,0 +1,280 @@
+// ExpandDepthwise (expand_depthwise.h) and the gaf.ExpandDepthwiseConv op it runs (the expand-depthwise-fusion
+// pass), with a plain reference path for builds and geometries the vector kernel does not cover.
+#include "runtime/kernels/expand_depthwise.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/kernels/common.h"
+#include "runtime/kernels/families.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace gaf::runtime {
+
+namespace {
+
+// Expanded channels per task: 3 vectors for narrow expansions (so even MobileNetV2's 96 channels give two
+// tasks), 6 above 192.
+int64_t chunk_width(int64_t e) { return e <= 192 ? 48 : 96; }
+
+#if defined(__AVX512F__)
+#pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// One output row of the depthwise convolution for nv vectors of 16 channels. rows[u]: expanded row u of the
+// window, padded (column 0 is input column -pad_left), pixels `ld` floats apart; w: [K * K][ld] taps; y: the
+// row's first output pixel at this slice's first channel, pixels ldy apart. Blocks of 4 output pixels share the
+// window's loads: per window row, 4 * S + K - S columns feed 4 * K FMAs.
+template <int K, int S>
+void depthwise_row(const float* const* rows, int64_t ld, const float* w, const float* b, float* y, int64_t ldy,
+                   int64_t ow, int64_t nv, float lo, float hi) {
+  constexpr int kBlock = 4, kCols = kBlock * S + K - S;
+  // 3x3: the 9 taps stay in registers; 5x5: a window row's 5 taps are loaded with it (25 would not fit).
+  constexpr bool kTapsInRegs = K == 3;
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (int64_t j = 0; j < nv; ++j) {
+    __m512 wv[K * K];
+    if constexpr (kTapsInRegs)
+      for (int t = 0; t < K * K; ++t) wv[t] = _mm512_loadu_ps(w + t * ld + 16 * j);
+    const __m512 bv = _mm512_loadu_ps(b + 16 * j);
+    int64_t ox = 0;
+    for (; ox + kBlock <= ow; ox += kBlock) {
+      __m512 acc[kBlock];
+      for (int i = 0; i < kBlock; ++i) acc[i] = bv;
+#pragma GCC unroll 5
+      for (int u = 0; u < K; ++u) {
+        const float* r = rows[u] + ox * S * ld + 16 * j;
+        // Each column once into a register: left to itself GCC 12 folds the loads into the FMAs, one per FMA.
+        __m512 col[kCols];
+        for (int c = 0; c < kCols; ++c) {
+          col[c] = _mm512_loadu_ps(r + c * ld);
+          asm("" : "+v"(col[c]));
+        }
+        __m512 tap[K];
+        for (int v = 0; v < K; ++v)
+          tap[v] = kTapsInRegs ? wv[u * K + v] : _mm512_loadu_ps(w + (u * K + v) * ld + 16 * j);
+#pragma GCC unroll 5
+        for (int v = 0; v < K; ++v)
+#pragma GCC unroll 4
+          for (int i = 0; i < kBlock; ++i) acc[i] = _mm512_fmadd_ps(col[i * S + v], tap[v], acc[i]);
+      }
+      for (int i = 0; i < kBlock; ++i)
+        _mm512_storeu_ps(y + (ox + i) * ldy + 16 * j, _mm512_min_ps(_mm512_max_ps(acc[i], vlo), vhi));
+    }
+    for (; ox < ow; ++ox) {
+      __m512 acc = bv;
+      for (int u = 0; u < K; ++u) {
+        const float* r = rows[u] + ox * S * ld + 16 * j;
+        for (int v = 0; v < K; ++v)
+          acc = _mm512_fmadd_ps(_mm512_loadu_ps(r + v * ld), _mm512_loadu_ps(w + (u * K + v) * ld + 16 * j), acc);
+      }
+      _mm512_storeu_ps(y + ox * ldy + 16 * j, _mm512_min_ps(_mm512_max_ps(acc, vlo), vhi));
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
+using RowFn = void (*)(const float* const*, int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t,
+                       float, float);
+
+RowFn row_kernel(int64_t k, int64_t s) {
+  if (k == 3) return s == 1 ? depthwise_row<3, 1> : depthwise_row<3, 2>;
+  return s == 1 ? depthwise_row<5, 1> : depthwise_row<5, 2>;
+}
+#endif
+
+}  // namespace
+
+bool ExpandDepthwise::supports(const Geometry& g, int64_t e) {
+  if (!PointwiseConv::available()) return false;
+  const bool pads_ok = g.pad_top < g.k && g.pad_left < g.k && g.pad_bottom < g.k && g.pad_right < g.k &&
+                       g.pad_top >= 0 && g.pad_left >= 0 && g.pad_bottom >= 0 && g.pad_right >= 0;
+  return (g.k == 3 || g.k == 5) && (g.stride == 1 || g.stride == 2) && pads_ok && e > 0 && e % 16 == 0 &&
+         g.h > 0 && g.w > 0 && g.oh() > 0 && g.ow() > 0;
+}
+
+ExpandDepthwise::ExpandDepthwise(const float* w1, const float* b1, const float* w2, const float* b2, int64_t e,
+                                 int64_t c, const Geometry& g, const Clamps& clamps)
+    : g_(g), clamps_(clamps), e_(e), c_(c), chunk_(chunk_width(e)), expand_(w1, b1, e, c, chunk_width(e)) {
+  GAF_ASSERT(supports(g, e), "ExpandDepthwise: unsupported geometry");
+  const int64_t taps = g.k * g.k, panels = expand_.panels();
+  w2_.assign(size_t(panels * taps * chunk_), 0.f);
+  b2_.assign(size_t(panels * chunk_), 0.f);
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t j = 0; j < expand_.panel_cols(p); ++j) {
+      const int64_t ch = expand_.panel_start(p) + j;
+      for (int64_t t = 0; t < taps; ++t) w2_[size_t((p * taps + t) * chunk_ + j)] = w2[ch * taps + t];
+      b2_[size_t(p * chunk_ + j)] = b2 ? b2[ch] : 0.f;
+    }
+}
+
+void ExpandDepthwise::run(const float* x, int64_t batch, float* y) const {
+#if defined(__AVX512F__)
+  const int64_t k = g_.k, s = g_.stride, oh = g_.oh(), ow = g_.ow(), panels = expand_.panels();
+  const int64_t cols = g_.w + g_.pad_left + g_.pad_right, slot = cols * chunk_;
+  // Row bands split the output rows further when the channel slices alone would leave threads uneven; a band
+  // recomputes the k - s expanded rows it shares with the band above.
+  const int64_t threads = omp_get_max_threads();
+  int64_t bands = 1;
+  while ((batch * panels * bands) % threads != 0 && bands < oh) ++bands;
+  const RowFn row = row_kernel(k, s);
+  PointwiseConv::Epilogue ep;
+  ep.lo = clamps_.lo1, ep.hi = clamps_.hi1;
+  parallel_for(batch * panels * bands, 1, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> ring;  // k slots, then a slot of zeros (the padding rows)
+    if (ring.size() < size_t((k + 1) * slot)) ring.resize(size_t((k + 1) * slot));
+    std::fill(ring.begin() + k * slot, ring.begin() + (k + 1) * slot, 0.f);
+    for (int64_t sl = 0; sl < k; ++sl) {  // the padding columns of every slot
+      float* r = ring.data() + sl * slot;
+      std::fill(r, r + g_.pad_left * chunk_, 0.f);
+      std::fill(r + (g_.pad_left + g_.w) * chunk_, r + slot, 0.f);
+    }
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t n = t / (panels * bands), p = t / bands % panels, band = t % bands;
+      const int64_t oy0 = oh * band / bands, oy1 = oh * (band + 1) / bands;
+      const int64_t nv = (expand_.panel_cols(p) + 15) / 16, c0 = expand_.panel_start(p);
+      const float* xn = x + n * g_.h * g_.w * c_;
+      const float* w2 = w2_.data() + p * k * k * chunk_;
+      const float* b2 = b2_.data() + p * chunk_;
+      int64_t next = 0;  // first expanded row not yet in the ring
+      const float* rows[5];
+      for (int64_t oy = oy0; oy < oy1; ++oy) {
+        const int64_t top = oy * s - g_.pad_top;
+        for (int64_t r = std::max(next, top); r < std::min(top + k, g_.h); ++r, next = r)
+          expand_.run_panel(p, xn + r * g_.w * c_, g_.w, ring.data() + (r % k) * slot + g_.pad_left * chunk_,
+                            chunk_, ep);
+        for (int64_t u = 0; u < k; ++u) {
+          const int64_t r = top + u;
+          rows[u] = ring.data() + (r < 0 || r >= g_.h ? k : r % k) * slot;
+        }
+        row(rows, chunk_, w2, b2, y + ((n * oh + oy) * ow) * e_ + c0, e_, ow, nv, clamps_.lo2, clamps_.hi2);
+      }
+    }
+  });
+#else
+  (void)x, (void)batch, (void)y;
+  GAF_ASSERT(false, "ExpandDepthwise needs AVX-512");
+#endif
+}
+
+namespace {
+
+// gaf.ExpandDepthwiseConv(X [N, H, W, C], W1 [E, C, 1, 1], B1, W2 [E, 1, K, K], B2) -> Y [N, OH, OW, E]; clamp
+// bounds as attributes (min1/max1 after the expansion, min2/max2 after the depthwise convolution), strides and
+// pads of the depthwise convolution.
+class ExpandDepthwiseKernel final : public Kernel {
+ public:
+  explicit ExpandDepthwiseKernel(const Node& node) : node_(node) {
+    const std::vector<int64_t> strides = node.attr_ints("strides"), pads = node.attr_ints("pads");
+    GAF_CHECK(strides.size() == 2 && strides[0] == strides[1], "{}: strides must be two equal values",
+              node.describe());
+    GAF_CHECK(pads.size() == 4, "{}: pads must have four values", node.describe());
+    geom_.stride = strides[0];
+    geom_.pad_top = pads[0], geom_.pad_left = pads[1], geom_.pad_bottom = pads[2], geom_.pad_right = pads[3];
+    clamps_.lo1 = node.attr_float("min1", clamps_.lo1), clamps_.hi1 = node.attr_float("max1", clamps_.hi1);
+    clamps_.lo2 = node.attr_float("min2", clamps_.lo2), clamps_.hi2 = node.attr_float("max2", clamps_.hi2);
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.in(0);
+    const Tensor& w1 = ctx.in(1);
+    const Tensor& w2 = ctx.in(3);
+    const Tensor* b1 = ctx.input(2);
+    const Tensor* b2 = ctx.input(4);
+    for (const Tensor* t : {&x, &w1, b1, &w2, b2})
+      GAF_CHECK(!t || t->dtype() == DType::Float, "{}: float tensors only", node_.describe());
+    GAF_CHECK(x.rank() == 4 && w1.rank() == 4 && w2.rank() == 4, "{}: X, W1 and W2 must have rank 4",
+              node_.describe());
+    const int64_t e = w1.dims()[0], c = w1.dims()[1], k = w2.dims()[2];
+    GAF_CHECK(x.dims()[3] == c && w1.dims()[2] == 1 && w1.dims()[3] == 1,
+              "{}: W1 {} is not a 1x1 expansion of X's {} channels", node_.describe(), dims_to_string(w1.dims()),
+              x.dims()[3]);
+    GAF_CHECK(w2.dims()[0] == e && w2.dims()[1] == 1 && w2.dims()[3] == k,
+              "{}: W2 {} is not a square depthwise window over {} channels", node_.describe(), dims_to_string(w2.dims()), e);
+    for (const Tensor* b : {b1, b2})
+      GAF_CHECK(!b || b->numel() == e, "{}: a bias has {} values for {} channels", node_.describe(),
+                b ? b->numel() : 0, e);
+    ExpandDepthwise::Geometry g = geom_;
+    g.h = x.dims()[1], g.w = x.dims()[2], g.k = k;
+    GAF_CHECK(g.h + g.pad_top + g.pad_bottom >= k && g.w + g.pad_left + g.pad_right >= k,
+              "{}: the {}x{} window does not fit the padded {}x{} input", node_.describe(), k, k, g.h, g.w);
+    Tensor& y = ctx.allocate_output(0, DType::Float, {x.dims()[0], g.oh(), g.ow(), e});
+    const float* pb1 = b1 ? b1->data<float>() : nullptr;
+    const float* pb2 = b2 ? b2->data<float>() : nullptr;
+    if (!ExpandDepthwise::supports(g, e)) {
+      reference(x, w1.data<float>(), pb1, w2.data<float>(), pb2, e, c, g, y);
+      return;
+    }
+    // Weights are constants in every graph the pass writes; rebuilt only if they or the geometry change.
+    if (!impl_ || g.h != built_.h || g.w != built_.w || k != built_.k || w1.data<float>() != w1_ ||
+        w2.data<float>() != w2_) {
+      impl_ = std::make_unique<ExpandDepthwise>(w1.data<float>(), pb1, w2.data<float>(), pb2, e, c, g, clamps_);
+      built_ = g, w1_ = w1.data<float>(), w2_ = w2.data<float>();
+    }
+    impl_->run(x.data<float>(), x.dims()[0], y.data<float>());
+  }
+
+ private:
+  void reference(const Tensor& x, const float* w1, const float* b1, const float* w2, const float* b2, int64_t e,
+                 int64_t c, const ExpandDepthwise::Geometry& g, Tensor& y) const {
+    const int64_t n = x.dims()[0], oh = g.oh(), ow = g.ow();
+    std::vector<float> ex(size_t(g.h * g.w * e));
+    for (int64_t b = 0; b < n; ++b) {
+      const float* xb = x.data<float>() + b * g.h * g.w * c;
+      for (int64_t p = 0; p < g.h * g.w; ++p)
+        for (int64_t ch = 0; ch < e; ++ch) {
+          float v = b1 ? b1[ch] : 0.f;
+          for (int64_t i = 0; i < c; ++i) v += xb[p * c + i] * w1[ch * c + i];
+          ex[size_t(p * e + ch)] = std::min(std::max(v, clamps_.lo1), clamps_.hi1);
+        }
+      float* yb = y.data<float>() + b * oh * ow * e;
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j)
+          for (int64_t ch = 0; ch < e; ++ch) {
+            float v = b2 ? b2[ch] : 0.f;
+            for (int64_t u = 0; u < g.k; ++u)
+              for (int64_t t = 0; t < g.k; ++t) {
+                const int64_t r = i * g.stride + u - g.pad_top, q = j * g.stride + t - g.pad_left;
+                if (r >= 0 && r < g.h && q >= 0 && q < g.w) v += ex[size_t((r * g.w + q) * e + ch)] * w2[(ch * g.k + u) * g.k + t];
+              }
+            yb[(i * ow + j) * e + ch] = std::min(std::max(v, clamps_.lo2), clamps_.hi2);
+          }
+    }
+  }
+
+  const Node& node_;
+  ExpandDepthwise::Geometry geom_, built_;
+  ExpandDepthwise::Clamps clamps_;
+  std::unique_ptr<ExpandDepthwise> impl_;
+  const float* w1_ = nullptr;
+  const float* w2_ = nullptr;
+};
+
+double expand_depthwise_flops(const Node& n) {
+  const Value* w1 = n.input(1);
+  const Value* w2 = n.input(3);
+  const Value* x = n.input(0);
+  const Value* y = n.output(0);
+  if (!x || !w1 || !w2 || !x->type.has_static_shape() || !w2->type.has_static_shape() ||
+      !y->type.has_static_shape() || !w1->type.has_static_shape())
+    return 0;
+  const auto xs = x->type.static_dims(), ys = y->type.static_dims(), ws = w2->type.static_dims();
+  const auto w1s = w1->type.static_dims();
+  if (xs.size() != 4 || ys.size() != 4 || ws.size() != 4 || w1s.size() != 4) return 0;
+  const double e = double(w1s[0]), c = double(w1s[1]);
+  return 2.0 * double(xs[0] * xs[1] * xs[2]) * e * c + 2.0 * double(ys[0] * ys[1] * ys[2]) * e * double(ws[2] * ws[3]);
+}
+
+}  // namespace
+
+void register_expand_depthwise_ops(OpRegistry& r) {
+  r.add("ExpandDepthwiseConv", OpKind::Opaque, "gaf")
+      .set_flags(kMatrixFlops)
+      .set_flops(expand_depthwise_flops)
+      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ExpandDepthwiseKernel>(n); });
+}
+
+}  // namespace gaf::runtime

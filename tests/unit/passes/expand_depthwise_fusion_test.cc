@@ -1,0 +1,158 @@
+#include "pass_test_util.h"
+
+namespace gaf {
+namespace {
+
+using testing::expect_same_outputs;
+using testing::header;
+
+const char* kPass = "expand-depthwise-fusion";
+
+testing::Rewritten fuse(const std::string& text, bool enabled = true) {
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(make_layout_nhwc());
+  passes.push_back(make_transpose_fold());
+  passes.push_back(make_expand_depthwise_fusion());
+  PassContext ctx;
+  ctx.conv_expand_depthwise = enabled;
+  return testing::rewrite(testing::parse(text), std::move(passes), ctx);
+}
+
+std::string values(int64_t n, int salt) {
+  std::string w;
+  for (int64_t i = 0; i < n; ++i) w += (i ? "," : "") + std::to_string(double((i * 37 + salt) % 23 - 11) / 40.0);
+  return w;
+}
+
+struct Block {
+  int64_t c = 16, e = 32, h = 10, k = 3, s = 1, dil = 1;
+  std::string act1 = "Clip", act2 = "Clip";  // "Clip" (ReLU6), "Relu" or "" (none)
+  bool expansion_is_output = false;            // the expanded activation is also a graph output
+};
+
+// x [1, C, H, H] -> 1x1 Conv to E -> act1 -> KxK depthwise Conv (stride s, pads K/2) -> act2 -> y.
+std::string block(const Block& b) {
+  auto str = [](int64_t v) { return std::to_string(v); };
+  const int64_t p = b.k / 2 * b.dil, oh = (b.h + 2 * p - b.dil * (b.k - 1) - 1) / b.s + 1;
+  auto act = [&](const std::string& kind, const std::string& in, const std::string& out) {
+    if (kind.empty()) return out + " = Identity(" + in + ")\n";
+    if (kind == "Relu") return out + " = Relu(" + in + ")\n";
+    return out + " = Clip(" + in + ", lo, hi)\n";
+  };
+  std::string outs = "float[1," + str(b.e) + "," + str(oh) + "," + str(oh) + "] y";
+  if (b.expansion_is_output) outs += ", float[1," + str(b.e) + "," + str(b.h) + "," + str(b.h) + "] a";
+  return header() + "g (float[1," + str(b.c) + "," + str(b.h) + "," + str(b.h) + "] x) => (" + outs + ") {\n" +
+         "w1 = Constant <value = float[" + str(b.e) + "," + str(b.c) + ",1,1] {" + values(b.e * b.c, 1) + "}> ()\n" +
+         "b1 = Constant <value = float[" + str(b.e) + "] {" + values(b.e, 3) + "}> ()\n" +
+         "w2 = Constant <value = float[" + str(b.e) + ",1," + str(b.k) + "," + str(b.k) + "] {" +
+         values(b.e * b.k * b.k, 5) + "}> ()\n" + "b2 = Constant <value = float[" + str(b.e) + "] {" +
+         values(b.e, 7) + "}> ()\n" + "lo = Constant <value = float {0}> ()\n" +
+         "hi = Constant <value = float {6}> ()\n" + "a = Conv (x, w1, b1)\n" + act(b.act1, "a", "r") +
+         "d = Conv <group = " + str(b.e) + ", strides = [" + str(b.s) + "," + str(b.s) + "], dilations = [" +
+         str(b.dil) + "," + str(b.dil) + "], pads = [" + str(p) + "," + str(p) + "," + str(p) + "," + str(p) +
+         "]> (r, w2, b2)\n" + act(b.act2, "d", "y") + "}";
+}
+
+int fused_ops(const Graph& g) {
+  int n = 0;
+  for (const Node* node : g.nodes()) n += node->op_type == "ExpandDepthwiseConv";
+  return n;
+}
+
+TEST(ExpandDepthwiseFusion, FusesExpansionClampDepthwiseClamp) {
+  auto r = fuse(block({}));
+  EXPECT_EQ(r.count(kPass), 1) << r.dump();
+  auto ops = r.ops();
+  EXPECT_EQ(ops["gaf.ExpandDepthwiseConv"], 1) << r.dump();
+  EXPECT_EQ(ops["gaf.Conv"], 0) << r.dump();
+  EXPECT_EQ(ops["Clip"], 0) << r.dump();  // both clamps are attributes now
+  for (const Node* n : r.after.graph->nodes())
+    if (n->op_type == "ExpandDepthwiseConv") {
+      EXPECT_EQ(n->attr_float("min1", -1.f), 0.f);
+      EXPECT_EQ(n->attr_float("max2", -1.f), 6.f);
+    }
+  expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+  Model d = tools::copy_model(r.after);
+  decompose_gaf_ops(*d.graph, 17);  // other runtimes get the two standard convolutions back
+  EXPECT_EQ(fused_ops(*d.graph), 0);
+  for (const Node* n : d.graph->nodes()) EXPECT_TRUE(n->domain.empty()) << n->describe();
+  expect_same_outputs(r.before, d, 1e-4, 1e-5);
+}
+
+TEST(ExpandDepthwiseFusion, FiveByFiveStrideTwoReluAndNoClampAfter) {
+  Block b;
+  b.k = 5, b.s = 2, b.h = 13, b.e = 48, b.act1 = "Relu", b.act2 = "";
+  auto r = fuse(block(b));
+  EXPECT_EQ(r.count(kPass), 1) << r.dump();
+  for (const Node* n : r.after.graph->nodes())
+    if (n->op_type == "ExpandDepthwiseConv") {
+      EXPECT_EQ(n->attr_float("min1", -1.f), 0.f);
+      EXPECT_FALSE(n->has_attr("max1") || n->has_attr("min2") || n->has_attr("max2")) << n->describe();
+    }
+  expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+  Model d = tools::copy_model(r.after);
+  decompose_gaf_ops(*d.graph, 17);
+  expect_same_outputs(r.before, d, 1e-4, 1e-5);
+}
+
+TEST(ExpandDepthwiseFusion, DoesNotFireOutsideWhatTheKernelRuns) {
+  Block shared;  // the expansion is read by a second consumer (a graph output)
+  shared.expansion_is_output = true, shared.act1 = "";
+  Block narrow;  // 24 expanded channels: not a multiple of 16
+  narrow.e = 24;
+  Block wide;    // 96 input channels: the expansion is faster on oneDNN
+  wide.c = 96;
+  Block dilated;
+  dilated.dil = 2;
+  Block seven;   // a 7x7 window
+  seven.k = 7;
+  for (const Block& b : {shared, narrow, wide, dilated, seven}) {
+    auto r = fuse(block(b));
+    EXPECT_EQ(r.count(kPass), 0) << r.dump();
+    EXPECT_EQ(fused_ops(*r.after.graph), 0) << r.dump();
+    expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+  }
+  auto off = fuse(block({}), false);  // a target without the kernel
+  EXPECT_EQ(off.count(kPass), 0) << off.dump();
+}
+
+TEST(ExpandDepthwiseFusion, RunsInTheOptLevelPipelineWithTheProjectionAfter) {
+  // An inverted residual block: expansion, depthwise, projection and the residual add.
+  std::string text = header() + "g (float[1,16,14,14] x) => (float[1,16,14,14] y) {\n" +
+                     "w1 = Constant <value = float[64,16,1,1] {" + values(64 * 16, 1) + "}> ()\n" +
+                     "w2 = Constant <value = float[64,1,3,3] {" + values(64 * 9, 2) + "}> ()\n" +
+                     "w3 = Constant <value = float[16,64,1,1] {" + values(16 * 64, 3) + "}> ()\n" + R"(
+      lo = Constant <value = float {0}> ()  hi = Constant <value = float {6}> ()
+      a = Conv (x, w1)  r = Clip(a, lo, hi)
+      d = Conv <group = 64, pads = [1, 1, 1, 1]> (r, w2)  q = Clip(d, lo, hi)
+      p = Conv (q, w3)  y = Add(p, x) })";
+  Model m = testing::parse(text);
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  tools::FuseResult res;
+  Model f = testing::fused_copy(m, opts, &res);
+  EXPECT_EQ(res.rewrites[kPass], 1);
+  EXPECT_EQ(fused_ops(*f.graph), 1) << f.graph->to_string();
+  expect_same_outputs(m, f, 1e-4, 1e-5);
+}
+
+TEST(ExpandDepthwiseFusion, TheOpRunsGeometriesTheVectorKernelDoesNot) {
+  // 24 channels (not a multiple of 16), written directly as the op: the kernel's plain path, checked against the
+  // op's standard decomposition.
+  std::string text = "<ir_version: 8, opset_import: [\"\" : 17, \"gaf\" : 1]> "
+                     "g (float[1,7,9,5] x) => (float[1,3,4,24] y) {\n" +
+                     std::string("w1 = Constant <value = float[24,5,1,1] {") + values(24 * 5, 1) + "}> ()\n" +
+                     "b1 = Constant <value = float[24] {" + values(24, 2) + "}> ()\n" +
+                     "w2 = Constant <value = float[24,1,3,3] {" + values(24 * 9, 3) + "}> ()\n" +
+                     "b2 = Constant <value = float[24] {" + values(24, 4) + "}> ()\n" +
+                     "y = gaf.ExpandDepthwiseConv <strides = [2, 2], pads = [1, 0, 0, 1], min1 = -0.5, max2 = 1.0> "
+                     "(x, w1, b1, w2, b2) }";
+  Model m = testing::parse(text);
+  Model d = tools::copy_model(m);
+  EXPECT_EQ(decompose_gaf_ops(*d.graph, 17), 1);
+  EXPECT_EQ(fused_ops(*d.graph), 0);
+  expect_same_outputs(d, m, 1e-4, 1e-5);
+}
+
+}  // namespace
+}  // namespace gaf

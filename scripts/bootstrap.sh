@@ -5,7 +5,8 @@
 # As root it runs apt-get; otherwise it prints the exact command and exits non-zero.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
-      libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+      libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libcli11-dev
+      libfmt-dev
       libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata graphviz)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -3,7 +3,7 @@
 #include "runtime/kernels/expand_depthwise.h"
 
 #include <algorithm>
-#include <cstring>
+#include <array>
 
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
@@ -193,7 +193,8 @@ class ExpandDepthwiseKernel final : public Kernel {
               "{}: W1 {} is not a 1x1 expansion of X's {} channels", node_.describe(), dims_to_string(w1.dims()),
               x.dims()[3]);
     GAF_CHECK(w2.dims()[0] == e && w2.dims()[1] == 1 && w2.dims()[3] == k,
-              "{}: W2 {} is not a square depthwise window over {} channels", node_.describe(), dims_to_string(w2.dims()), e);
+              "{}: W2 {} is not a square depthwise window over {} channels", node_.describe(),
+              dims_to_string(w2.dims()), e);
     for (const Tensor* b : {b1, b2})
       GAF_CHECK(!b || b->numel() == e, "{}: a bias has {} values for {} channels", node_.describe(),
                 b ? b->numel() : 0, e);
@@ -208,11 +209,13 @@ class ExpandDepthwiseKernel final : public Kernel {
       reference(x, w1.data<float>(), pb1, w2.data<float>(), pb2, e, c, g, y);
       return;
     }
-    // Weights are constants in every graph the pass writes; rebuilt only if they or the geometry change.
-    if (!impl_ || g.h != built_.h || g.w != built_.w || k != built_.k || w1.data<float>() != w1_ ||
-        w2.data<float>() != w2_) {
-      impl_ = std::make_unique<ExpandDepthwise>(w1.data<float>(), pb1, w2.data<float>(), pb2, e, c, g, clamps_);
-      built_ = g, w1_ = w1.data<float>(), w2_ = w2.data<float>();
+    // Weights and biases are constants in every graph the pass writes: packed once, again only if a tensor or
+    // the geometry changes.
+    const std::array<const float*, 4> params = {w1.data<float>(), pb1, w2.data<float>(), pb2};
+    const std::array<int64_t, 5> shape = {e, c, k, g.h, g.w};
+    if (!impl_ || params != params_ || shape != shape_) {
+      impl_ = std::make_unique<ExpandDepthwise>(params[0], pb1, params[2], pb2, e, c, g, clamps_);
+      params_ = params, shape_ = shape;
     }
     impl_->run(x.data<float>(), x.dims()[0], y.data<float>());
   }
@@ -238,7 +241,8 @@ class ExpandDepthwiseKernel final : public Kernel {
             for (int64_t u = 0; u < g.k; ++u)
               for (int64_t t = 0; t < g.k; ++t) {
                 const int64_t r = i * g.stride + u - g.pad_top, q = j * g.stride + t - g.pad_left;
-                if (r >= 0 && r < g.h && q >= 0 && q < g.w) v += ex[size_t((r * g.w + q) * e + ch)] * w2[(ch * g.k + u) * g.k + t];
+                if (r >= 0 && r < g.h && q >= 0 && q < g.w)
+                  v += ex[size_t((r * g.w + q) * e + ch)] * w2[(ch * g.k + u) * g.k + t];
               }
             yb[(i * ow + j) * e + ch] = std::min(std::max(v, clamps_.lo2), clamps_.hi2);
           }
@@ -246,11 +250,11 @@ class ExpandDepthwiseKernel final : public Kernel {
   }
 
   const Node& node_;
-  ExpandDepthwise::Geometry geom_, built_;
+  ExpandDepthwise::Geometry geom_;  // strides and pads; the sizes come with each run's tensors
   ExpandDepthwise::Clamps clamps_;
   std::unique_ptr<ExpandDepthwise> impl_;
-  const float* w1_ = nullptr;
-  const float* w2_ = nullptr;
+  std::array<const float*, 4> params_ = {};  // W1, B1, W2, B2 the kernel was packed from
+  std::array<int64_t, 5> shape_ = {};         // and E, C, K, H, W it was packed for
 };
 
 double expand_depthwise_flops(const Node& n) {

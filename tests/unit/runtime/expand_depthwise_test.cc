@@ -36,7 +36,8 @@ void check(const Case& cs, bool bias, const ExpandDepthwise::Clamps& cl) {
     for (int64_t p = 0; p < cs.h * cs.w; ++p)
       for (int64_t o = 0; o < cs.e; ++o) {
         double s = bias ? b1[size_t(o)] : 0.0;
-        for (int64_t i = 0; i < cs.c; ++i) s += double(x[size_t((b * cs.h * cs.w + p) * cs.c + i)]) * w1[size_t(o * cs.c + i)];
+        for (int64_t i = 0; i < cs.c; ++i)
+          s += double(x[size_t((b * cs.h * cs.w + p) * cs.c + i)]) * w1[size_t(o * cs.c + i)];
         ex[size_t(p * cs.e + o)] = std::clamp(s, double(cl.lo1), double(cl.hi1));
       }
     for (int64_t i = 0; i < oh; ++i)

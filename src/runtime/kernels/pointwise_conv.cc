@@ -2,6 +2,8 @@
 #include "runtime/kernels/pointwise_conv.h"
 
 #include <algorithm>
+#include <array>
+#include <utility>
 
 #include "runtime/kernels/common.h"
 
@@ -72,14 +74,30 @@ void tile(const float* x, int64_t k, const float* w, const float* bias, float* y
 using TileFn = void (*)(const float*, int64_t, const float*, const float*, float*, int64_t, int64_t, __mmask16,
                         const PointwiseConv::Epilogue&, int64_t);
 
-// [with addend][vectors - 1]: tiles of full height, and of one pixel for the rest of a chunk
+// [with addend][vectors - 1]: tiles of full height; and for the r < tile_pixels(NV) pixels left at the end of a
+// run, one tile of exactly r pixels (r tiles of one pixel each were latency-bound: NV independent FMA chains).
 template <bool kAdd>
 constexpr TileFn kFull[] = {tile<1, tile_pixels(1), kAdd>, tile<2, tile_pixels(2), kAdd>,
                             tile<3, tile_pixels(3), kAdd>, tile<4, tile_pixels(4), kAdd>,
                             tile<5, tile_pixels(5), kAdd>, tile<6, tile_pixels(6), kAdd>};
+template <int NV, bool kAdd, int... R>
+constexpr std::array<TileFn, sizeof...(R) + 1> tails(std::integer_sequence<int, R...>) {
+  return {nullptr, tile<NV, R + 1, kAdd>...};
+}
+template <int NV, bool kAdd>
+constexpr auto kTail = tails<NV, kAdd>(std::make_integer_sequence<int, tile_pixels(NV) - 1>{});
+
 template <bool kAdd>
-constexpr TileFn kOne[] = {tile<1, 1, kAdd>, tile<2, 1, kAdd>, tile<3, 1, kAdd>,
-                           tile<4, 1, kAdd>, tile<5, 1, kAdd>, tile<6, 1, kAdd>};
+TileFn tail_tile(int64_t nv, int64_t r) {
+  switch (nv) {
+    case 1: return kTail<1, kAdd>[size_t(r)];
+    case 2: return kTail<2, kAdd>[size_t(r)];
+    case 3: return kTail<3, kAdd>[size_t(r)];
+    case 4: return kTail<4, kAdd>[size_t(r)];
+    case 5: return kTail<5, kAdd>[size_t(r)];
+    default: return kTail<6, kAdd>[size_t(r)];
+  }
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -139,10 +157,12 @@ void PointwiseConv::run_panel(int64_t panel, const float* x, int64_t pixels, flo
   const float* b = bias_.data() + bias_offset_[size_t(panel)];
   const int64_t pb = tile_pixels(int(nv));
   const TileFn full = ep.addend ? kFull<true>[nv - 1] : kFull<false>[nv - 1];
-  const TileFn one = ep.addend ? kOne<true>[nv - 1] : kOne<false>[nv - 1];
   const int64_t tiles = pixels / pb, p = tiles * pb;
   full(x, k_, w, b, y, ldy, 0, last, ep, tiles);
-  one(x + p * k_, k_, w, b, y, ldy, p * ldy, last, ep, pixels - p);
+  if (pixels > p) {
+    const TileFn rest = ep.addend ? tail_tile<true>(nv, pixels - p) : tail_tile<false>(nv, pixels - p);
+    rest(x + p * k_, k_, w, b, y, ldy, p * ldy, last, ep, 1);
+  }
 #else
   (void)panel, (void)x, (void)pixels, (void)y, (void)ldy, (void)ep;
   GAF_ASSERT(false, "PointwiseConv needs AVX-512");

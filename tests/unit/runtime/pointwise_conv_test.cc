@@ -56,5 +56,19 @@ TEST(PointwiseConv, MatchesTheReferenceForEveryTileShapeAndEpilogue) {
   }
 }
 
+TEST(PointwiseConv, EveryTailLengthOfEveryTileWidth) {
+  if (!PointwiseConv::available()) GTEST_SKIP() << "built without AVX-512";
+  // 1 to 6 vectors of output channels, each with every pixel count up to two full tiles (12 pixels per tile at
+  // most): the tiles of fewer pixels that finish a run.
+  for (int64_t n : {16, 32, 45, 64, 80, 96})
+    for (int64_t pixels = 1; pixels <= 25; ++pixels) {
+      PointwiseConv::Epilogue relu6;
+      relu6.lo = 0.f, relu6.hi = 6.f;
+      check({pixels, 5, n}, true, relu6, false, false);
+      PointwiseConv::Epilogue add;
+      check({pixels, 5, n}, true, add, true, false);
+    }
+}
+
 }  // namespace
 }  // namespace gaf::runtime

@@ -263,56 +263,46 @@ dnnl::algorithm binary_algorithm(PostOp::BinaryOp op) {
 
 }  // namespace
 
+std::optional<EltwiseForm> eltwise_form(const PostOp& op) {
+  using A = dnnl::algorithm;
+  switch (op.kind) {
+    case PostOp::Kind::Relu: return EltwiseForm{A::eltwise_relu, op.alpha, 0.f};
+    case PostOp::Kind::GeluErf: return EltwiseForm{A::eltwise_gelu_erf, 0.f, 0.f};
+    case PostOp::Kind::GeluTanh: return EltwiseForm{A::eltwise_gelu_tanh, 0.f, 0.f};
+    case PostOp::Kind::Swish: return EltwiseForm{A::eltwise_swish, op.alpha, 0.f};
+    case PostOp::Kind::HardSwish: return EltwiseForm{A::eltwise_hardswish, 0.f, 0.f};
+    case PostOp::Kind::Clip:
+      // brgconv/brgemm kernels take bounded_relu and clip but not clip_v2 (which drops convs to gemm:jit,
+      // several times slower); for a finite min/max the three agree.
+      if (op.alpha == 0.f) return EltwiseForm{A::eltwise_bounded_relu, op.beta, 0.f};
+      return EltwiseForm{A::eltwise_clip, op.alpha, op.beta};
+    case PostOp::Kind::Linear: return EltwiseForm{A::eltwise_linear, op.alpha, op.beta};
+    case PostOp::Kind::Eltwise: return EltwiseForm{unary_algorithm(op.eltwise), op.alpha, op.beta};
+    case PostOp::Kind::Binary:
+    case PostOp::Kind::Add: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 void append_post_ops(dnnl::primitive_attr& attr, const std::vector<PostOp>& ops,
                      const std::vector<memory::desc>& addend_descs, int sum_addend) {
   if (ops.empty()) return;
   dnnl::post_ops po;
   size_t addend = 0;
-  using A = dnnl::algorithm;
   for (const PostOp& op : ops) {
-    switch (op.kind) {
-      case PostOp::Kind::Relu:
-        po.append_eltwise(1.f, A::eltwise_relu, op.alpha, 0.f);
-        break;
-      case PostOp::Kind::GeluErf:
-        po.append_eltwise(1.f, A::eltwise_gelu_erf, 0.f, 0.f);
-        break;
-      case PostOp::Kind::GeluTanh:
-        po.append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f);
-        break;
-      case PostOp::Kind::Swish:
-        po.append_eltwise(1.f, A::eltwise_swish, op.alpha, 0.f);
-        break;
-      case PostOp::Kind::HardSwish:
-        po.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
-        break;
-      case PostOp::Kind::Clip:
-        // brgconv/brgemm kernels take bounded_relu and clip but not clip_v2 (which drops convs to gemm:jit,
-        // several times slower); for a finite min/max the three agree.
-        if (op.alpha == 0.f)
-          po.append_eltwise(1.f, A::eltwise_bounded_relu, op.beta, 0.f);
-        else
-          po.append_eltwise(1.f, A::eltwise_clip, op.alpha, op.beta);
-        break;
-      case PostOp::Kind::Linear:
-        po.append_eltwise(1.f, A::eltwise_linear, op.alpha, op.beta);
-        break;
-      case PostOp::Kind::Eltwise:
-        po.append_eltwise(1.f, unary_algorithm(op.eltwise), op.alpha, op.beta);
-        break;
-      case PostOp::Kind::Binary:
-        GAF_ASSERT(addend < addend_descs.size(), "append_post_ops: missing operand descriptor");
-        po.append_binary(binary_algorithm(op.binary), addend_descs[addend]);
-        ++addend;
-        break;
-      case PostOp::Kind::Add:
-        GAF_ASSERT(addend < addend_descs.size(), "append_post_ops: missing addend descriptor");
-        if (int(addend) == sum_addend)
-          po.append_sum(1.f);
-        else
-          po.append_binary(A::binary_add, addend_descs[addend]);
-        ++addend;
-        break;
+    if (auto f = eltwise_form(op)) {
+      po.append_eltwise(1.f, f->alg, f->alpha, f->beta);
+    } else if (op.kind == PostOp::Kind::Binary) {
+      GAF_ASSERT(addend < addend_descs.size(), "append_post_ops: missing operand descriptor");
+      po.append_binary(binary_algorithm(op.binary), addend_descs[addend]);
+      ++addend;
+    } else {  // Add
+      GAF_ASSERT(addend < addend_descs.size(), "append_post_ops: missing addend descriptor");
+      if (int(addend) == sum_addend)
+        po.append_sum(1.f);
+      else
+        po.append_binary(dnnl::algorithm::binary_add, addend_descs[addend]);
+      ++addend;
     }
   }
   attr.set_post_ops(po);
@@ -444,25 +434,17 @@ bool normalize_post_ops(std::vector<PostOp>& ops, std::string* why) {
       out.push_back(op);
     }
   }
-  // The oneDNN algorithm of an eltwise post-op (append_post_ops' mapping), -1 for Add/Binary.
-  auto alg = [](const PostOp& op) {
-    switch (op.kind) {
-      case PostOp::Kind::Add:
-      case PostOp::Kind::Binary: return -1;
-      case PostOp::Kind::Clip: return op.alpha == 0.f ? 100 : 101;  // bounded_relu or clip
-      case PostOp::Kind::Eltwise: return 200 + int(op.eltwise);
-      default: return int(op.kind);
-    }
-  };
+  // oneDNN 2.6 keeps one parameter set per eltwise algorithm in a chain: two post-ops of one algorithm must agree.
   for (size_t i = 0; i < out.size(); ++i)
-    for (size_t j = i + 1; j < out.size(); ++j)
-      if (alg(out[i]) >= 0 && alg(out[i]) == alg(out[j]) &&
-          (out[i].alpha != out[j].alpha || out[i].beta != out[j].beta)) {
+    for (size_t j = i + 1; j < out.size(); ++j) {
+      const auto a = dnnl_detail::eltwise_form(out[i]), b = dnnl_detail::eltwise_form(out[j]);
+      if (a && b && a->alg == b->alg && (a->alpha != b->alpha || a->beta != b->beta)) {
         if (why)
           *why = fmt::format("two {} post-ops with different parameters (oneDNN 2.6 would apply the first's to both)",
                              post_op_name(out[i].kind));
         return false;
       }
+    }
   ops = std::move(out);
   return true;
 }

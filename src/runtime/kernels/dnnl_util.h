@@ -94,6 +94,12 @@ Tensor expand_float(const Tensor& t, const Dims& padded, const Dims& full, Alloc
 memory wrap(const memory::desc& md, const void* data);
 
 // --- post-ops ---
+// The oneDNN eltwise post-op (algorithm and parameters) a PostOp appends as; nullopt for Add and Binary.
+struct EltwiseForm {
+  dnnl::algorithm alg;
+  float alpha, beta;
+};
+std::optional<EltwiseForm> eltwise_form(const dnnl_ops::PostOp& op);
 // Appends the chain to `attr`. `addend_descs[i]` is the src1 descriptor of the i-th Add post-op, except that
 // Add number `sum_addend` (if >= 0) becomes a sum post-op: the caller writes that addend into the destination
 // before executing (oneDNN then adds the destination's prior contents at that point of the chain).

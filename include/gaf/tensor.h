@@ -82,6 +82,8 @@ class Tensor {
   Tensor clone(Allocator& alloc = Allocator::heap()) const;
   // Element i converted to double / int64 (any numeric dtype); for attributes and shape inputs.
   double get_double(int64_t i) const;
+  // Sets element i to v converted to the tensor's numeric dtype (rounded once).
+  void set_double(int64_t i, double v);
   int64_t get_int(int64_t i) const;
   std::vector<int64_t> to_int_vector() const;
 

@@ -104,6 +104,13 @@ double Tensor::get_double(int64_t i) const {
   });
 }
 
+void Tensor::set_double(int64_t i, double v) {
+  visit_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    static_cast<T*>(data_)[i] = from_double<T>(v);
+  });
+}
+
 int64_t Tensor::get_int(int64_t i) const {
   return visit_dtype(dtype_, [&](auto tag) -> int64_t {
     using T = decltype(tag);

@@ -35,13 +35,8 @@ class BatchNormAffine final : public rewrite::RulePass {
     dims[1] = c;
     Tensor s(t, dims), sh(t, dims);
     for (int64_t i = 0; i < c; ++i) {
-      if (t == DType::Float) {
-        s.data<float>()[i] = float(affine->first[size_t(i)]);
-        sh.data<float>()[i] = float(affine->second[size_t(i)]);
-      } else {
-        s.data<double>()[i] = affine->first[size_t(i)];
-        sh.data<double>()[i] = affine->second[size_t(i)];
-      }
+      s.set_double(i, affine->first[size_t(i)]);
+      sh.set_double(i, affine->second[size_t(i)]);
     }
     Value* y = bn.output(0);
     const int opset = std::max(bn.opset, 7);

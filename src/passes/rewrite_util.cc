@@ -159,18 +159,6 @@ Tensor scale_along_t(const Tensor& w, const std::vector<double>& s, int axis) {
   return out;
 }
 
-template <class T>
-Tensor affine_bias_t(const Tensor* b, double beta, const Affine& a, DType dtype) {
-  const int64_t m = int64_t(a.first.size());
-  Tensor out(dtype, {m});
-  T* dst = out.data<T>();
-  for (int64_t i = 0; i < m; ++i) {
-    const double bi = b ? beta * b->get_double(b->numel() == 1 ? 0 : i) : 0.0;
-    dst[i] = T(bi * a.first[size_t(i)] + a.second[size_t(i)]);
-  }
-  return out;
-}
-
 }  // namespace
 
 Tensor scale_along(const Tensor& w, const std::vector<double>& s, int axis) {
@@ -180,7 +168,13 @@ Tensor scale_along(const Tensor& w, const std::vector<double>& s, int axis) {
 
 Tensor affine_bias(const Tensor* b, double beta, const Affine& a, DType dtype) {
   GAF_ASSERT(dtype == DType::Float || dtype == DType::Double, "affine_bias: float or double");
-  return dtype == DType::Float ? affine_bias_t<float>(b, beta, a, dtype) : affine_bias_t<double>(b, beta, a, dtype);
+  const int64_t m = int64_t(a.first.size());
+  Tensor out(dtype, {m});
+  for (int64_t i = 0; i < m; ++i) {
+    const double bi = b ? beta * b->get_double(b->numel() == 1 ? 0 : i) : 0.0;
+    out.set_double(i, bi * a.first[size_t(i)] + a.second[size_t(i)]);
+  }
+  return out;
 }
 
 std::vector<Tensor> evaluate(const Graph& g, const Node& n) {

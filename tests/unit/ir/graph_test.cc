@@ -89,5 +89,17 @@ TEST(DType, HalfRoundTrip) {
   EXPECT_EQ(bf16_to_float(float_to_bf16(1.5f)), 1.5f);
 }
 
+TEST(Tensor, SetDoubleConvertsToTheElementType) {
+  Tensor f(DType::Float, {2}), d(DType::Double, {2}), h(DType::Float16, {1}), i(DType::Int32, {1});
+  f.set_double(1, 0.1);
+  EXPECT_EQ(f.data<float>()[1], 0.1f);  // rounded once to float
+  d.set_double(0, 0.1);
+  EXPECT_EQ(d.data<double>()[0], 0.1);
+  h.set_double(0, -2.5);
+  EXPECT_EQ(h.get_double(0), -2.5);
+  i.set_double(0, 7.0);
+  EXPECT_EQ(i.data<int32_t>()[0], 7);
+}
+
 }  // namespace
 }  // namespace gaf

@@ -18,11 +18,7 @@ testing::Rewritten winograd(const std::string& text, bool enabled = true) {
   return testing::rewrite(testing::parse(text), std::move(passes), ctx);
 }
 
-std::string weights(int64_t n, int salt) {
-  std::string w;
-  for (int64_t i = 0; i < n; ++i) w += (i ? "," : "") + std::to_string(double((i * 37 + salt) % 23 - 11) / 60.0);
-  return w;
-}
+std::string weights(int64_t n, int salt) { return testing::test_values(n, salt, 60.0); }
 
 // conv(C -> M, kernel k, stride s, group g) on [1, C, H, H], bias, then ReLU and a residual add when shapes allow.
 std::string conv(int64_t c, int64_t m, int64_t h, int64_t k = 3, int64_t s = 1, int64_t g = 1) {

@@ -18,11 +18,7 @@ testing::Rewritten fuse(const std::string& text, bool enabled = true) {
   return testing::rewrite(testing::parse(text), std::move(passes), ctx);
 }
 
-std::string values(int64_t n, int salt) {
-  std::string w;
-  for (int64_t i = 0; i < n; ++i) w += (i ? "," : "") + std::to_string(double((i * 37 + salt) % 23 - 11) / 40.0);
-  return w;
-}
+std::string values(int64_t n, int salt) { return testing::test_values(n, salt, 40.0); }
 
 struct Block {
   int64_t c = 16, e = 32, h = 10, k = 3, s = 1, dil = 1;

@@ -20,6 +20,13 @@ inline std::string header(int opset = 17) {
   return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(opset) + "]> ";
 }
 
+// n comma-separated deterministic values in [-11/div, 11/div] (salt varies them): weights for ONNX text tensors.
+inline std::string test_values(int64_t n, int salt, double div) {
+  std::string w;
+  for (int64_t i = 0; i < n; ++i) w += (i ? "," : "") + std::to_string(double((i * 37 + salt) % 23 - 11) / div);
+  return w;
+}
+
 // "Relu" for ai.onnx ops, "gaf.Gelu" for others; fused nodes included as themselves.
 inline std::map<std::string, int> histogram(const Graph& g) {
   std::map<std::string, int> h;

@@ -24,12 +24,6 @@ namespace gaf {
 
 namespace {
 
-bool all_ones(const Node& n, const char* attr) {
-  for (int64_t v : n.attr_ints(attr))
-    if (v != 1) return false;
-  return true;
-}
-
 class ConvWinograd final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "conv-winograd"; }
@@ -40,7 +34,8 @@ class ConvWinograd final : public rewrite::RulePass {
   bool rule(rewrite::Rewriter&, Node& conv) override {
     if (conv.op_type != "Conv" || conv.domain != rewrite::kGafDomain || conv.has_attr("algorithm")) return false;
     if (conv.attr_string("layout", "") != "NHWC" || conv.attr_int("group", 1) != 1) return false;
-    if (!all_ones(conv, "strides") || !all_ones(conv, "dilations")) return false;
+    if (!rewrite::all_equal(conv.attr_ints("strides"), 1) || !rewrite::all_equal(conv.attr_ints("dilations"), 1))
+      return false;
     const Value* x = conv.input(0);
     const Value* w = conv.input(1);
     const Value* y = conv.output(0);

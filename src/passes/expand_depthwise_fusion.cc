@@ -21,6 +21,7 @@ namespace gaf {
 
 namespace {
 
+using rewrite::all_equal;
 using rewrite::constant_of;
 
 // The fused kernel computes the expansion on PointwiseConv's register tiles, which beat oneDNN 2.6's 1x1
@@ -47,9 +48,9 @@ std::optional<Clamp> clamp_of(const Graph& g, const Node* n) {
   }
   for (int i = 1; i <= 2; ++i) {
     if (!n->input(i)) continue;
-    const Tensor* t = constant_of(g, n->input(i));
-    if (!t || t->dtype() != DType::Float || t->numel() != 1) return std::nullopt;
-    (i == 1 ? c.lo : c.hi) = t->data<float>()[0];
+    const auto v = rewrite::scalar_operand(g, n->input(i), n->input(0));
+    if (!v) return std::nullopt;
+    (i == 1 ? c.lo : c.hi) = float(*v);
   }
   if (!(c.lo <= c.hi)) return std::nullopt;  // NaN bounds or min > max: left to the plain ops
   return c;
@@ -58,12 +59,6 @@ std::optional<Clamp> clamp_of(const Graph& g, const Node* n) {
 bool nhwc_conv(const Node* n) {
   return n && n->op_type == "Conv" && n->domain == rewrite::kGafDomain && n->attr_string("layout", "") == "NHWC" &&
          !n->has_attr("algorithm") && n->attr_string("auto_pad", "NOTSET") == "NOTSET";
-}
-
-bool all_equal(const std::vector<int64_t>& v, int64_t want) {
-  for (int64_t x : v)
-    if (x != want) return false;
-  return true;
 }
 
 // A constant fp32 tensor of exactly these dims, or null.

@@ -52,6 +52,10 @@ bool is_scalar(const Graph& g, const Value* v, const Value* into, double want) {
   return c && near(*c, want);
 }
 
+bool all_equal(const std::vector<int64_t>& v, int64_t want) {
+  return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == want; });
+}
+
 int rank_of(const Value* v) { return v && v->type.shape ? int(v->type.shape->size()) : -1; }
 
 bool is_float(const Value* v) { return v && v->type.dtype == DType::Float; }

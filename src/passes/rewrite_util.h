@@ -32,6 +32,9 @@ bool near(double v, double want);
 // scalar_operand(v, into) is near `want`.
 bool is_scalar(const Graph& g, const Value* v, const Value* into, double want);
 
+// Every entry of v (an ints attribute: strides, dilations, pads) is `want`; true for none.
+bool all_equal(const std::vector<int64_t>& v, int64_t want);
+
 int rank_of(const Value* v);    // -1 when unknown
 bool same_shape(const Value* a, const Value* b);  // both shapes known and equal (symbols by name)
 bool is_float(const Value* v);  // fp32: the element type the recognition passes handle

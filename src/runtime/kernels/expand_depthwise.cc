@@ -98,7 +98,7 @@ bool ExpandDepthwise::supports(const Geometry& g, int64_t e) {
 
 ExpandDepthwise::ExpandDepthwise(const float* w1, const float* b1, const float* w2, const float* b2, int64_t e,
                                  int64_t c, const Geometry& g, const Clamps& clamps)
-    : g_(g), clamps_(clamps), e_(e), c_(c), chunk_(chunk_width(e)), expand_(w1, b1, e, c, chunk_width(e)) {
+    : g_(g), clamps_(clamps), e_(e), c_(c), chunk_(chunk_width(e)), expand_(w1, b1, e, c, chunk_) {
   GAF_ASSERT(supports(g, e), "ExpandDepthwise: unsupported geometry");
   const int64_t taps = g.k * g.k, panels = expand_.panels();
   w2_.assign(size_t(panels * taps * chunk_), 0.f);

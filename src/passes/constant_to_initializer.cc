@@ -1,5 +1,5 @@
-// Constant(value=T) -> initializer T. Constants then look like every other weight to later passes, the planner
-// (small ones are copied into fused bodies) and the runtime (no kernel launch).
+// Constant(value=T) -> initializer T. Constants then look like every other weight to later passes, the
+// planner (small ones are copied into fused bodies) and the runtime (no kernel launch).
 #include <optional>
 
 #include "gaf/passes.h"
@@ -37,13 +37,11 @@ class ConstantToInitializer final : public Pass {
       std::string name = out->name();
       Value* c = g.add_constant(g.unique_name(name + "__const"), *value);
       c->type.shape = Shape(value->dims().begin(), value->dims().end());
-      bool was_output = g.is_graph_output(out);
-      g.replace_all_uses(out, c);
+      g.replace_all_uses(out, c);  // graph outputs included
       g.remove_node(n);
-      if (!was_output) {
-        g.rename(out, g.unique_name(name + "__dead"));
-        g.rename(c, name);
-      }
+      // The initializer takes the name, also when it is a graph output (which callers fetch by name).
+      g.rename(out, g.unique_name(name + "__dead"));
+      g.rename(c, name);
       ++count;
     }
     if (count) {

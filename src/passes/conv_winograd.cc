@@ -39,12 +39,14 @@ class ConvWinograd final : public rewrite::RulePass {
     const Value* x = conv.input(0);
     const Value* w = conv.input(1);
     const Value* y = conv.output(0);
-    if (!rewrite::is_float(x) || !w || !w->type.has_static_shape() || !y->type.has_static_shape()) return false;
+    if (!rewrite::is_float(x) || !w || !w->type.has_static_shape() || rewrite::rank_of(y) != 4) return false;
     const Shape& ws = *w->type.shape;
     if (ws.size() != 4 || ws[2].value() != 3 || ws[3].value() != 3) return false;
     const Shape& ys = *y->type.shape;  // [N, OH, OW, M]
+    if (!ys[1].is_static() || !ys[2].is_static()) return false;
+    const int64_t n = ys[0].is_static() ? ys[0].value() : 1;  // a symbolic batch: at least one image
     const int64_t m = ws[0].value(), c = ws[1].value();
-    const double flops = 2.0 * double(ys[0].value() * ys[1].value() * ys[2].value()) * double(m * c * 9);
+    const double flops = 2.0 * double(n * ys[1].value() * ys[2].value()) * double(m * c * 9);
     if (std::min(c, m) < 16 || flops < 10e6) return false;
     conv.attrs["algorithm"] = std::string("winograd");
     return true;

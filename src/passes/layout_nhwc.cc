@@ -14,7 +14,8 @@
 // which also moves them down through the elementwise ops in between (ReLU, Clip, residual Add), so a chain of
 // convolutions runs channels-last end to end and only the chain's entry and exit transpose.
 //
-// 2-D fp32 convolutions (constant weights) and pools with static shapes only. A rewrite of the CPU runtime's
+// 2-D fp32 convolutions (constant weights) and pools of known rank; symbolic dims are fine (a dynamic batch): the
+// kernels plan per input shape. A rewrite of the CPU runtime's
 // layout: run at opt level 2 and above, with the rest of the CPU-specific decisions (fusion).
 #include <functional>
 
@@ -48,9 +49,7 @@ class LayoutNhwc final : public rewrite::RulePass {
       if (!conv.output(k)->absent_output) return false;
     const Value* x = conv.input(0);
     const Value* y = conv.output(0);
-    if (!rewrite::is_float(x) || !x->type.has_static_shape() || !y->type.has_static_shape() ||
-        rewrite::rank_of(x) != 4 || rewrite::rank_of(y) != 4)
-      return false;
+    if (!rewrite::is_float(x) || rewrite::rank_of(x) != 4 || rewrite::rank_of(y) != 4) return false;
     if (is_conv && (!conv.input(1) || !conv.input(1)->is_constant())) return false;
     for (int64_t p : conv.attr_ints("pads"))  // negative pads: configurations oneDNN may not take
       if (p < 0) return false;

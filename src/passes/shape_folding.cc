@@ -5,11 +5,15 @@
 // When x's shape is static, Shape(x) is a constant; constant folding then turns the whole chain into one
 // constant shape input. This pass does the part folding cannot (Shape and Size read a non-constant tensor)
 // and the reshape algebra that follows:
-//   Shape(x) -> int64 constant of x's static dims (opset 15 start/end honoured)
+//   Shape(x) -> int64 constant of x's static dims (opset 15 start/end honoured; only the dims in that range need
+//               to be static)
 //   Size(x)  -> int64 scalar constant
+//   Gather(Shape(x), i) -> int64 constant of dims i of x, when those are static: a model exported with a
+//               symbolic batch still reads its static feature sizes (PyTorch's MultiheadAttention slices its
+//               packed projection by Shape(qkv)[-1] / 3)
 //   Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)     when s2 is constant and copies no dim (no 0 entry)
 //   Reshape(x, s) -> x                                 when x is static and s gives back x's own shape
-// Dims stay untouched when the shape has a symbolic or unknown dim.
+// Dims stay untouched where they are symbolic or unknown.
 #include <algorithm>
 
 #include "gaf/passes.h"
@@ -57,28 +61,71 @@ class ShapeFolding final : public rewrite::RulePass {
   bool rule(rewrite::Rewriter& rw, Node& n) override {
     if (!n.domain.empty()) return false;
     if (n.op_type == "Shape" || n.op_type == "Size") return fold_shape(rw, n);
+    if (n.op_type == "Gather") return fold_shape_gather(rw, n);
     if (n.op_type == "Reshape") return collapse_reshape(rw, n) || drop_noop_reshape(rw, n);
     return false;
   }
 
-  // Shape(x) -> dims of x; Size(x) -> element count of x
-  static bool fold_shape(rewrite::Rewriter& rw, Node& n) {
+  // The dims Shape node n returns (its start/end range of x's dims), each nullopt where not static; nullopt when
+  // x's rank is unknown.
+  static std::optional<std::vector<std::optional<int64_t>>> shape_dims(const Node& n) {
     const Value* x = n.input(0);
-    if (!x || !x->type.has_static_shape()) return false;
-    std::vector<int64_t> dims = x->type.static_dims();
-    Tensor t;
-    if (n.op_type == "Size") {
-      t = Tensor::scalar<int64_t>(numel_of(dims));
-    } else {
-      int64_t rank = int64_t(dims.size());
-      auto clamp = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank); };
-      int64_t start = clamp(n.attr_int("start", 0)), end = clamp(n.attr_int("end", rank));
-      std::vector<int64_t> part(dims.begin() + start, dims.begin() + std::max(start, end));
-      t = Tensor::from<int64_t>({int64_t(part.size())}, part);
-    }
+    if (!x || !x->type.shape) return std::nullopt;
+    const Shape& s = *x->type.shape;
+    const int64_t rank = int64_t(s.size());
+    auto clamp = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank); };
+    const int64_t start = clamp(n.attr_int("start", 0)), end = clamp(n.attr_int("end", rank));
+    std::vector<std::optional<int64_t>> dims;
+    for (int64_t i = start; i < end; ++i)
+      dims.push_back(s[size_t(i)].is_static() ? std::optional<int64_t>(s[size_t(i)].value()) : std::nullopt);
+    return dims;
+  }
+
+  // n's output -> constant t; n and `also` (its producers) go when nothing else reads them.
+  static void replace_with(rewrite::Rewriter& rw, Node& n, const Tensor& t, Node* also = nullptr) {
     Value* out = n.output(0);
     rw.replace(out, rw.add_constant(out->name() + "__folded", t));
-    rw.erase_unused({&n});
+    if (also) rw.erase_unused({&n, also});
+    else rw.erase_unused({&n});
+  }
+
+  // Shape(x) -> dims of x; Size(x) -> element count of x
+  static bool fold_shape(rewrite::Rewriter& rw, Node& n) {
+    if (n.op_type == "Size") {
+      const Value* x = n.input(0);
+      if (!x || !x->type.has_static_shape()) return false;
+      replace_with(rw, n, Tensor::scalar<int64_t>(numel_of(x->type.static_dims())));
+      return true;
+    }
+    auto dims = shape_dims(n);
+    if (!dims || std::any_of(dims->begin(), dims->end(), [](const auto& d) { return !d; })) return false;
+    std::vector<int64_t> part;
+    for (const auto& d : *dims) part.push_back(*d);
+    replace_with(rw, n, Tensor::from<int64_t>({int64_t(part.size())}, part));
+    return true;
+  }
+
+  // Gather(Shape(x), i) -> dims i of x (i a constant scalar or list, negative from the end)
+  static bool fold_shape_gather(rewrite::Rewriter& rw, Node& n) {
+    Node* shape = rewrite::producer_op(n.input(0), "Shape");
+    const Tensor* idx = rewrite::constant_of(rw.graph(), n.input(1));
+    if (!shape || !idx || n.attr_int("axis", 0) != 0 || idx->rank() > 1 ||
+        (idx->dtype() != DType::Int64 && idx->dtype() != DType::Int32))
+      return false;
+    auto dims = shape_dims(*shape);
+    if (!dims) return false;
+    const int64_t len = int64_t(dims->size());
+    std::vector<int64_t> picked;
+    for (int64_t i : idx->to_int_vector()) {
+      if (i < -len || i >= len) return false;  // out of range: the runtime's error to give
+      const auto& d = (*dims)[size_t(i < 0 ? i + len : i)];
+      if (!d) return false;
+      picked.push_back(*d);
+    }
+    replace_with(rw, n,
+                 idx->rank() == 0 ? Tensor::scalar<int64_t>(picked[0])
+                                  : Tensor::from<int64_t>({int64_t(picked.size())}, picked),
+                 shape);
     return true;
   }
 

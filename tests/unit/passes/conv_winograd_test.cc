@@ -20,13 +20,15 @@ testing::Rewritten winograd(const std::string& text, bool enabled = true) {
 
 std::string weights(int64_t n, int salt) { return testing::test_values(n, salt, 60.0); }
 
-// conv(C -> M, kernel k, stride s, group g) on [1, C, H, H], bias, then ReLU and a residual add when shapes allow.
-std::string conv(int64_t c, int64_t m, int64_t h, int64_t k = 3, int64_t s = 1, int64_t g = 1) {
+// conv(C -> M, kernel k, stride s, group g) on [batch, C, H, H] (H < 0: a symbolic size), bias, then ReLU.
+std::string conv(int64_t c, int64_t m, int64_t h, int64_t k = 3, int64_t s = 1, int64_t g = 1,
+                 const std::string& batch = "1") {
   const int64_t oh = (h + 2 * (k / 2) - k) / s + 1;
   auto str = [](int64_t v) { return std::to_string(v); };
   std::string wshape = str(m) + "," + str(c / g) + "," + str(k) + "," + str(k);
-  return header() + "g (float[1," + str(c) + "," + str(h) + "," + str(h) + "] x) => (float[1," + str(m) + "," +
-         str(oh) + "," + str(oh) + "] y) {\n" + "w = Constant <value = float[" + wshape + "] {" +
+  const std::string hs = h > 0 ? str(h) : "W", ohs = h > 0 ? str(oh) : "OW";
+  return header() + "g (float[" + batch + "," + str(c) + "," + hs + "," + hs + "] x) => (float[" + batch + "," +
+         str(m) + "," + ohs + "," + ohs + "] y) {\n" + "w = Constant <value = float[" + wshape + "] {" +
          weights(m * (c / g) * k * k, 1) + "}> ()\n" + "b = Constant <value = float[" + str(m) + "] {" +
          weights(m, 5) + "}> ()\n" + "c = Conv <pads = [" + str(k / 2) + "," + str(k / 2) + "," + str(k / 2) +
          "," + str(k / 2) + "], strides = [" + str(s) + "," + str(s) + "], group = " + str(g) +
@@ -50,6 +52,13 @@ TEST(ConvWinograd, MarksThreeByThreeStrideOneConvolutions) {
   EXPECT_EQ(winograd_convs(*d.graph), 0);
   for (const Node* n : d.graph->nodes()) EXPECT_FALSE(n->has_attr("algorithm")) << n->describe();
   expect_same_outputs(r.before, d, 1e-4, 1e-5);
+}
+
+// A symbolic batch counts as one image for the work threshold: what pays for one image pays for more.
+TEST(ConvWinograd, SymbolicBatch) {
+  auto r = winograd(conv(32, 32, 24, 3, 1, 1, "N"));
+  EXPECT_EQ(r.count(kPass), 1) << r.dump();
+  expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
 }
 
 TEST(ConvWinograd, FusedWithEpiloguesAtOptLevelThree) {
@@ -86,6 +95,7 @@ TEST(ConvWinograd, DoesNotFire) {
       conv(32, 32, 24, 3, 1, 2),  // grouped
       conv(8, 64, 40),            // too few input channels (the transforms cost more than they save)
       conv(32, 32, 12),           // too little work: 2.7 MFLOP
+      conv(32, 32, -1, 3, 1, 1, "N"),  // a symbolic spatial size: the work is unknown
   };
   for (const auto& c : cases) {
     auto r = winograd(c);

@@ -59,7 +59,8 @@ TEST(LayoutNhwc, FusedWithEpiloguesAtOptLevelThree) {
   expect_same_outputs(m, f, 1e-4, 1e-5);
 }
 
-// A squeeze-excitation block: conv -> (global average pool -> 1x1 convs -> sigmoid) scales the conv's channels.
+// A squeeze-excitation block: conv -> (global average pool -> 1x1 convs -> sigmoid) scales the conv's
+// channels.
 std::string squeeze_excitation(const std::string& pool = "GlobalAveragePool") {
   std::string w1, w2, w3;
   for (int i = 0; i < 8 * 8 * 9; ++i) w1 += (i ? "," : "") + std::to_string(((i * 37) % 19 - 9) / 40.0);
@@ -86,12 +87,31 @@ TEST(LayoutNhwc, GlobalPoolsOfSqueezeExcitationRunChannelsLast) {
   }
 }
 
+// Exports with a dynamic batch: the convolutions still go channels-last (the kernels plan per input shape).
+TEST(LayoutNhwc, SymbolicBatch) {
+  std::string text = block();
+  text.replace(text.find("float[1,8,12,12] x"), 18, "float[N,8,12,12] x");
+  text.replace(text.find("float[1,8,6,6] y"), 16, "float[N,8,6,6] y");
+  auto r = layout(text);
+  EXPECT_EQ(r.count(kPass), 3) << r.dump();
+  EXPECT_EQ(r.ops()["Transpose"], 2) << r.dump();
+  for (int64_t batch : {1, 3}) {
+    runtime::Session a(*r.before.graph), b(*r.after.graph);
+    auto inputs = tools::random_inputs(*r.before.graph, 5, batch);
+    auto want = a.run(inputs), got = b.run(inputs);
+    ASSERT_EQ(got[0].dims(), (std::vector<int64_t>{batch, 8, 6, 6}));
+    auto c = tools::compare(got[0], want[0], 1e-4, 1e-5);
+    EXPECT_TRUE(c.ok) << "batch " << batch << ": " << c.message;
+  }
+}
+
 TEST(LayoutNhwc, DoesNotFire) {
   const std::string cases[] = {
       // weights fed at run time
       header() + R"(g (float[1,2,5,5] x, float[3,2,3,3] w) => (float[1,3,3,3] y) { y = Conv(x, w) })",
       // one spatial dim
-      header() + R"(g (float[1,2,5] x) => (float[1,2,3] y) { w = Constant <value = float[2,2,3] {1,2,3,4,5,6,7,8,9,1,2,3}> ()
+      header() +
+          R"(g (float[1,2,5] x) => (float[1,2,3] y) { w = Constant <value = float[2,2,3] {1,2,3,4,5,6,7,8,9,1,2,3}> ()
           y = Conv(x, w) })",
       // a global pool over one spatial dim
       header() + R"(g (float[1,2,5] x) => (float[1,2,1] y) { y = GlobalAveragePool(x) })",

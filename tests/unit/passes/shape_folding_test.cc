@@ -49,6 +49,50 @@ TEST(ShapeFolding, SymbolicDimsStayDynamic) {
   EXPECT_EQ(r.ops()["Shape"], 1);
 }
 
+// PyTorch's MultiheadAttention under a symbolic batch: the packed projection is sliced by Shape(qkv)[-1] / 3,
+// whose dim is static though the shape is not.
+TEST(ShapeFolding, StaticDimsOfASymbolicShape) {
+  auto r = testing::rewrite(testing::parse(header() + R"(g (float[N,4,6] qkv) => (float[N,4,2] q) {
+      s = Shape(qkv)
+      i = Constant <value = int64[1] {-1}> ()
+      e = Gather <axis = 0> (s, i)
+      three = Constant <value = int64[1] {3}> ()
+      d = Div(e, three)
+      zero = Constant <value = int64[1] {0}> ()
+      ax = Constant <value = int64[1] {2}> ()
+      q = Slice(qkv, zero, d, ax) })"),
+                            shape_and_constant_folding());
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Slice", 1}})) << r.dump();
+  EXPECT_EQ(r.count("shape-folding"), 1);
+  EXPECT_EQ(r.after.graph->nodes()[0]->input(2)->constant().to_int_vector(), (std::vector<int64_t>{2}));
+  expect_same_outputs(r.before, r.after);
+
+  // Shape's own range: [start, end) static is enough.
+  auto ranged = rewrite(header(15) + R"(g (float[N,3,5] x) => (int64[2] s) { s = Shape <start = 1> (x) })",
+                        make_shape_folding());
+  EXPECT_EQ(ranged.count("shape-folding"), 1) << ranged.dump();
+  EXPECT_EQ(ranged.after.graph->outputs()[0]->constant().to_int_vector(), (std::vector<int64_t>{3, 5}));
+  expect_same_outputs(ranged.before, ranged.after);
+}
+
+TEST(ShapeFolding, GatherOfASymbolicDimDoesNotFire) {
+  const char* cases[] = {
+      // the gathered dim is the symbolic one (also from the end, and in a list)
+      R"(g (float[N,6] x) => (int64 d) { s = Shape(x) i = Constant <value = int64 {0}> () d = Gather(s, i) })",
+      R"(g (float[N,6] x) => (int64[2] d) {
+          s = Shape(x) i = Constant <value = int64[2] {1, -2}> () d = Gather(s, i) })",
+      // indices fed at run time
+      R"(g (float[N,6] x, int64 i) => (int64 d) { s = Shape(x) d = Gather(s, i) })",
+      // Shape over a range holding the symbol
+      R"(g (float[2,N,6] x) => (int64[1] d) { s = Shape <start = 1> (x) i = Constant <value = int64[1] {0}> ()
+          d = Gather(s, i) })",
+  };
+  for (const char* text : cases) {
+    auto r = rewrite(header(15) + text, make_shape_folding());
+    EXPECT_EQ(r.count("shape-folding"), 0) << text << "\n" << r.dump();
+  }
+}
+
 TEST(ShapeFolding, ShapeStartEndAndSize) {
   auto r = rewrite(header(15) + R"(g (float[2,3,5] x) => (int64[2] s, int64 n) {
       s = Shape <start = 1> (x) n = Size(x) })",

@@ -7,10 +7,16 @@
 //   Softmax family, normalisations, Identity, Dropout, CumSum, ...  the shape of input 0
 //   Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Slice, Concat, Gather, Expand, Split, MatMul, Gemm,
 //   Reduce*, Shape, ConstantOfShape, Conv, GlobalAverage/MaxPool    their ONNX rules, with constant inputs
+// Shape arithmetic is followed element by element where it stays symbolic: Shape(x) of a [batch, seq, 768]
+// tensor holds {batch, seq, 768}, Gather/Slice/Concat/Unsqueeze/Squeeze/Identity/Cast carry those elements,
+// and a Reshape, Expand or ConstantOfShape reading such a tensor gets [batch, seq, 12, 64] rather than an
+// unknown rank (what exports with dynamic axes compute: without it attention and everything after the head
+// reshapes stayed unfused).
 // Dims may be symbols; a dim that cannot be known stays unknown. Only unknown ranks and unknown dims are filled:
 // a known dim is never changed, and an inference that contradicts it is dropped (the runtime reports the
 // mismatch with the node's name). Each value whose type gained something counts as one rewrite.
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -24,7 +30,8 @@ namespace {
 
 using MaybeShape = std::optional<Shape>;
 
-bool known(const Dim& d) { return d.is_static() || d.is_symbol(); }
+// ONNX shape inference names a dim it cannot know "unk__<n>": a fresh symbol, as unknown as no symbol.
+bool known(const Dim& d) { return d.is_static() || (d.is_symbol() && d.symbol().rfind("unk__", 0) != 0); }
 bool complete(const TensorType& t) { return t.shape && std::all_of(t.shape->begin(), t.shape->end(), known); }
 
 // Numpy broadcast; nullopt when a rank is unknown or two static dims clash.
@@ -109,10 +116,7 @@ class Inferrer {
         }
       }
     } else if (op == "Expand") {
-      if (auto shape = ints(n.input(1))) {
-        Shape target(shape->begin(), shape->end());
-        out[0] = broadcast({in(n, 0), target});
-      }
+      if (auto target = shape_of_contents(n.input(1))) out[0] = broadcast({in(n, 0), *target});
     } else if (op == "MatMul") {
       out[0] = matmul(n);
     } else if (op == "Gemm") {
@@ -129,7 +133,7 @@ class Inferrer {
         out[0] = Shape{Dim(std::max<int64_t>(e - b, 0))};
       }
     } else if (op == "ConstantOfShape") {
-      if (auto shape = ints(n.input(0))) out[0] = Shape(shape->begin(), shape->end());
+      out[0] = shape_of_contents(n.input(0));
     } else if (op == "Split") {
       split(n, out);
     } else if (op == "Conv") {
@@ -144,7 +148,95 @@ class Inferrer {
     return out;
   }
 
+  // Records what n's output holds when it is shape arithmetic (see the header); call in graph order.
+  void track(const Node& n) {
+    if (!n.domain.empty() || n.num_outputs() < 1) return;
+    const std::string& op = n.op_type;
+    std::optional<SymInts> r;
+    if (op == "Shape") {
+      if (auto x = in(n, 0)) {
+        const int64_t rank = int64_t(x->size());
+        auto clamp = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank); };
+        r = SymInts();
+        for (int64_t i = clamp(n.attr_int("start", 0)), e = clamp(n.attr_int("end", rank)); i < e; ++i)
+          r->push_back(SymInt::of((*x)[size_t(i)]));
+      }
+    } else if (op == "Identity" || op == "Unsqueeze" || op == "Squeeze" ||
+               (op == "Cast" && is_int(DType(n.attr_int("to", 0))))) {
+      r = contents(n.input(0));
+    } else if (op == "Gather" && n.attr_int("axis", 0) == 0) {
+      auto data = contents(n.input(0));
+      auto idx = ints(n.input(1));
+      if (data && idx) {
+        const int64_t len = int64_t(data->size());
+        r = SymInts();
+        for (int64_t i : *idx) {
+          if (i < -len || i >= len) return;
+          r->push_back((*data)[size_t(i < 0 ? i + len : i)]);
+        }
+      }
+    } else if (op == "Concat" && (n.attr_int("axis", 0) == 0 || n.attr_int("axis", 0) == -1)) {
+      r = SymInts();
+      for (int i = 0; i < n.num_inputs() && r; ++i) {
+        auto part = contents(n.input(i));
+        if (!part) return;
+        r->insert(r->end(), part->begin(), part->end());
+      }
+    } else if (op == "Slice") {
+      auto data = contents(n.input(0));
+      auto starts = ints(n.input(1)), ends = ints(n.input(2));
+      auto ax = n.input(3) ? ints(n.input(3)) : std::vector<int64_t>{0};
+      auto steps = n.input(4) ? ints(n.input(4)) : std::vector<int64_t>{1};
+      if (!data || !starts || !ends || !ax || !steps || starts->size() != 1 || ends->size() != 1 ||
+          ax->size() != 1 || ((*ax)[0] != 0 && (*ax)[0] != -1) || steps->size() != 1 || (*steps)[0] != 1)
+        return;
+      const int64_t len = int64_t(data->size());
+      auto clamp = [&](int64_t a) { return std::clamp(a < 0 ? a + len : a, int64_t(0), len); };
+      const int64_t b = clamp((*starts)[0]), e = clamp((*ends)[0]);
+      r = SymInts(data->begin() + b, data->begin() + std::max(b, e));
+    }
+    if (r) contents_[n.output(0)] = std::move(*r);
+  }
+
  private:
+  // One element of a shape tensor: a number, a dim's symbol, or unknown.
+  struct SymInt {
+    std::optional<int64_t> num;
+    std::string sym;
+    static SymInt of(const Dim& d) {
+      if (d.is_static()) return {d.value(), {}};
+      return {std::nullopt, d.is_symbol() ? d.symbol() : std::string()};
+    }
+    Dim dim() const { return num ? Dim(*num) : sym.empty() ? Dim() : Dim(sym); }
+  };
+  using SymInts = std::vector<SymInt>;
+
+  static bool is_int(DType t) { return t == DType::Int64 || t == DType::Int32; }
+
+  // v's elements: from a constant (of rank 0 or 1), or as tracked.
+  std::optional<SymInts> contents(const Value* v) const {
+    if (!v) return std::nullopt;
+    if (const Tensor* t = rewrite::constant_of(g_, v)) {
+      if (!is_int(t->dtype()) || t->rank() > 1) return std::nullopt;
+      SymInts r;
+      for (int64_t x : t->to_int_vector()) r.push_back({x, {}});
+      return r;
+    }
+    auto it = contents_.find(v);
+    if (it != contents_.end()) return it->second;
+    if (is_int(v->type.dtype) && v->type.has_static_shape() && v->type.shape->size() == 1)
+      return SymInts(size_t(v->type.static_dims()[0]));  // its length, each element unknown
+    return std::nullopt;
+  }
+  // The shape a shape input (Expand's, ConstantOfShape's) describes.
+  MaybeShape shape_of_contents(const Value* v) const {
+    auto c = contents(v);
+    if (!c) return std::nullopt;
+    Shape r;
+    for (const SymInt& e : *c) r.push_back(e.num && *e.num < 0 ? Dim() : e.dim());
+    return r;
+  }
+
   MaybeShape in(const Node& n, int i) const {
     const Value* v = n.input(i);
     if (!v || !v->type.shape) return std::nullopt;
@@ -202,13 +294,18 @@ class Inferrer {
 
   MaybeShape reshape(const Node& n) const {
     auto s = in(n, 0);
-    auto target = ints(n.input(1));
+    auto target = contents(n.input(1));
     if (!target) return std::nullopt;
     bool allowzero = n.attr_int("allowzero", 0);
     Shape r;
     int infer = -1;
     for (size_t i = 0; i < target->size(); ++i) {
-      int64_t t = (*target)[i];
+      const SymInt& e = (*target)[i];
+      if (!e.num) {
+        r.push_back(e.dim());  // a symbol, or unknown
+        continue;
+      }
+      int64_t t = *e.num;
       if (t == 0 && !allowzero) {
         if (!s || i >= s->size()) return std::nullopt;
         r.push_back((*s)[i]);
@@ -411,6 +508,7 @@ class Inferrer {
   }
 
   const Graph& g_;
+  std::map<const Value*, SymInts> contents_;
 };
 
 // Fills the unknown parts of `t` from `s`; whether anything changed. A clash with a known dim drops `s`.
@@ -435,6 +533,7 @@ class ShapeInference final : public Pass {
     Inferrer inf(g);
     int count = 0;
     for (Node* n : g.nodes()) {
+      inf.track(*n);
       bool todo = false;
       for (const Value* o : n->outputs()) todo |= !o->absent_output && !complete(o->type);
       if (!todo) continue;

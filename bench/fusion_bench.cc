@@ -39,6 +39,7 @@ double copy_bandwidth() {
 struct Case {
   std::string name;
   Model model;
+  int64_t dynamic_dim = 1;  // the size every symbolic dim runs with
 };
 
 Case elementwise_chain() {
@@ -89,18 +90,23 @@ Case softmax_rows() {
   return c;
 }
 
-Case layernorm_rows() {
-  Case c{"LayerNorm (decomposed) rows [4096,768]", {}};
-  GraphBuilder b(c.model);
-  Value* x = b.input("x", DType::Float, {4096, 768});
+// LayerNormalization over the last axis as PyTorch exports it: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div,
+// Mul, Add.
+Value* decomposed_layernorm(GraphBuilder& b, Value* x, const std::string& name) {
   auto attrs = std::map<std::string, Attribute>{{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t(1)}};
   Value* m = b.op("ReduceMean", {x}, attrs);
   Value* d = b.op("Sub", {x, m});
   Value* v = b.op("ReduceMean", {b.op("Pow", {d, b.scalar(2.0f)})}, attrs);
   Value* n = b.op("Div", {d, b.op("Sqrt", {b.op("Add", {v, b.scalar(1e-5f)})})});
-  Value* g = b.random_constant("gamma", {768}, 1.0f);
-  Value* bb = b.random_constant("beta", {768}, 0.1f);
-  b.output(b.op("Add", {b.op("Mul", {n, g}), bb}));
+  Value* g = b.random_constant(name + "_gamma", {768}, 1.0f);
+  Value* bb = b.random_constant(name + "_beta", {768}, 0.1f);
+  return b.op("Add", {b.op("Mul", {n, g}), bb});
+}
+
+Case layernorm_rows() {
+  Case c{"LayerNorm (decomposed) rows [4096,768]", {}};
+  GraphBuilder b(c.model);
+  b.output(decomposed_layernorm(b, b.input("x", DType::Float, {4096, 768}), "ln"));
   b.finish();
   return c;
 }
@@ -158,6 +164,42 @@ Case attention(bool projections) {
   return c;
 }
 
+// A BERT encoder layer as exported with dynamic axes (batch and sequence symbolic; run at batch 1, sequence 256
+// here): the head reshapes' targets come from Shape(x) at run time, LayerNorm and GELU (erf form) decomposed.
+Case bert_layer_dynamic() {
+  Case c{"BERT layer, dynamic axes (L=256), 12h d768", {}, 256};
+  GraphBuilder b(c.model);
+  const int64_t H = 12, D = 64, E = H * D;
+  Value* x = b.input("x", DType::Float, {Dim(1), Dim(std::string("seq")), Dim(E)});
+  Value* mask = b.input("mask", DType::Float, {Dim(1), Dim(1), Dim(1), Dim(std::string("seq"))});
+  auto linear = [&](Value* in, const std::string& name, int64_t k, int64_t n) {
+    return b.op("Add", {b.op("MatMul", {in, b.random_constant(name + "_w", {k, n}, 0.03f)}),
+                        b.random_constant(name + "_b", {n}, 0.1f)});
+  };
+  Value* shape = b.op("Shape", {x});
+  Value* batch = b.op("Gather", {shape, b.ints({0})}, {{"axis", int64_t(0)}});
+  Value* seq = b.op("Gather", {shape, b.ints({1})}, {{"axis", int64_t(0)}});
+  Value* heads = b.op("Concat", {batch, seq, b.ints({H}), b.ints({D})}, {{"axis", int64_t(0)}});
+  Value* merged = b.op("Concat", {batch, seq, b.ints({E})}, {{"axis", int64_t(0)}});
+  auto split = [&](Value* t, std::vector<int64_t> perm) {
+    return b.op("Transpose", {b.op("Reshape", {t, heads})}, {{"perm", perm}});
+  };
+  Value* q = split(linear(x, "q", E, E), {0, 2, 1, 3});
+  Value* k = split(linear(x, "k", E, E), {0, 2, 3, 1});
+  Value* v = split(linear(x, "v", E, E), {0, 2, 1, 3});
+  Value* s = b.op("Add", {b.op("Div", {b.op("MatMul", {q, k}), b.scalar(8.0f)}), mask});
+  Value* p = b.op("Softmax", {s}, {{"axis", int64_t(-1)}});
+  Value* ctx = b.op("Reshape", {b.op("Transpose", {b.op("MatMul", {p, v})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}),
+                                merged});
+  Value* h = decomposed_layernorm(b, b.op("Add", {linear(ctx, "o", E, E), x}), "ln1");
+  Value* f = linear(h, "ffn1", E, 4 * E);
+  Value* erf = b.op("Erf", {b.op("Div", {f, b.scalar(std::sqrt(2.0f))})});
+  Value* g = b.op("Mul", {b.op("Mul", {f, b.op("Add", {erf, b.scalar(1.0f)})}), b.scalar(0.5f)});
+  b.output(decomposed_layernorm(b, b.op("Add", {linear(g, "ffn2", 4 * E, E), h}), "ln2"));
+  b.finish();
+  return c;
+}
+
 Case attention_core() { return attention(false); }
 Case attention_layer() { return attention(true); }
 
@@ -177,7 +219,7 @@ int main(int argc, char** argv) {
   std::cout << fmt::format("{:<46} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>4} {:>8}\n", "case", "kernels", "unfused",
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
   std::vector<Case (*)()> cases = {elementwise_chain, add_relu_mul, reduce_mean, softmax_rows, layernorm_rows,
-                                   matmul_bias_gelu, attention_core, attention_layer};
+                                   matmul_bias_gelu, attention_core, attention_layer, bert_layer_dynamic};
   for (const auto& make : cases) {
     Case c = make();
     if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
@@ -187,7 +229,7 @@ int main(int argc, char** argv) {
     }
     tools::FuseOptions opts;
     opts.fusion.opt_level = 3;
-    auto inputs = tools::random_inputs(*c.model.graph, 1);
+    auto inputs = tools::random_inputs(*c.model.graph, 1, c.dynamic_dim);
     Model fused = tools::copy_model(c.model);
     tools::FuseResult fr = tools::fuse_model(fused, opts);
     tools::BenchResult r = tools::bench_fusion(c.model, opts, inputs, iterations);

@@ -1,6 +1,7 @@
 // Library side of the CLI tools: everything the commands do lives here so tests and the CLI share one path.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,12 @@ std::string model_info(const Model& model);
 
 // Seeded random tensors for every required input of the graph. Symbolic or unknown dims take `dynamic_dim`.
 std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed = 0, int64_t dynamic_dim = 1);
+// The same with a size per dim symbol ("seq" -> 256); other symbolic or unknown dims get `other`. Throws naming
+// a symbol no input has.
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& dims,
+                                  int64_t other = 1);
+// "NAME=SIZE" (the CLI's --dim) -> symbol sizes; throws naming a malformed entry.
+std::map<std::string, int64_t> parse_dim_sizes(const std::vector<std::string>& specs);
 // input_<i>.pb files of a folder, in order.
 std::vector<Tensor> load_input_dir(const std::string& dir);
 

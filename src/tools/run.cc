@@ -3,6 +3,9 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <set>
+
+#include <fmt/ranges.h>
 
 #include "gaf/onnx_io.h"
 #include "gaf/tools.h"
@@ -10,13 +13,49 @@
 namespace gaf::tools {
 
 std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, int64_t dynamic_dim) {
+  return random_inputs(g, seed, {}, dynamic_dim);
+}
+
+std::map<std::string, int64_t> parse_dim_sizes(const std::vector<std::string>& specs) {
+  std::map<std::string, int64_t> out;
+  for (const std::string& s : specs) {
+    const size_t eq = s.find('=');
+    int64_t size = -1;
+    if (eq != std::string::npos && eq > 0 && eq + 1 < s.size()) {
+      try {
+        size_t used = 0;
+        size = std::stoll(s.substr(eq + 1), &used);
+        if (used != s.size() - eq - 1) size = -1;
+      } catch (const std::exception&) {
+        size = -1;
+      }
+    }
+    GAF_CHECK(size >= 0, "--dim '{}': expected NAME=SIZE with a size >= 0, e.g. --dim seq=128", s);
+    out[s.substr(0, eq)] = size;
+  }
+  return out;
+}
+
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& sizes,
+                                  int64_t other) {
+  std::set<std::string> symbols;
+  for (const Value* v : g.inputs())
+    if (v->type.shape)
+      for (const Dim& d : *v->type.shape)
+        if (d.is_symbol()) symbols.insert(d.symbol());
+  for (const auto& [name, size] : sizes)
+    GAF_CHECK(symbols.count(name), "--dim {}={}: no input has a dimension named '{}' (the inputs' named dims: {})",
+              name, size, name, symbols.empty() ? std::string("none") : fmt::format("{}", fmt::join(symbols, ", ")));
   std::mt19937_64 rng(seed);
   std::vector<Tensor> out;
   for (const Value* v : g.inputs()) {
     if (v->is_constant()) continue;
     GAF_CHECK(v->type.shape, "input '{}' has no known rank: give its data with --input-pb", v->name());
     std::vector<int64_t> dims;
-    for (const Dim& d : *v->type.shape) dims.push_back(d.is_static() ? d.value() : dynamic_dim);
+    for (const Dim& d : *v->type.shape) {
+      auto it = d.is_symbol() ? sizes.find(d.symbol()) : sizes.end();
+      dims.push_back(d.is_static() ? d.value() : it != sizes.end() ? it->second : other);
+    }
     Tensor t(v->type.dtype, dims);
     visit_dtype(t.dtype(), [&](auto tag) {
       using T = decltype(tag);

@@ -35,6 +35,14 @@ check wrong-shape 1 "expected shape" -- "$bin" run "$models/mlp/model.onnx" \
 [ ! -e "$tmp/out_bad/output_0.pb" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL partial output written"; }
 check no-inputs 1 "give --input-pb" -- "$bin" run "$models/mlp/model.onnx"
 check random-inputs 0 "latency over 3 runs" -- "$bin" run "$models/mlp/model.onnx" --random-inputs --iterations 3
+check dim-unknown-name 1 "no input has a dimension named 'seq'" -- "$bin" run "$models/mlp/model.onnx" --random-inputs \
+  --dim seq=4
+check dim-malformed 1 "expected NAME=SIZE" -- "$bin" bench "$models/mlp/model.onnx" --dim seq
+# --save-inputs writes what ran: running from that folder gives the same outputs.
+check save-inputs 0 "wrote 1 input" -- "$bin" run "$models/mlp/model.onnx" --random-inputs --seed 5 \
+  --save-inputs "$tmp/saved_in" --save-outputs "$tmp/saved_out"
+check rerun-saved-inputs 0 "match" -- bash -c "'$bin' run '$models/mlp/model.onnx' --inputs '$tmp/saved_in' \
+  --save-outputs '$tmp/rerun_out' >/dev/null && '$bin' compare '$tmp/rerun_out/output_0.pb' '$tmp/saved_out/output_0.pb'"
 
 for m in "$models"/*/; do
   name=$(basename "$m")

@@ -20,7 +20,8 @@ struct RunArgs {
   std::vector<std::string> input_pbs;
   std::string input_dir;
   bool random_inputs = false;
-  std::string save_outputs;
+  std::vector<std::string> dims;  // --dim NAME=SIZE: random inputs' symbolic dims
+  std::string save_inputs, save_outputs;
   int iterations = 0;
   uint64_t seed = 0;
   int opt_level = 0;  // run: fuse in memory at this level first (0: run the file as it is)
@@ -41,9 +42,18 @@ std::vector<Tensor> gather_inputs(const RunArgs& a, const runtime::Session& s) {
     GAF_CHECK(a.random_inputs || s.required_inputs().empty(),
               "the model needs {} input(s): give --input-pb FILE... or --inputs DIR, or --random-inputs",
               s.required_inputs().size());
-    inputs = tools::random_inputs(s.graph(), a.seed);
+    inputs = tools::random_inputs(s.graph(), a.seed, tools::parse_dim_sizes(a.dims));
   }
   return inputs;
+}
+
+void save_tensors(const std::vector<Tensor>& ts, const std::vector<Value*>& values, const std::string& dir,
+                  const char* kind) {
+  std::filesystem::create_directories(dir);
+  for (size_t i = 0; i < ts.size(); ++i)
+    onnx_io::save_tensor(ts[i], (std::filesystem::path(dir) / fmt::format("{}_{}.pb", kind, i)).string(),
+                         values[i]->name());
+  std::cout << "wrote " << ts.size() << " " << kind << "(s) to " << dir << "\n";
 }
 
 int cmd_run(const RunArgs& a) {
@@ -65,13 +75,13 @@ int cmd_run(const RunArgs& a) {
     std::cout << fmt::format("latency over {} runs: min {:.3f} ms, median {:.3f} ms; peak intermediate memory {:.2f} MB\n",
                              timing.iterations, timing.min_s * 1e3, timing.median_s * 1e3,
                              session.stats().peak_bytes / 1e6);
-  if (!a.save_outputs.empty()) {
-    std::filesystem::create_directories(a.save_outputs);
-    for (size_t i = 0; i < outs.size(); ++i)
-      onnx_io::save_tensor(outs[i], (std::filesystem::path(a.save_outputs) / fmt::format("output_{}.pb", i)).string(),
-                           g.outputs()[i]->name());
-    std::cout << "wrote " << outs.size() << " output(s) to " << a.save_outputs << "\n";
+  if (!a.save_inputs.empty()) {
+    std::vector<Value*> fed;
+    for (Value* v : g.inputs())
+      if (!v->is_constant()) fed.push_back(v);
+    save_tensors(inputs, fed, a.save_inputs, "input");
   }
+  if (!a.save_outputs.empty()) save_tensors(outs, g.outputs(), a.save_outputs, "output");
   return 0;
 }
 
@@ -143,17 +153,17 @@ int cmd_fuse(const FuseArgs& a) {
   return 0;
 }
 
-std::vector<Tensor> inputs_for(const Model& m, const std::vector<std::string>& pbs, const std::string& dir) {
+std::vector<Tensor> inputs_for(const Model& m, const RunArgs& io) {
   std::vector<Tensor> inputs;
-  if (!dir.empty()) inputs = tools::load_input_dir(dir);
-  for (const auto& p : pbs) inputs.push_back(onnx_io::load_tensor(p));
-  return inputs.empty() ? tools::random_inputs(*m.graph, 0) : inputs;
+  if (!io.input_dir.empty()) inputs = tools::load_input_dir(io.input_dir);
+  for (const auto& p : io.input_pbs) inputs.push_back(onnx_io::load_tensor(p));
+  return inputs.empty() ? tools::random_inputs(*m.graph, 0, tools::parse_dim_sizes(io.dims)) : inputs;
 }
 
 int cmd_verify(const FuseArgs& a, const RunArgs& io, double rtol, double atol) {
   tools::FuseOptions opts = fuse_options(a);
   Model m = onnx_io::load_model(a.input);
-  auto r = tools::verify_fusion(m, opts, inputs_for(m, io.input_pbs, io.input_dir), rtol, atol);
+  auto r = tools::verify_fusion(m, opts, inputs_for(m, io), rtol, atol);
   std::cout << r.text();
   return r.ok ? 0 : 1;
 }
@@ -169,7 +179,7 @@ int cmd_explain(const FuseArgs& a, const std::string& node) {
 int cmd_bench(const FuseArgs& a, const RunArgs& io) {
   tools::FuseOptions opts = fuse_options(a);
   Model m = onnx_io::load_model(a.input);
-  auto r = tools::bench_fusion(m, opts, inputs_for(m, io.input_pbs, io.input_dir), std::max(io.iterations, 1));
+  auto r = tools::bench_fusion(m, opts, inputs_for(m, io), std::max(io.iterations, 1));
   std::cout << r.text();
   return 0;
 }
@@ -177,7 +187,7 @@ int cmd_bench(const FuseArgs& a, const RunArgs& io) {
 int cmd_profile(const FuseArgs& a, const RunArgs& io, int top) {
   tools::FuseOptions opts = fuse_options(a);
   Model m = onnx_io::load_model(a.input);
-  std::cout << tools::profile_fusion(m, opts, inputs_for(m, io.input_pbs, io.input_dir), std::max(io.iterations, 1),
+  std::cout << tools::profile_fusion(m, opts, inputs_for(m, io), std::max(io.iterations, 1),
                                      top);
   return 0;
 }
@@ -226,6 +236,7 @@ int cmd_compare(const std::string& actual, const std::string& expected, double r
 void add_input_options(CLI::App* app, RunArgs& io) {
   app->add_option("--input-pb", io.input_pbs, "input TensorProto files (default: seeded random)");
   app->add_option("--inputs", io.input_dir, "folder with input_<i>.pb files");
+  app->add_option("--dim", io.dims, "NAME=SIZE: the size of a named (symbolic) input dim in random inputs (default 1)");
 }
 
 }  // namespace
@@ -250,6 +261,8 @@ int main(int argc, char** argv) {
   run->add_option("--inputs", run_args.input_dir, "folder with input_<i>.pb files");
   run->add_flag("--random-inputs", run_args.random_inputs, "seeded random inputs");
   run->add_option("--seed", run_args.seed, "seed for --random-inputs");
+  run->add_option("--dim", run_args.dims, "NAME=SIZE: the size of a named (symbolic) input dim in random inputs (default 1)");
+  run->add_option("--save-inputs", run_args.save_inputs, "write the inputs run as input_<i>.pb files to this folder");
   run->add_option("--save-outputs", run_args.save_outputs, "write output_<i>.pb files to this folder");
   run->add_option("--iterations", run_args.iterations, "timed runs after one warm-up; prints min and median")
       ->check(CLI::NonNegativeNumber);

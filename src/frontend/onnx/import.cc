@@ -49,6 +49,10 @@ Attribute attr_from_proto(const onnx::AttributeProto& a, const std::string& base
 
 using FunctionMap = std::map<std::string, const onnx::FunctionProto*>;
 
+// With data propagation: ONNX then follows small shape computations (Shape -> Gather -> Concat -> Reshape), so a
+// model exported with dynamic axes arrives with its reshapes' ranks and symbolic dims.
+onnx::ShapeInferenceOptions shape_inference_options() { return onnx::ShapeInferenceOptions(false, 0, true); }
+
 // A gaf.fused call becomes a fused node again: its function's nodes are the body; Constant nodes in the body
 // become body constants; body types come from the call site and ONNX shape inference.
 void build_fused_body(Node& n, const onnx::FunctionProto& fp, const std::map<std::string, int64_t>& opsets,
@@ -199,7 +203,7 @@ Model import_model(onnx::ModelProto proto, const std::string& base_dir, const Im
   }
   if (opts.infer_shapes) {
     try {
-      onnx::shape_inference::InferShapes(proto);
+      onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), shape_inference_options());
     } catch (const std::exception& e) {
       fail("ONNX shape inference failed: {}", e.what());
     }
@@ -260,7 +264,7 @@ void infer_types(Model& model) {
   onnx_io::register_gaf_schemas();
   onnx::ModelProto proto = onnx_io::export_model(model);
   try {
-    onnx::shape_inference::InferShapes(proto);
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), onnx_io::shape_inference_options());
   } catch (const std::exception& e) {
     fail("ONNX shape inference failed: {}", e.what());
   }

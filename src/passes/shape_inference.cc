@@ -182,6 +182,8 @@ class Inferrer {
         if (!part) return;
         r->insert(r->end(), part->begin(), part->end());
       }
+    } else if (op == "Add" || op == "Sub" || op == "Mul") {
+      r = arithmetic(op, contents(n.input(0)), contents(n.input(1)));
     } else if (op == "Slice") {
       auto data = contents(n.input(0));
       auto starts = ints(n.input(1)), ends = ints(n.input(2));
@@ -228,6 +230,24 @@ class Inferrer {
       return SymInts(size_t(v->type.static_dims()[0]));  // its length, each element unknown
     return std::nullopt;
   }
+  // Elementwise a op b on shape elements (numpy broadcast of lengths 1 and n): numbers compute; a symbol
+  // survives x + 0, x - 0, x * 1, and x - x is 0 (HF's key_length - query_length); anything else is unknown.
+  static std::optional<SymInts> arithmetic(const std::string& op, const std::optional<SymInts>& a,
+                                           const std::optional<SymInts>& b) {
+    if (!a || !b || (a->size() != b->size() && a->size() != 1 && b->size() != 1)) return std::nullopt;
+    SymInts r(std::max(a->size(), b->size()));
+    for (size_t i = 0; i < r.size(); ++i) {
+      const SymInt& x = (*a)[a->size() == 1 ? 0 : i];
+      const SymInt& y = (*b)[b->size() == 1 ? 0 : i];
+      auto is = [](const SymInt& e, int64_t v) { return e.num && *e.num == v; };
+      if (x.num && y.num) r[i].num = op == "Add" ? *x.num + *y.num : op == "Sub" ? *x.num - *y.num : *x.num * *y.num;
+      else if (op == "Sub" && !x.sym.empty() && x.sym == y.sym) r[i].num = 0;
+      else if ((op == "Add" && is(y, 0)) || (op == "Sub" && is(y, 0)) || (op == "Mul" && is(y, 1))) r[i] = x;
+      else if ((op == "Add" && is(x, 0)) || (op == "Mul" && is(x, 1))) r[i] = y;
+    }
+    return r;
+  }
+
   // The shape a shape input (Expand's, ConstantOfShape's) describes.
   MaybeShape shape_of_contents(const Value* v) const {
     auto c = contents(v);
@@ -382,6 +402,28 @@ class Inferrer {
     return r;
   }
 
+  // Slice whose starts or ends are computed: the rank stays; a sliced dim is kept when the slice runs from 0 to
+  // that dim's own symbol (x[:, :L] of a [B, L] x) with step 1, and is unknown otherwise.
+  MaybeShape symbolic_slice(const Node& n, const Shape& s, std::vector<int64_t> ax,
+                            const std::vector<int64_t>& steps) const {
+    auto starts = contents(n.input(1)), ends = contents(n.input(2));
+    if (!starts || !ends || starts->size() != ends->size()) return std::nullopt;
+    const int64_t rank = int64_t(s.size());
+    if (ax.empty())
+      for (int64_t k = 0; k < int64_t(starts->size()); ++k) ax.push_back(k);
+    if (ax.size() != starts->size() || (!steps.empty() && steps.size() != ax.size())) return std::nullopt;
+    Shape r = s;
+    for (size_t k = 0; k < ax.size(); ++k) {
+      const int64_t a = ax[k] < 0 ? ax[k] + rank : ax[k];
+      if (a < 0 || a >= rank) return std::nullopt;
+      const Dim& d = s[size_t(a)];
+      const SymInt &b = (*starts)[k], &e = (*ends)[k];
+      const bool whole = (steps.empty() || steps[k] == 1) && b.num && *b.num == 0 && d.is_symbol() && e.sym == d.symbol();
+      if (!whole) r[size_t(a)] = Dim();
+    }
+    return r;
+  }
+
   MaybeShape slice(const Node& n) const {
     auto s = in(n, 0);
     if (!s) return std::nullopt;
@@ -392,6 +434,7 @@ class Inferrer {
       starts = ints(n.input(1)), ends = ints(n.input(2));
       ax = n.input(3) ? ints(n.input(3)) : std::vector<int64_t>{};
       steps = n.input(4) ? ints(n.input(4)) : std::vector<int64_t>{};
+      if ((!starts || !ends) && ax && steps) return symbolic_slice(n, *s, *ax, *steps);
     }
     if (!starts || !ends || !ax || starts->size() != ends->size()) return std::nullopt;
     if (!steps) return std::nullopt;

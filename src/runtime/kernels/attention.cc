@@ -39,6 +39,16 @@ constexpr int64_t kBlockQ = 256;
 constexpr int64_t kBlockK = 512;
 constexpr float kLog2e = 1.44269504088896341f, kLn2 = 0.693147180559945309f;
 
+// A score (log2 units) plus its mask value m (natural units). A finite m so large that m log2(e) overflows
+// (torch.finfo(float32).min, Hugging Face's fill) stays the lowest finite float: a row masked entirely by it is
+// uniform, as softmax(s + m) is, where -inf would make it NaN (what an -inf mask rightly gives).
+inline float masked_score(float m, float s) {
+  const float x = std::fma(m, kLog2e, s);
+  return x < -std::numeric_limits<float>::max() && m > -std::numeric_limits<float>::infinity()
+             ? -std::numeric_limits<float>::max()
+             : x;
+}
+
 // A 2-D strided view of fp32 data.
 struct View {
   const float* p;
@@ -244,14 +254,14 @@ void attention(KernelContext& ctx) {
             const float* mrow = mb + i * mrs + k0;
 #pragma omp simd reduction(max : tmax)
             for (int64_t j = 0; j < bk; ++j) {
-              float x = std::fma(mrow[j], kLog2e, row[j]);
+              float x = masked_score(mrow[j], row[j]);
               row[j] = x;
               tmax = std::max(tmax, x);
             }
           } else {
             if (mb) {
               const float* mrow = mb + i * mrs + k0 * mcs;
-              for (int64_t j = 0; j < bk; ++j) row[j] = std::fma(mrow[j * mcs], kLog2e, row[j]);
+              for (int64_t j = 0; j < bk; ++j) row[j] = masked_score(mrow[j * mcs], row[j]);
             }
 #pragma omp simd reduction(max : tmax)
             for (int64_t j = 0; j < bk; ++j) tmax = std::max(tmax, row[j]);

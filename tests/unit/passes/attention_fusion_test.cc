@@ -81,6 +81,25 @@ TEST(AttentionFusion, InfiniteMasksAcrossKeyTiles) {
   }
 }
 
+TEST(AttentionFusion, FinfoMinMasksAcrossKeyTiles) {
+  // Hugging Face's additive mask: 0 where attended, torch.finfo(float32).min elsewhere, over two key tiles. With
+  // the diagonal offset by one, row 0 (causal) or the last row (anti-causal) is masked entirely: uniform
+  // weights, as softmax(s + min) gives, not NaN.
+  for (const char* tri : {"Trilu <upper = 0> (ones, dk)", "Trilu <upper = 1> (ones, uk)"}) {
+    auto r = rewrite(header(14) + R"(g (float[1,2,600,16] q, float[1,2,600,16] k, float[1,2,600,16] v)
+                                         => (float[1,2,600,16] y) {
+        one = Constant <value = float {1.0}> ()  shp = Constant <value = int64[2] {600, 600}> ()
+        dk = Constant <value = int64 {-1}> ()  uk = Constant <value = int64 {1}> ()
+        ones = Expand(one, shp)  t = )" + std::string(tri) + R"(  inv = Sub(one, t)
+        fmin = Constant <value = float {-3.4028234663852886e+38}> ()  mask = Mul(inv, fmin)
+        kt = Transpose <perm = [0, 1, 3, 2]> (k)  s = MatMul(q, kt)  c = Constant <value = float {0.25}> ()
+        ss = Mul(s, c)  sm = Add(mask, ss)  p = Softmax <axis = -1> (sm)  y = MatMul(p, v) })",
+                     make_attention_fusion());
+    EXPECT_EQ(r.count(kPass), 1) << r.dump();
+    expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+  }
+}
+
 TEST(AttentionFusion, OldOpsetSoftmaxOnTheLastAxis) {
   auto r = rewrite(torch_style("p = Softmax <axis = 2> (s)", "", 11), make_attention_fusion());
   EXPECT_EQ(r.count(kPass), 1) << r.dump();
@@ -134,6 +153,10 @@ TEST(AttentionFusion, BooleanMasksBecomeAdditive) {
   const Case cases[] = {
       {masked("sw = Where(causal, ninf, s)"), "masked_fill(-inf), constant causal mask", 0},
       {masked("sw = Where(causal, big, s)"), "masked_fill(-1e9), constant mask without a fully masked row", 0},
+      // torch.finfo(float32).min, what Hugging Face models fill with: s + f rounds to f, so fully masked rows
+      // (row 0 here) come out uniform in both forms
+      {masked("fmin = Constant <value = float {-3.4028234663852886e+38}> ()  sw = Where(causal, fmin, s)", -1),
+       "masked_fill(finfo.min), a fully masked row", 0},
       // torch.where(keep, s, -inf) with the condition computed at run time: a Where node makes the mask
       {masked("kk = Transpose(k)  mk = MatMul(q, kk)  keep = Greater(mk, zero)  sw = Where(keep, s, ninf)"),
        "where(keep, s, -inf), run-time condition", 1},

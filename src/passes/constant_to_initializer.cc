@@ -1,5 +1,5 @@
-// Constant(value=T) -> initializer T. Constants then look like every other weight to later passes, the
-// planner (small ones are copied into fused bodies) and the runtime (no kernel launch).
+// Constant(value=T) -> initializer T. Constants then look like every other weight to later passes, the planner
+// (small ones are copied into fused bodies) and the runtime (no kernel launch).
 #include <optional>
 
 #include "gaf/passes.h"

@@ -15,8 +15,8 @@
 // convolutions runs channels-last end to end and only the chain's entry and exit transpose.
 //
 // 2-D fp32 convolutions (constant weights) and pools of known rank; symbolic dims are fine (a dynamic batch): the
-// kernels plan per input shape. A rewrite of the CPU runtime's
-// layout: run at opt level 2 and above, with the rest of the CPU-specific decisions (fusion).
+// kernels plan per input shape. A rewrite of the CPU runtime's layout: run at opt level 2 and above, with the
+// rest of the CPU-specific decisions (fusion).
 #include <functional>
 
 #include "gaf/passes.h"

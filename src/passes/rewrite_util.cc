@@ -52,6 +52,12 @@ bool is_scalar(const Graph& g, const Value* v, const Value* into, double want) {
   return c && near(*c, want);
 }
 
+std::pair<int64_t, int64_t> shape_range(const Node& shape, int64_t rank) {
+  auto clamp = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank); };
+  const int64_t start = clamp(shape.attr_int("start", 0));
+  return {start, std::max(start, clamp(shape.attr_int("end", rank)))};
+}
+
 bool all_equal(const std::vector<int64_t>& v, int64_t want) {
   return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == want; });
 }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "gaf/graph.h"
@@ -57,6 +58,9 @@ bool keeps_dims(const Node& reduce);
 
 // The permutation of the Transpose `t` when valid and known (no perm attribute: the dims reversed).
 std::optional<std::vector<int64_t>> transpose_perm(const Node& t);
+// The [start, end) dims a Shape node returns of an input of rank `rank` (opset 15's start/end, clamped; start >
+// end gives an empty range).
+std::pair<int64_t, int64_t> shape_range(const Node& shape, int64_t rank);
 
 // A per-channel affine map y' = y * s[c] + t[c] on axis 1 of a value (the channels of a Conv output, the columns
 // of a 2-D product): what Conv/Gemm + BatchNormalization folding puts into the weights and bias.

@@ -72,9 +72,7 @@ class ShapeFolding final : public rewrite::RulePass {
     const Value* x = n.input(0);
     if (!x || !x->type.shape) return std::nullopt;
     const Shape& s = *x->type.shape;
-    const int64_t rank = int64_t(s.size());
-    auto clamp = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank); };
-    const int64_t start = clamp(n.attr_int("start", 0)), end = clamp(n.attr_int("end", rank));
+    const auto [start, end] = rewrite::shape_range(n, int64_t(s.size()));
     std::vector<std::optional<int64_t>> dims;
     for (int64_t i = start; i < end; ++i)
       dims.push_back(s[size_t(i)].is_static() ? std::optional<int64_t>(s[size_t(i)].value()) : std::nullopt);
@@ -85,8 +83,9 @@ class ShapeFolding final : public rewrite::RulePass {
   static void replace_with(rewrite::Rewriter& rw, Node& n, const Tensor& t, Node* also = nullptr) {
     Value* out = n.output(0);
     rw.replace(out, rw.add_constant(out->name() + "__folded", t));
-    if (also) rw.erase_unused({&n, also});
-    else rw.erase_unused({&n});
+    std::vector<Node*> gone = {&n};
+    if (also) gone.push_back(also);
+    rw.erase_unused(gone);
   }
 
   // Shape(x) -> dims of x; Size(x) -> element count of x

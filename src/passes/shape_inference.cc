@@ -127,10 +127,8 @@ class Inferrer {
       out[0] = reduce(n);
     } else if (op == "Shape") {
       if (auto s = in(n, 0)) {
-        int64_t r = int64_t(s->size());
-        auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + r : v, int64_t(0), r); };
-        int64_t b = clamp(n.attr_int("start", 0)), e = clamp(n.attr_int("end", r));
-        out[0] = Shape{Dim(std::max<int64_t>(e - b, 0))};
+        const auto [b, e] = rewrite::shape_range(n, int64_t(s->size()));
+        out[0] = Shape{Dim(e - b)};
       }
     } else if (op == "ConstantOfShape") {
       out[0] = shape_of_contents(n.input(0));
@@ -155,11 +153,9 @@ class Inferrer {
     std::optional<SymInts> r;
     if (op == "Shape") {
       if (auto x = in(n, 0)) {
-        const int64_t rank = int64_t(x->size());
-        auto clamp = [&](int64_t a) { return std::clamp(a < 0 ? a + rank : a, int64_t(0), rank); };
+        const auto [b, e] = rewrite::shape_range(n, int64_t(x->size()));
         r = SymInts();
-        for (int64_t i = clamp(n.attr_int("start", 0)), e = clamp(n.attr_int("end", rank)); i < e; ++i)
-          r->push_back(SymInt::of((*x)[size_t(i)]));
+        for (int64_t i = b; i < e; ++i) r->push_back(SymInt::of((*x)[size_t(i)]));
       }
     } else if (op == "Identity" || op == "Unsqueeze" || op == "Squeeze" ||
                (op == "Cast" && is_int(DType(n.attr_int("to", 0))))) {

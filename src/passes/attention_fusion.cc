@@ -111,6 +111,23 @@ Value* additive_mask(rewrite::Rewriter& rw, const BoolMask& m) {
   return w->output(0);
 }
 
+// a + b, typed with their numpy broadcast where both shapes are known (shape inference fills it otherwise).
+Value* add_masks(rewrite::Rewriter& rw, Value* a, Value* b, int opset) {
+  Node* add = rw.add_node("Add", {a, b}, {b}, "", opset);
+  add->output(0)->type = TensorType{DType::Float, std::nullopt};
+  if (a->type.shape && b->type.shape) {
+    const Shape &x = *a->type.shape, &y = *b->type.shape;
+    Shape r(std::max(x.size(), y.size()), Dim(1));
+    for (size_t i = 0; i < r.size(); ++i) {
+      const Dim& dx = i + x.size() >= r.size() ? x[i + x.size() - r.size()] : Dim(1);
+      const Dim& dy = i + y.size() >= r.size() ? y[i + y.size() - r.size()] : Dim(1);
+      r[i] = dx.is_static() && dx.value() == 1 ? dy : dy.is_static() && dy.value() == 1 ? dx : dx == dy ? dx : Dim();
+    }
+    add->output(0)->type.shape = r;
+  }
+  return add->output(0);
+}
+
 std::vector<int64_t> identity(int rank) {
   std::vector<int64_t> p(static_cast<size_t>(rank));
   std::iota(p.begin(), p.end(), int64_t(0));
@@ -136,32 +153,43 @@ class AttentionFusion final : public rewrite::RulePass {
     Node* pv = sole_user(g, softmax.output(0));
     if (!is_op(pv, "MatMul") || pv->input(0) != softmax.output(0) || rewrite::rank_of(pv->input(1)) < 2) return false;
 
-    // Scores: [Where boolean mask] <- [Add mask] <- [scale] <- MatMul(Q, Kt), each read only by the next.
+    // Scores: a boolean mask (Where) and an additive one (Add), each optional, in either order, on the scaled
+    // MatMul(Q, Kt), each read only by the next.
     std::vector<Node*> pattern = {pv, &softmax};
     Value* mask = nullptr;
     Value* cur = s;
     std::optional<BoolMask> bmask;
-    if (Node* where = rewrite::producer_op(cur, "Where"); where && sole_user(g, cur) == &softmax) {
-      bmask = bool_mask(g, where);
-      if (!bmask) return false;
-      pattern.push_back(where);
-      cur = bmask->scores;
-    }
-    if (Node* add = rewrite::producer_op(cur, "Add"); add && sole_user(g, cur) == pattern.back() && !bmask) {
-      for (int i : {0, 1}) {
-        Value* other = add->input(1 - i);
-        Node* p = add->input(i)->producer();
-        if (p && (is_op(p, "MatMul") || is_op(p, "Mul") || is_op(p, "Div")) &&
-            rewrite::same_shape(add->input(i), cur) &&
-            rewrite::is_float(other) && rewrite::rank_of(other) >= 0 && rewrite::rank_of(other) <= rank) {
-          mask = other;
-          cur = add->input(i);
-          pattern.push_back(add);
-          break;
+    bool where_outside = false;  // Where(b, f, s + m) rather than Where(b, f, s) + m
+    while (sole_user(g, cur) == pattern.back()) {
+      if (Node* where = rewrite::producer_op(cur, "Where"); where && !bmask) {
+        bmask = bool_mask(g, where);
+        if (!bmask) return false;
+        where_outside = !mask;
+        pattern.push_back(where);
+        cur = bmask->scores;
+      } else if (Node* add = rewrite::producer_op(cur, "Add"); add && !mask) {
+        for (int i : {0, 1}) {
+          Value* other = add->input(1 - i);
+          Node* p = add->input(i)->producer();
+          if (p && (is_op(p, "MatMul") || is_op(p, "Mul") || is_op(p, "Div") || is_op(p, "Where")) &&
+              rewrite::same_shape(add->input(i), cur) &&
+              rewrite::is_float(other) && rewrite::rank_of(other) >= 0 && rewrite::rank_of(other) <= rank) {
+            mask = other;
+            cur = add->input(i);
+            pattern.push_back(add);
+            break;
+          }
         }
+        if (!mask) return false;
+      } else {
+        break;
       }
-      if (!mask) return false;
     }
+    // Both masks become one additive mask Where(b, f, 0) + m. Exact for Where(b, f, s) + m when f is -inf or at
+    // most -1e30 (s + f rounds to f, then f + m is what the scores get either way); for Where(b, f, s + m) only
+    // when f is -inf (with f = finfo.min, f + m overflows to -inf where m is finfo.min too, and a row that b
+    // masks entirely would no longer be uniform).
+    if (bmask && mask && !(bmask->fill <= -1e30 && (!where_outside || std::isinf(bmask->fill)))) return false;
     if (cur != s && sole_user(g, cur) != pattern.back()) return false;
     Operand scores = peel(g, cur, false);
     Node* qk = scores.v->producer();
@@ -196,7 +224,10 @@ class AttentionFusion final : public rewrite::RulePass {
       }
     }
 
-    if (bmask) mask = additive_mask(rw, *bmask);
+    if (bmask) {
+      Value* bm = additive_mask(rw, *bmask);
+      mask = mask ? add_masks(rw, bm, mask, softmax.opset) : bm;
+    }
     std::vector<Value*> inputs = {q.v, kt.v, v.v};
     if (mask) inputs.push_back(mask);
     Node* att = rw.add_node("Attention", inputs, {result}, rewrite::kGafDomain, 1);

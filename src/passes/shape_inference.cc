@@ -15,6 +15,8 @@
 // Dims may be symbols; a dim that cannot be known stays unknown. Only unknown ranks and unknown dims are filled:
 // a known dim is never changed, and an inference that contradicts it is dropped (the runtime reports the
 // mismatch with the node's name). Each value whose type gained something counts as one rewrite.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -34,6 +36,14 @@ using MaybeShape = std::optional<Shape>;
 bool known(const Dim& d) { return d.is_static() || (d.is_symbol() && d.symbol().rfind("unk__", 0) != 0); }
 bool complete(const TensorType& t) { return t.shape && std::all_of(t.shape->begin(), t.shape->end(), known); }
 
+// "min(L,1024)": a dim that a slice of a static dim by a symbolic end gives (see symbolic_slice).
+std::string min_symbol(const std::string& sym, int64_t bound) { return fmt::format("min({},{})", sym, bound); }
+// Whether `a` is min(b, k) for the symbol b. Broadcasting such a dim against b gives b in every run where the
+// broadcast is valid: min(b, k) is b when b <= k, and otherwise (b > k >= 1) valid only when k is 1.
+bool bounded_by(const Dim& a, const Dim& b) {
+  return a.is_symbol() && b.is_symbol() && a.symbol().rfind("min(" + b.symbol() + ",", 0) == 0;
+}
+
 // Numpy broadcast; nullopt when a rank is unknown or two static dims clash.
 MaybeShape broadcast(const std::vector<MaybeShape>& shapes) {
   size_t rank = 0;
@@ -48,6 +58,8 @@ MaybeShape broadcast(const std::vector<MaybeShape>& shapes) {
       const Dim& d = (*s)[i];
       if (d.is_static() && d.value() == 1) continue;
       if (o.is_static() && o.value() == 1) o = d;
+      else if (bounded_by(o, d)) o = d;
+      else if (bounded_by(d, o)) continue;
       else if (!(o == d)) {
         if (o.is_static() && d.is_static()) return std::nullopt;
         if (!o.is_static()) o = d.is_static() ? d : Dim();  // a static dim other than 1 decides
@@ -399,7 +411,9 @@ class Inferrer {
   }
 
   // Slice whose starts or ends are computed: the rank stays; a sliced dim is kept when the slice runs from 0 to
-  // that dim's own symbol (x[:, :L] of a [B, L] x) with step 1, and is unknown otherwise.
+  // that dim's own symbol (x[:, :L] of a [B, L] x) with step 1, becomes min(L,k) when it runs from 0 to a symbol
+  // L over a static dim k >= 1 (GPT-2's causal mask, bias[:, :, 0:L, 0:L] of a [1, 1, 1024, 1024] buffer), and is
+  // unknown otherwise.
   MaybeShape symbolic_slice(const Node& n, const Shape& s, std::vector<int64_t> ax,
                             const std::vector<int64_t>& steps) const {
     auto starts = contents(n.input(1)), ends = contents(n.input(2));
@@ -414,8 +428,9 @@ class Inferrer {
       if (a < 0 || a >= rank) return std::nullopt;
       const Dim& d = s[size_t(a)];
       const SymInt &b = (*starts)[k], &e = (*ends)[k];
-      const bool whole = (steps.empty() || steps[k] == 1) && b.num && *b.num == 0 && d.is_symbol() && e.sym == d.symbol();
-      if (!whole) r[size_t(a)] = Dim();
+      const bool from_zero = (steps.empty() || steps[k] == 1) && b.num && *b.num == 0 && !e.sym.empty();
+      if (from_zero && d.is_symbol() && e.sym == d.symbol()) continue;  // the whole dim
+      r[size_t(a)] = from_zero && d.is_static() && d.value() >= 1 ? Dim(min_symbol(e.sym, d.value())) : Dim();
     }
     return r;
   }

@@ -227,6 +227,59 @@ TEST(AttentionFusion, DynamicBatchAndSequenceExport) {
   }
 }
 
+// Hugging Face GPT-2 exported with dynamic axes: the causal mask is bias[:, :, L - L : L, :L] of a constant
+// [1, 1, 16, 16] buffer (dims min(L, 16), which broadcast against the L x L scores as L), applied with
+// Where(causal, w, finfo.min), then the additive padding mask. Both become one additive mask.
+std::string gpt2_dynamic(const std::string& masking) {
+  std::string tril;
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) tril += std::string(i || j ? "," : "") + (j <= i ? "1" : "0");
+  return header(14) + R"(g (float[B,4,L,16] q, float[B,4,L,16] k, float[B,4,L,16] v, float[B,1,1,L] pad)
+      => (float[B,4,L,16] y) <bool[1,1,16,16] bias = {)" + tril + R"(}> {
+    kt = Transpose <perm = [0, 1, 3, 2]> (k)
+    s0 = MatMul(q, kt)  c = Constant <value = float {4.0}> ()  w = Div(s0, c)
+    sh = Shape(q)  i2 = Constant <value = int64[1] {2}> ()  l = Gather <axis = 0> (sh, i2)
+    st = Sub(l, l)  z = Constant <value = int64[1] {0}> ()
+    starts = Concat <axis = 0> (st, z)  ends = Concat <axis = 0> (l, l)  axes = Constant <value = int64[2] {2, 3}> ()
+    causal = Slice(bias, starts, ends, axes)
+    fmin = Constant <value = float {-3.4028234663852886e+38}> ()
+    )" + masking + R"(
+    p = Softmax <axis = -1> (sm)  y = MatMul(p, v) })";
+}
+
+TEST(AttentionFusion, Gpt2DynamicExport) {
+  Model m = testing::parse(gpt2_dynamic("cw = Where(causal, w, fmin)  sm = Add(cw, pad)"));
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  tools::FuseResult r;
+  Model f = testing::fused_copy(m, opts, &r);
+  EXPECT_EQ(r.rewrites["attention-fusion"], 1) << f.graph->to_string();
+  for (int64_t n : {1, 5, 16}) {  // B = L = n; the padding mask holds 0 and finfo.min
+    runtime::Session a(*m.graph), b(*f.graph);
+    auto inputs = tools::random_inputs(*m.graph, 3, n);
+    float* pad = inputs[3].data<float>();
+    for (int64_t i = 0; i < inputs[3].numel(); ++i) pad[i] = pad[i] < -0.5f ? -3.4028234663852886e+38f : 0.0f;
+    auto want = a.run(inputs), got = b.run(inputs);
+    auto cmp = tools::compare(got[0], want[0], 1e-4, 1e-5);
+    EXPECT_TRUE(cmp.ok) << "B = L = " << n << ": " << cmp.message;
+  }
+}
+
+TEST(AttentionFusion, Gpt2MasksInTheOtherOrderNeedAnInfiniteFill) {
+  // Where(b, s + m, finfo.min): where m is finfo.min too, f + m would overflow to -inf in the additive form.
+  Model m = testing::parse(gpt2_dynamic("sp = Add(w, pad)  sm = Where(causal, sp, fmin)"));
+  Model f = tools::copy_model(m);
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 1;
+  EXPECT_EQ(tools::fuse_model(f, opts).rewrites["attention-fusion"], 0) << f.graph->to_string();
+  // With an -inf fill the same order is exact, and fuses.
+  Model inf = testing::parse(gpt2_dynamic("zf = Constant <value = float {0.0}> ()  ninf = Log(zf)  sp = Add(w, pad)  "
+                                          "sm = Where(causal, sp, ninf)"));
+  Model fi = tools::copy_model(inf);
+  EXPECT_EQ(tools::fuse_model(fi, opts).rewrites["attention-fusion"], 1) << fi.graph->to_string();
+  expect_same_outputs(inf, fi, 1e-4, 1e-5, 9);
+}
+
 TEST(AttentionFusion, RunsInTheOptLevelPipeline) {
   Model m = testing::parse(torch_style());
   Model fused = tools::copy_model(m);

@@ -111,20 +111,10 @@ Value* additive_mask(rewrite::Rewriter& rw, const BoolMask& m) {
   return w->output(0);
 }
 
-// a + b, typed with their numpy broadcast where both shapes are known (shape inference fills it otherwise).
+// a + b: the two masks as one (its shape is left to shape inference, which the pipeline runs again after).
 Value* add_masks(rewrite::Rewriter& rw, Value* a, Value* b, int opset) {
   Node* add = rw.add_node("Add", {a, b}, {b}, "", opset);
   add->output(0)->type = TensorType{DType::Float, std::nullopt};
-  if (a->type.shape && b->type.shape) {
-    const Shape &x = *a->type.shape, &y = *b->type.shape;
-    Shape r(std::max(x.size(), y.size()), Dim(1));
-    for (size_t i = 0; i < r.size(); ++i) {
-      const Dim& dx = i + x.size() >= r.size() ? x[i + x.size() - r.size()] : Dim(1);
-      const Dim& dy = i + y.size() >= r.size() ? y[i + y.size() - r.size()] : Dim(1);
-      r[i] = dx.is_static() && dx.value() == 1 ? dy : dy.is_static() && dy.value() == 1 ? dx : dx == dy ? dx : Dim();
-    }
-    add->output(0)->type.shape = r;
-  }
   return add->output(0);
 }
 

@@ -36,10 +36,12 @@ std::set<const Node*> descendants_in(const Node* root, const std::set<const Node
   return seen;
 }
 
+// The element count of a shape key as a comparable number: symbolic dims as large distinct factors, the product
+// taken modulo 2^64 (three symbols already exceed int64).
 int64_t numel_key(const std::vector<int64_t>& k) {
-  int64_t n = 1;
-  for (int64_t d : k) n *= d < 0 ? 1000003 + (-d) : d;  // symbolic dims as large distinct factors
-  return n;
+  uint64_t n = 1;
+  for (int64_t d : k) n *= d < 0 ? uint64_t(1000003) + uint64_t(-d) : uint64_t(d);
+  return int64_t(n);
 }
 
 bool chain_from(const Pattern& p, size_t i, const Node& n, const std::set<const Node*>* scope,

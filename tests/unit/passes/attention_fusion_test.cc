@@ -280,6 +280,35 @@ TEST(AttentionFusion, Gpt2MasksInTheOtherOrderNeedAnInfiniteFill) {
   expect_same_outputs(inf, fi, 1e-4, 1e-5, 9);
 }
 
+// Hugging Face BERT's mask: an int64 attention_mask [B, L] of 1s and 0s becomes (1 - m) * finfo.min, unsqueezed
+// to [B, 1, 1, L] and added to the scores; a sequence padded entirely (an empty one in the batch) masks every key.
+TEST(AttentionFusion, HuggingFaceBertMaskFromAnIntegerInput) {
+  Model m = testing::parse(header(13) + R"(g (float[B,4,L,16] q, float[B,4,L,16] k, float[B,4,L,16] v,
+                                           int64[B,L] am) => (float[B,4,L,16] y) {
+    a1 = Constant <value = int64[1] {1}> ()  a2 = Constant <value = int64[1] {2}> ()
+    u1 = Unsqueeze(am, a1)  u2 = Unsqueeze(u1, a2)  mf = Cast <to = 1> (u2)
+    one = Constant <value = float {1.0}> ()  inv = Sub(one, mf)
+    fmin = Constant <value = float {-3.4028234663852886e+38}> ()  ext = Mul(inv, fmin)
+    kt = Transpose <perm = [0, 1, 3, 2]> (k)  s0 = MatMul(q, kt)  c = Constant <value = float {4.0}> ()
+    w = Div(s0, c)  sm = Add(w, ext)  p = Softmax <axis = -1> (sm)  y = MatMul(p, v) })");
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  tools::FuseResult r;
+  Model f = testing::fused_copy(m, opts, &r);
+  EXPECT_EQ(r.rewrites["attention-fusion"], 1) << f.graph->to_string();
+  for (int64_t n : {1, 3, 9}) {  // B = L = n
+    runtime::Session a(*m.graph), b(*f.graph);
+    auto inputs = tools::random_inputs(*m.graph, 5, n);
+    int64_t* am = inputs[3].data<int64_t>();
+    for (int64_t i = 0; i < inputs[3].numel(); ++i) am[i] = am[i] % 3 != 0;  // about a third padded
+    if (n > 1)
+      for (int64_t j = 0; j < n; ++j) am[j] = 0;  // the first sequence padded entirely
+    auto want = a.run(inputs), got = b.run(inputs);
+    auto cmp = tools::compare(got[0], want[0], 1e-4, 1e-5);
+    EXPECT_TRUE(cmp.ok) << "B = L = " << n << ": " << cmp.message;
+  }
+}
+
 TEST(AttentionFusion, RunsInTheOptLevelPipeline) {
   Model m = testing::parse(torch_style());
   Model fused = tools::copy_model(m);

@@ -12,6 +12,7 @@
 #include "frontend/onnx/gaf_schemas.h"
 #include "gaf/builder.h"
 #include "gaf/onnx_io.h"
+#include "gaf/passes.h"
 
 namespace gaf::onnx_io {
 
@@ -92,16 +93,24 @@ void build_fused_body(Node& n, const onnx::FunctionProto& fp, const std::map<std
   infer_types(tmp);
   // ONNX infers a body from its inputs alone; where that leaves an output's shape less known than the call
   // site's (a Reshape whose target the caller computed from a symbolic shape), the call site's type is right.
+  // ONNX's fresh "unk__<n>" symbols count as unknown.
   for (int i = 0; i < int(body.outputs().size()) && i < n.num_outputs(); ++i) {
     const TensorType& outer = n.output(i)->type;
     TensorType& inner = body.outputs()[size_t(i)]->type;
     auto known_dims = [](const TensorType& t) {
       return t.shape ? 1 + std::count_if(t.shape->begin(), t.shape->end(),
-                                         [](const Dim& d) { return d.is_static() || d.is_symbol(); })
+                                         [](const Dim& d) {
+                                           return d.is_static() ||
+                                                  (d.is_symbol() && d.symbol().rfind("unk__", 0) != 0);
+                                         })
                      : 0;
     };
     if (outer.dtype == inner.dtype && known_dims(outer) > known_dims(inner)) inner.shape = outer.shape;
   }
+  // Then our own inference for what lies between: a broadcast of min(L,k) against L, say (ONNX gives a fresh
+  // symbol), which the code generator needs to size its loops.
+  PassContext ctx;
+  make_shape_inference()->run(body, ctx);
   n.body = std::move(tmp.graph);
 }
 

@@ -22,6 +22,9 @@ class Dim {
   explicit Dim(std::string symbol) : symbol_(std::move(symbol)) {}
   bool is_static() const { return value_ >= 0; }
   bool is_symbol() const { return value_ < 0 && !symbol_.empty(); }
+  // Static, or a symbol other than a fresh one ONNX shape inference made up ("unk__<n>": it names no dim of the
+  // model and says no more than an unknown dim).
+  bool is_known() const { return is_static() || (is_symbol() && symbol_.rfind("unk__", 0) != 0); }
   int64_t value() const { return value_; }
   const std::string& symbol() const { return symbol_; }
   bool operator==(const Dim& o) const { return value_ == o.value_ && symbol_ == o.symbol_; }

@@ -32,9 +32,9 @@ namespace {
 
 using MaybeShape = std::optional<Shape>;
 
-// ONNX shape inference names a dim it cannot know "unk__<n>": a fresh symbol, as unknown as no symbol.
-bool known(const Dim& d) { return d.is_static() || (d.is_symbol() && d.symbol().rfind("unk__", 0) != 0); }
-bool complete(const TensorType& t) { return t.shape && std::all_of(t.shape->begin(), t.shape->end(), known); }
+bool complete(const TensorType& t) {
+  return t.shape && std::all_of(t.shape->begin(), t.shape->end(), [](const Dim& d) { return d.is_known(); });
+}
 
 // "min(L,1024)": a dim that a slice of a static dim by a symbolic end gives (see symbolic_slice).
 std::string min_symbol(const std::string& sym, int64_t bound) { return fmt::format("min({},{})", sym, bound); }
@@ -498,7 +498,7 @@ class Inferrer {
       all_static &= s[size_t(axis)].is_static();
       if (s[size_t(axis)].is_static()) total += s[size_t(axis)].value();
       for (int64_t i = 0; i < rank; ++i)
-        if (i != axis && !known(r[size_t(i)])) r[size_t(i)] = s[size_t(i)];
+        if (i != axis && !r[size_t(i)].is_known()) r[size_t(i)] = s[size_t(i)];
     }
     r[size_t(axis)] = all_static ? Dim(total) : Dim();
     return r;
@@ -576,7 +576,7 @@ bool merge(TensorType& t, const Shape& s) {
     if ((*t.shape)[i].is_static() && s[i].is_static() && (*t.shape)[i].value() != s[i].value()) return false;
   bool changed = false;
   for (size_t i = 0; i < s.size(); ++i)
-    if (!known((*t.shape)[i]) && known(s[i])) (*t.shape)[i] = s[i], changed = true;
+    if (!(*t.shape)[i].is_known() && s[i].is_known()) (*t.shape)[i] = s[i], changed = true;
   return changed;
 }
 

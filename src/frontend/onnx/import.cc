@@ -93,16 +93,11 @@ void build_fused_body(Node& n, const onnx::FunctionProto& fp, const std::map<std
   infer_types(tmp);
   // ONNX infers a body from its inputs alone; where that leaves an output's shape less known than the call
   // site's (a Reshape whose target the caller computed from a symbolic shape), the call site's type is right.
-  // ONNX's fresh "unk__<n>" symbols count as unknown.
   for (int i = 0; i < int(body.outputs().size()) && i < n.num_outputs(); ++i) {
     const TensorType& outer = n.output(i)->type;
     TensorType& inner = body.outputs()[size_t(i)]->type;
     auto known_dims = [](const TensorType& t) {
-      return t.shape ? 1 + std::count_if(t.shape->begin(), t.shape->end(),
-                                         [](const Dim& d) {
-                                           return d.is_static() ||
-                                                  (d.is_symbol() && d.symbol().rfind("unk__", 0) != 0);
-                                         })
+      return t.shape ? 1 + std::count_if(t.shape->begin(), t.shape->end(), [](const Dim& d) { return d.is_known(); })
                      : 0;
     };
     if (outer.dtype == inner.dtype && known_dims(outer) > known_dims(inner)) inner.shape = outer.shape;

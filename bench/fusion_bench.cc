@@ -111,15 +111,19 @@ Case layernorm_rows() {
   return c;
 }
 
+// GELU in the erf form PyTorch exports: x * (erf(x / sqrt(2)) + 1) * 0.5.
+Value* erf_gelu(GraphBuilder& b, Value* f) {
+  Value* erf = b.op("Erf", {b.op("Div", {f, b.scalar(std::sqrt(2.0f))})});
+  return b.op("Mul", {b.op("Mul", {f, b.op("Add", {erf, b.scalar(1.0f)})}), b.scalar(0.5f)});
+}
+
 Case matmul_bias_gelu() {
   Case c{"MatMul+bias+GELU [512,768]x[768,3072]", {}};
   GraphBuilder b(c.model);
   Value* x = b.input("x", DType::Float, {512, 768});
   Value* w = b.random_constant("w", {768, 3072}, 0.03f);
   Value* bias = b.random_constant("bias", {3072}, 0.1f);
-  Value* f = b.op("Add", {b.op("MatMul", {x, w}), bias});
-  Value* erf = b.op("Erf", {b.op("Div", {f, b.scalar(std::sqrt(2.0f))})});
-  b.output(b.op("Mul", {b.op("Mul", {f, b.op("Add", {erf, b.scalar(1.0f)})}), b.scalar(0.5f)}));
+  b.output(erf_gelu(b, b.op("Add", {b.op("MatMul", {x, w}), bias})));
   b.finish();
   return c;
 }
@@ -192,9 +196,7 @@ Case bert_layer_dynamic() {
   Value* ctx = b.op("Reshape", {b.op("Transpose", {b.op("MatMul", {p, v})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}),
                                 merged});
   Value* h = decomposed_layernorm(b, b.op("Add", {linear(ctx, "o", E, E), x}), "ln1");
-  Value* f = linear(h, "ffn1", E, 4 * E);
-  Value* erf = b.op("Erf", {b.op("Div", {f, b.scalar(std::sqrt(2.0f))})});
-  Value* g = b.op("Mul", {b.op("Mul", {f, b.op("Add", {erf, b.scalar(1.0f)})}), b.scalar(0.5f)});
+  Value* g = erf_gelu(b, linear(h, "ffn1", E, 4 * E));
   b.output(decomposed_layernorm(b, b.op("Add", {linear(g, "ffn2", 4 * E, E), h}), "ln2"));
   b.finish();
   return c;

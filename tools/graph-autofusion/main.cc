@@ -34,10 +34,18 @@ int cmd_info(const std::string& path) {
   return 0;
 }
 
-std::vector<Tensor> gather_inputs(const RunArgs& a, const runtime::Session& s) {
+constexpr const char* kDimHelp = "NAME=SIZE: the size of a named (symbolic) input dim in random inputs (default 1)";
+
+// The inputs --inputs and --input-pb give (none when neither does).
+std::vector<Tensor> given_inputs(const RunArgs& io) {
   std::vector<Tensor> inputs;
-  if (!a.input_dir.empty()) inputs = tools::load_input_dir(a.input_dir);
-  for (const auto& p : a.input_pbs) inputs.push_back(onnx_io::load_tensor(p));
+  if (!io.input_dir.empty()) inputs = tools::load_input_dir(io.input_dir);
+  for (const auto& p : io.input_pbs) inputs.push_back(onnx_io::load_tensor(p));
+  return inputs;
+}
+
+std::vector<Tensor> gather_inputs(const RunArgs& a, const runtime::Session& s) {
+  std::vector<Tensor> inputs = given_inputs(a);
   if (inputs.empty()) {
     GAF_CHECK(a.random_inputs || s.required_inputs().empty(),
               "the model needs {} input(s): give --input-pb FILE... or --inputs DIR, or --random-inputs",
@@ -154,9 +162,7 @@ int cmd_fuse(const FuseArgs& a) {
 }
 
 std::vector<Tensor> inputs_for(const Model& m, const RunArgs& io) {
-  std::vector<Tensor> inputs;
-  if (!io.input_dir.empty()) inputs = tools::load_input_dir(io.input_dir);
-  for (const auto& p : io.input_pbs) inputs.push_back(onnx_io::load_tensor(p));
+  std::vector<Tensor> inputs = given_inputs(io);
   return inputs.empty() ? tools::random_inputs(*m.graph, 0, tools::parse_dim_sizes(io.dims)) : inputs;
 }
 
@@ -236,7 +242,7 @@ int cmd_compare(const std::string& actual, const std::string& expected, double r
 void add_input_options(CLI::App* app, RunArgs& io) {
   app->add_option("--input-pb", io.input_pbs, "input TensorProto files (default: seeded random)");
   app->add_option("--inputs", io.input_dir, "folder with input_<i>.pb files");
-  app->add_option("--dim", io.dims, "NAME=SIZE: the size of a named (symbolic) input dim in random inputs (default 1)");
+  app->add_option("--dim", io.dims, kDimHelp);
 }
 
 }  // namespace
@@ -261,7 +267,7 @@ int main(int argc, char** argv) {
   run->add_option("--inputs", run_args.input_dir, "folder with input_<i>.pb files");
   run->add_flag("--random-inputs", run_args.random_inputs, "seeded random inputs");
   run->add_option("--seed", run_args.seed, "seed for --random-inputs");
-  run->add_option("--dim", run_args.dims, "NAME=SIZE: the size of a named (symbolic) input dim in random inputs (default 1)");
+  run->add_option("--dim", run_args.dims, kDimHelp);
   run->add_option("--save-inputs", run_args.save_inputs, "write the inputs run as input_<i>.pb files to this folder");
   run->add_option("--save-outputs", run_args.save_outputs, "write output_<i>.pb files to this folder");
   run->add_option("--iterations", run_args.iterations, "timed runs after one warm-up; prints min and median")

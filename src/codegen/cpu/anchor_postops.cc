@@ -5,6 +5,7 @@
 //   Add(y, t) / Add(t, y)              -> binary add of t (bias, residual; numpy-broadcast)
 //   Add/Sub/Mul/Div(y, scalar c)       -> linear
 //   Relu, LeakyRelu, Clip(consts), HardSwish, Max/Min(y, scalar c) -> clip; Neg -> linear; Pow(y, c) -> pow
+//   HardSigmoid                        -> linear then clip to [0, 1]
 //   Sigmoid, Tanh, Abs, Exp, Sqrt, Log, Elu, Mish, Round, Softplus   -> the oneDNN eltwise of that name
 //   Mul/Max/Min(y, t), Sub/Div(y, t)    -> binary with tensor t (y on the left for Sub and Div)
 //   Mul(y, Sigmoid(y))                 -> swish
@@ -228,6 +229,10 @@ std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string
     else if (op == "Relu") ops.push_back(PostOp::relu());
     else if (op == "LeakyRelu") ops.push_back(PostOp::relu(n->attr_float("alpha", 0.01f)));
     else if (op == "HardSwish") ops.push_back(PostOp::hard_swish());
+    else if (op == "HardSigmoid" && n->domain.empty()) {  // max(0, min(1, alpha y + beta))
+      ops.push_back(PostOp::linear(n->attr_float("alpha", 0.2f), n->attr_float("beta", 0.5f)));
+      ops.push_back(PostOp::clip(0.f, 1.f));
+    }
     else if (op == "Silu" && n->domain == "gaf") ops.push_back(PostOp::swish());
     else if (op == "Gelu" && n->attr_string("approximate", "none") == "none") ops.push_back(PostOp::gelu_erf());
     else if (op == "Gelu") ops.push_back(PostOp::gelu_tanh());

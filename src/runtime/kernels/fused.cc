@@ -3,16 +3,32 @@
 #include "gaf/session.h"
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
+#include "runtime/kernels/fused_body.h"
 
 namespace gaf::runtime {
+
+std::unique_ptr<Graph> body_with_bound_constants(const Node& fused) {
+  GAF_CHECK(fused.body, "{}: a fused node has no body graph", fused.describe());
+  std::unique_ptr<Graph> body = fused.body->clone();
+  const std::vector<Value*> inputs = body->inputs();
+  for (size_t i = 0; i < inputs.size() && int(i) < fused.num_inputs(); ++i) {
+    const Value* outer = fused.input(int(i));
+    if (!outer || !outer->is_constant()) continue;
+    Value* c = body->add_constant(body->unique_name(inputs[i]->name() + "__bound"), outer->constant());
+    body->replace_all_uses(inputs[i], c);
+  }
+  return body;
+}
 
 namespace {
 
 class FusedBodyKernel final : public Kernel {
  public:
+  // Outer constants bound into the body: MobileNetV3's squeeze-excitation 1x1 convolutions run op by op measured
+  // 3.5x slower with their weights re-packed on every run.
   explicit FusedBodyKernel(const Node& node) {
-    GAF_CHECK(node.body, "{}: a fused node has no body graph", node.describe());
-    session_ = std::make_unique<Session>(*node.body);
+    body_ = body_with_bound_constants(node);
+    session_ = std::make_unique<Session>(*body_);
   }
   void run(KernelContext& ctx) override {
     const Graph& body = session_->graph();
@@ -25,6 +41,7 @@ class FusedBodyKernel final : public Kernel {
   }
 
  private:
+  std::unique_ptr<Graph> body_;
   std::unique_ptr<Session> session_;
 };
 

@@ -7,8 +7,9 @@
 //   Gemm(Transpose(A), B)                  -> Gemm(A, B, transA = !transA)     (B likewise)
 //   MatMul(Transpose(A), B), all 2-D       -> Gemm(A, B, transA = 1)           (B likewise; opset >= 11)
 //   f(Transpose(a, p), Transpose(b, p), s) -> Transpose(f(a, b, s), p)  f elementwise or broadcast (a and b of the
-//                                             output's rank), s scalar constants or constants of the output's
-//                                             rank (then Transpose(s, p^-1), folded to a constant): moves the
+//                                             output's rank), s scalar constants or other constants (padded
+//                                             with leading 1s to the output's rank, then Transpose(s, p^-1),
+//                                             folded to a constant): moves the
 //                                             Transpose down (k of them become one) until it meets its inverse;
 //                                             an operand b with a Transpose(b, p^-1) elsewhere reads that instead
 //   Concat(Transpose(a, p), Transpose(b, p), axis k) -> Transpose(Concat(a, b, axis p[k]), p)
@@ -102,6 +103,14 @@ class TransposeFold final : public rewrite::RulePass {
       if (c && c->numel() == 1 && c->rank() <= rank) {  // scalars broadcast the same either way
         ins[size_t(i)] = v;
         continue;
+      }
+      if (c && c->rank() < rank) {
+        // A constant of lower rank broadcasts right-aligned: the same constant with leading 1s (ConvNeXt's layer
+        // scale [C, 1, 1] against [N, C, H, W]), which the equal-rank case below then permutes.
+        std::vector<int64_t> padded(size_t(rank - c->rank()), 1);
+        padded.insert(padded.end(), c->dims().begin(), c->dims().end());
+        v = rw.add_constant(v->name(), c->reshaped(padded));
+        c = &v->constant();
       }
       if (c && c->rank() == rank) {  // a constant of equal rank (per-channel scales, biases): permuted by p^-1
         Node* tc = rw.add_node("Transpose", {v}, {v}, "", transposes[0]->opset);

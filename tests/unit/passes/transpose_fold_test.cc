@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include "pass_test_util.h"
 
 namespace gaf {
@@ -116,23 +118,27 @@ TEST(TransposeFold, TransposesMoveDownThroughBroadcastsOfEqualRank) {
   expect_same_outputs(twin.before, twin.after);
 }
 
-TEST(TransposeFold, ConstantsOfEqualRankArePermutedAlong) {
-  // A per-channel bias [1,3,1,1] on NCHW: the Transpose moves below the Add, the bias becomes the constant
-  // [1,1,1,3], and the pair cancels. A bias of lower rank ([3,1,1]) keeps the Transposes.
-  auto r = rewrite(header() + R"(g (float[1,5,6,3] a) => (float[1,5,6,3] y) {
-      t = Transpose <perm = [0, 3, 1, 2]> (a)  b = Constant <value = float[1,3,1,1] {0.5, -1.0, 2.0}> ()
-      s = Add(t, b)  y = Transpose <perm = [0, 2, 3, 1]> (s) })",
-                   make_transpose_fold());
-  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Add", 1}})) << r.dump();
-  for (const Node* n : r.after.graph->nodes())
-    for (int i = 0; i < n->num_inputs(); ++i)
-      if (n->input(i)->is_constant()) {
-        EXPECT_EQ(n->input(i)->constant().dims(), (std::vector<int64_t>{1, 1, 1, 3}));
-      }
-  expect_same_outputs(r.before, r.after);
-  auto twin = rewrite(header() + R"(g (float[1,5,6,3] a) => (float[1,5,6,3] y) {
-      t = Transpose <perm = [0, 3, 1, 2]> (a)  b = Constant <value = float[3,1,1] {0.5, -1.0, 2.0}> ()
-      s = Add(t, b)  y = Transpose <perm = [0, 2, 3, 1]> (s) })",
+TEST(TransposeFold, ConstantsArePermutedAlong) {
+  // A per-channel bias on NCHW, [1,3,1,1] or of lower rank ([3,1,1], ConvNeXt's layer scale): the Transpose
+  // moves below the Add, the bias becomes the constant [1,1,1,3], and the pair cancels. A bias [3,1,1] that is
+  // a graph input, not a constant, keeps the Transposes.
+  for (const char* bias : {"float[1,3,1,1]", "float[3,1,1]"}) {
+    SCOPED_TRACE(bias);
+    auto r = rewrite(header() + fmt::format(R"(g (float[1,5,6,3] a) => (float[1,5,6,3] y) {{
+        t = Transpose <perm = [0, 3, 1, 2]> (a)  b = Constant <value = {} {{0.5, -1.0, 2.0}}> ()
+        s = Add(t, b)  y = Transpose <perm = [0, 2, 3, 1]> (s) }})",
+                                              bias),
+                     make_transpose_fold());
+    EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Add", 1}})) << r.dump();
+    for (const Node* n : r.after.graph->nodes())
+      for (int i = 0; i < n->num_inputs(); ++i)
+        if (n->input(i)->is_constant()) {
+          EXPECT_EQ(n->input(i)->constant().dims(), (std::vector<int64_t>{1, 1, 1, 3}));
+        }
+    expect_same_outputs(r.before, r.after);
+  }
+  auto twin = rewrite(header() + R"(g (float[1,5,6,3] a, float[3,1,1] b) => (float[1,5,6,3] y) {
+      t = Transpose <perm = [0, 3, 1, 2]> (a)  s = Add(t, b)  y = Transpose <perm = [0, 2, 3, 1]> (s) })",
                       make_transpose_fold());
   EXPECT_EQ(twin.ops().at("Transpose"), 2) << twin.dump();
   expect_same_outputs(twin.before, twin.after);

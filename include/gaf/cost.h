@@ -74,6 +74,9 @@ struct GraphCost {
   size_t nodes = 0, kernels = 0;
   double bytes = 0, time_s = 0;
   double peak_memory_bytes = 0;  // liveness simulation of intermediate values in schedule order
+  // Symbolic dims costed as 1: the graph inputs' named dims, and "?" when some value has a dim known by no name
+  // (sorted). The estimates of a model exported with dynamic axes are those of size 1 along them.
+  std::vector<std::string> dims_costed_as_1;
 };
 GraphCost graph_cost(const Graph& g, const CostModel& cm);
 

@@ -126,9 +126,18 @@ GraphCost graph_cost(const Graph& g, const CostModel& cm) {
   for (size_t i = 0; i < nodes.size(); ++i)
     for (const Value* v : nodes[i]->inputs())
       if (v) last_use[v] = i;
+  std::set<std::string> symbolic;  // the graph inputs' named dims, and "?" for any dim known by no name
+  auto note_dims = [&](const Value* v, bool named) {
+    if (!v || !v->type.shape) return;
+    for (const Dim& d : *v->type.shape)
+      if (!d.is_known()) symbolic.insert("?");
+      else if (named && d.is_symbol()) symbolic.insert(d.symbol());
+  };
+  for (const Value* v : g.inputs()) note_dims(v, true);
   double live = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node* n = nodes[i];
+    for (const Value* o : n->outputs()) note_dims(o, false);
     if (!is_free_node(*n)) {
       ++c.kernels;
       KernelStats k = node_stats(*n);
@@ -145,6 +154,7 @@ GraphCost graph_cost(const Graph& g, const CostModel& cm) {
     for (const Value* o : n->outputs())
       if (o->uses().empty() && !g.is_graph_output(o) && !is_free_node(*n)) live -= value_bytes(o);
   }
+  c.dims_costed_as_1.assign(symbolic.begin(), symbolic.end());
   return c;
 }
 

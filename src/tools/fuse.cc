@@ -1,4 +1,5 @@
 // The fuse driver: passes -> plan -> apply, with costs before and after, the report and graph dumps.
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -31,7 +32,8 @@ nlohmann::json cost_json(const GraphCost& c) {
           {"kernels", c.kernels},
           {"modeled_bytes", c.bytes},
           {"estimated_time_s", c.time_s},
-          {"peak_memory_bytes", c.peak_memory_bytes}};
+          {"peak_memory_bytes", c.peak_memory_bytes},
+          {"dims_costed_as_1", c.dims_costed_as_1}};
 }
 
 }  // namespace
@@ -104,7 +106,10 @@ std::string FuseResult::summary_line() const {
       "Found {} operators, {} fusion candidates. Estimated benefit: {:.1f} MB memory traffic, {:.3f} ms. "
       "Fused {} operators into {} fused operators.",
       before.nodes, candidates, (before.bytes - after.bytes) / 1e6, (before.time_s - after.time_s) * 1e3, fused_ops,
-      groups.size());
+      groups.size()) +
+         (before.dims_costed_as_1.empty()
+              ? ""
+              : fmt::format(" (Estimates take the symbolic dims {} as 1.)", fmt::join(before.dims_costed_as_1, ", ")));
 }
 
 std::string FuseResult::report_json(const std::string& model_name, const Target& target, int opt_level) const {

@@ -218,6 +218,12 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
     return D::no(Reason::Cycle, "another path between the two groups would make the fused graph cyclic");
 
   auto outs = escaping_outputs(nodes, g);
+  // An anchor group runs as one oneDNN primitive whose post-ops apply the epilogue on the way out: it writes the
+  // chain's last value only, so an intermediate read outside would leave the group to run op by op.
+  if (anchor && outs.size() > 1)
+    return D::no(Reason::MultiOutput, fmt::format("the group would have {} outputs; a group with anchor {} writes "
+                                                  "one (its epilogue runs as post-ops)",
+                                                  outs.size(), anchor->describe()));
   if (outs.size() > 1 && opts.opt_level < 3) {
     // A conflict proper: an intermediate the group also consumes is returned by the graph.
     for (const Value* o : outs)

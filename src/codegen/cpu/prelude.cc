@@ -18,6 +18,9 @@ inline float gaf_bits_to_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); re
 inline uint32_t gaf_float_to_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 inline float gaf_max(float a, float b) { return a < b ? b : a; }
 inline float gaf_min(float a, float b) { return b < a ? b : a; }
+// ONNX Max / Min as the runtime's kernels compute them: a NaN in either operand gives NaN.
+inline float gaf_max_op(float a, float b) { return (a > b || a != a) ? a : b; }
+inline float gaf_min_op(float a, float b) { return (a < b || a != a) ? a : b; }
 inline float gaf_abs(float x) { return __builtin_fabsf(x); }
 inline float gaf_sqrt(float x) { return __builtin_sqrtf(x); }
 inline float gaf_floor(float x) { return __builtin_floorf(x); }

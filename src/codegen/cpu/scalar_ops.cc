@@ -62,8 +62,8 @@ std::optional<ScalarExpr> scalar_expr(const Node& n, const std::vector<std::stri
   if ((op == "Max" || op == "Min" || op == "Sum" || op == "Mean") && na >= 1) {
     std::string e = a[0];
     for (size_t i = 1; i < na; ++i) {
-      if (op == "Max") e = "gaf_max(" + e + ", " + a[i] + ")";
-      else if (op == "Min") e = "gaf_min(" + e + ", " + a[i] + ")";
+      if (op == "Max") e = "gaf_max_op(" + e + ", " + a[i] + ")";
+      else if (op == "Min") e = "gaf_min_op(" + e + ", " + a[i] + ")";
       else e = "(" + e + " + " + a[i] + ")";
     }
     if (op == "Mean") e = "(" + e + " * " + lit(1.0 / double(na)) + ")";

@@ -116,8 +116,26 @@ inline float gaf_tanh(float x) {
 }
 
 inline float gaf_sigmoid(float x) { return 1.0f / (1.0f + gaf_exp(-x)); }
+// e^x - 1, accurate near 0 too: (u - 1) x / log(u) for u = e^x rounded (Kahan), x itself where u rounds to 1.
+inline float gaf_expm1(float x) {
+  float u = gaf_exp(x);
+  float d = u - 1.0f;
+  float r = d * (x / gaf_log(u));
+  r = d == -1.0f ? -1.0f : r;
+  r = u == 1.0f ? x : r;
+  return x > 80.0f ? u : r;
+}
+// log(1 + y) for y >= 0, accurate for small y too: log(u) scaled by y / (u - 1), the rounding of u = 1 + y
+// (Goldberg's correction).
+inline float gaf_log1p_pos(float y) {
+  float u = 1.0f + y;
+  float d = u - 1.0f;
+  return d == 0.0f ? y : gaf_log(u) * (y / d);
+}
+// log(1 + e^x) = max(x, 0) + log1p(e^-|x|): log(1 + e^x) directly loses the relative precision of small results
+// (x = -9.5: 1.5e-4 relative).
 inline float gaf_softplus(float x) {
-  float r = gaf_log(1.0f + gaf_exp(x));
+  float r = gaf_max(x, 0.0f) + gaf_log1p_pos(gaf_exp(-gaf_abs(x)));
   r = x > 20.0f ? x : r;
   return x < -15.0f ? gaf_exp(x) : r;
 }

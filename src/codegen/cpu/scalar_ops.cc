@@ -94,18 +94,20 @@ std::optional<ScalarExpr> scalar_expr(const Node& n, const std::vector<std::stri
     if (op == "Mish") return f("(" + x + " * gaf_tanh(gaf_softplus(" + x + ")))");
     if (op == "LeakyRelu")
       return f("(" + x + " >= 0.0f ? " + x + " : " + x + " * " + attr("alpha", 0.01) + ")");
-    if (op == "ThresholdedRelu") return f("(" + x + " > " + attr("alpha", 1.0) + " ? " + x + " : 0.0f)");
+    if (op == "ThresholdedRelu")  // NaN stays NaN
+      return f("(" + x + " > " + attr("alpha", 1.0) + " ? " + x + " : (" + x + " == " + x + " ? 0.0f : " + x + "))");
     if (op == "Elu")
-      return f("(" + x + " >= 0.0f ? " + x + " : " + attr("alpha", 1.0) + " * (gaf_exp(" + x + ") - 1.0f))");
+      return f("(" + x + " >= 0.0f ? " + x + " : " + attr("alpha", 1.0) + " * gaf_expm1(" + x + "))");
     if (op == "Celu") {
       std::string al = attr("alpha", 1.0);
-      return f("(gaf_max(" + x + ", 0.0f) + gaf_min(0.0f, " + al + " * (gaf_exp(" + x + " / " + al + ") - 1.0f)))");
+      return f("(gaf_max(" + x + ", 0.0f) + gaf_min(0.0f, " + al + " * gaf_expm1(" + x + " / " + al + ")))");
     }
     if (op == "Selu")
       return f("(" + attr("gamma", 1.05070102214813232421875) + " * (" + x + " > 0.0f ? " + x + " : " +
-               attr("alpha", 1.67326319217681884765625) + " * (gaf_exp(" + x + ") - 1.0f)))");
+               attr("alpha", 1.67326319217681884765625) + " * gaf_expm1(" + x + ")))");
     if (op == "HardSigmoid")
-      return f("gaf_max(0.0f, gaf_min(1.0f, " + attr("alpha", 0.2) + " * " + x + " + " + attr("beta", 0.5) + "))");
+      return f("gaf_max_op(0.0f, gaf_min_op(1.0f, " + attr("alpha", 0.2) + " * " + x + " + " + attr("beta", 0.5) +
+               "))");  // NaN stays NaN
     if (op == "HardSwish")
       return f("(" + x + " * gaf_max(0.0f, gaf_min(1.0f, " + x + " * (1.0f / 6.0f) + 0.5f)))");
     if (op == "PRelu" && na == 2) return f("(" + x + " < 0.0f ? " + x + " * " + a[1] + " : " + x + ")");

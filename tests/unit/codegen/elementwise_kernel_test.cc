@@ -1,4 +1,7 @@
 // Generated elementwise kernels compute what the runtime's kernels compute, NaN included.
+#include <cmath>
+#include <limits>
+
 #include "test_util.h"
 
 namespace gaf {
@@ -31,6 +34,43 @@ TEST(ElementwiseKernel, MaxAndMinPropagateNaNFromEitherOperand) {
     EXPECT_EQ(wrong, 0) << "output " << o << ": " << wrong << " of " << nans << " NaNs differ";
   }
   testing::expect_same_outputs(m, f);
+}
+
+// Every unary op the emitter writes, on special values (NaN, infinities, signed zeros, overflow and underflow
+// ranges) as well as ordinary ones: a generated kernel Neg -> Neg -> op gives what the unfused kernels give, NaN
+// where they give NaN, the same infinities, finite values within 2e-6 relative (1e-30 absolute).
+TEST(ElementwiseKernel, UnaryOpsOnSpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xs = {nan, inf, -inf, 0.0f, -0.0f, 1.0f, -1.0f, 0.5f, -0.5f, 2.5f, -2.5f, 3.0f, -3.0f,
+                           6.0f, -6.0f, 20.0f, -20.0f, 88.5f, 89.0f, -87.0f, -104.0f, 1e-30f, -1e-30f, 1e30f, -1e30f,
+                           0.3f, -0.7f, 1.5f, 7.25f, -9.5f, 40.0f, -40.0f, 1e-3f, -1e-3f, -1e-6f, 2e-7f, -0.2f};
+  const std::vector<std::string> ops = {
+      "Abs", "Relu", "Sqrt", "Reciprocal", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Floor", "Ceil", "Round",
+      "Sign", "Sin", "Cos", "Softsign", "Softplus", "LeakyRelu <alpha = 0.1>", "ThresholdedRelu", "Elu",
+      "Celu <alpha = 2.0>", "Selu", "HardSigmoid", "HardSwish", "Clip"};
+  for (const std::string& op : ops) {
+    SCOPED_TRACE(op);
+    const std::string name = op.substr(0, op.find(' '));
+    const std::string call = op.find(' ') == std::string::npos ? op : op;
+    Model m = testing::parse(fmt::format(R"(<ir_version: 8, opset_import: ["" : 17]>
+        g (float[{}] x) => (float[{}] y) {{ a = Neg(x)  b = Neg(a)  y = {}(b) }})",
+                                         xs.size(), xs.size(), call));
+    tools::FuseOptions opts;
+    opts.fusion.opt_level = 3;
+    Model f = testing::fused_copy(m, opts);
+    runtime::Session su(*m.graph), sf(*f.graph);
+    EXPECT_EQ(sf.generated_kernels(), size_t(1)) << f.graph->to_string();
+    std::vector<Tensor> in = {Tensor::from<float>({int64_t(xs.size())}, xs)};
+    Tensor want = su.run(in)[0], got = sf.run(in)[0];
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float w = want.data<float>()[i], g = got.data<float>()[i];
+      if (std::isnan(w) || std::isnan(g) || std::isinf(w) || std::isinf(g)) {
+        EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g) << name << "(" << xs[i] << "): unfused " << w << ", fused " << g;
+      } else {
+        EXPECT_NEAR(g, w, 1e-30 + 2e-6 * std::abs(w)) << name << "(" << xs[i] << ")";
+      }
+    }
+  }
 }
 
 }  // namespace

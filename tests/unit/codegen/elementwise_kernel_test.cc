@@ -73,5 +73,37 @@ TEST(ElementwiseKernel, UnaryOpsOnSpecialValues) {
   }
 }
 
+// Binary ops on every pair of special values, the same way.
+TEST(ElementwiseKernel, BinaryOpsOnSpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> vals = {nan, inf, -inf, 0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 2.0f, -2.5f, 3.0f, 1e30f, -7.0f};
+  std::vector<float> xs, zs;
+  for (float a : vals)
+    for (float b : vals) xs.push_back(a), zs.push_back(b);
+  for (const std::string op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod <fmod = 1>", "PRelu"}) {
+    SCOPED_TRACE(op);
+    Model m = testing::parse(fmt::format(R"(<ir_version: 8, opset_import: ["" : 17]>
+        g (float[{0}] x, float[{0}] z) => (float[{0}] y) {{ a = Neg(x)  b = Neg(z)  y = {1}(a, b) }})",
+                                         xs.size(), op));
+    tools::FuseOptions opts;
+    opts.fusion.opt_level = 3;
+    Model f = testing::fused_copy(m, opts);
+    runtime::Session su(*m.graph), sf(*f.graph);
+    EXPECT_EQ(sf.generated_kernels(), size_t(1)) << f.graph->to_string();
+    const int64_t n = int64_t(xs.size());
+    std::vector<Tensor> in = {Tensor::from<float>({n}, xs), Tensor::from<float>({n}, zs)};
+    Tensor want = su.run(in)[0], got = sf.run(in)[0];
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float w = want.data<float>()[i], g = got.data<float>()[i];
+      if (std::isnan(w) || std::isnan(g) || std::isinf(w) || std::isinf(g)) {
+        EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g)
+            << op << "(" << -xs[i] << ", " << -zs[i] << "): unfused " << w << ", fused " << g;
+      } else {
+        EXPECT_NEAR(g, w, 1e-30 + 2e-6 * std::abs(w)) << op << "(" << -xs[i] << ", " << -zs[i] << ")";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gaf

@@ -595,8 +595,9 @@ void Emitter::emit_rows(std::ostream& os) {
           os << ind << "{ const float inv = 1.0f / " << sum << ";\n" << ind << "#pragma omp simd\n"
              << ind << "for (int64_t j = 0; j < L; ++j) buf" << b << "[j] *= inv; }\n";
         else
-          os << ind << "{ const float lse = " << mx << " + gaf_log(" << sum << ");\n" << ind << "#pragma omp simd\n"
-             << ind << "for (int64_t j = 0; j < L; ++j) buf" << b << "[j] = " << x << " - lse; }\n";
+          // (x - max) - log(sum): x - (max + log(sum)) would lose log(sum) to max's rounding for large logits.
+          os << ind << "{ const float ls = gaf_log(" << sum << ");\n" << ind << "#pragma omp simd\n"
+             << ind << "for (int64_t j = 0; j < L; ++j) buf" << b << "[j] = (" << x << " - " << mx << ") - ls; }\n";
         if (out_slot.count(out))
           os << ind << "#pragma omp simd\n" << ind << "for (int64_t j = 0; j < L; ++j) out" << out_slot[out]
              << "[r * L + j] = " << store(out->type.dtype, fmt::format("buf{}[j]", b)) << ";\n";
@@ -606,20 +607,21 @@ void Emitter::emit_rows(std::ostream& os) {
         // y = (x - mean) / sqrt(var + eps) * scale + bias over the row (RMS: no centring, no bias).
         bool centre = op == "LayerNormalization";
         int b = buffer.at(out);
+        // Row statistics in double, as the runtime's kernel keeps them: fp32 squares overflow from 1.8e19.
         std::string mean = fmt::format("s{}", sv++), var = fmt::format("s{}", sv++);
-        os << ind << "float " << mean << " = 0.0f;\n";
+        os << ind << "double " << mean << " = 0.0;\n";
         if (centre)
           os << ind << "#pragma omp simd reduction(+:" << mean << ")\n"
-             << ind << "for (int64_t j = 0; j < L; ++j) " << mean << " += " << x << ";\n"
-             << ind << mean << " /= float(L);\n";
-        os << ind << "float " << var << " = 0.0f;\n"
+             << ind << "for (int64_t j = 0; j < L; ++j) " << mean << " += double(" << x << ");\n"
+             << ind << mean << " /= double(L);\n";
+        os << ind << "double " << var << " = 0.0;\n"
            << ind << "#pragma omp simd reduction(+:" << var << ")\n"
-           << ind << "for (int64_t j = 0; j < L; ++j) { const float d = " << x << " - " << mean << "; " << var
+           << ind << "for (int64_t j = 0; j < L; ++j) { const double d = double(" << x << ") - " << mean << "; " << var
            << " += d * d; }\n"
-           << ind << "{ const float rstd = 1.0f / gaf_sqrt(" << var << " / float(L) + "
-           << float_literal(n->attr_float("epsilon", 1e-5f)) << ");\n"
+           << ind << "{ const float rstd = float(1.0 / __builtin_sqrt(" << var << " / double(L) + "
+           << float_literal(n->attr_float("epsilon", 1e-5f)) << ")), mf = float(" << mean << ");\n"
            << ind << "#pragma omp simd\n"
-           << ind << "for (int64_t j = 0; j < L; ++j) { float v = (" << x << " - " << mean << ") * rstd;";
+           << ind << "for (int64_t j = 0; j < L; ++j) { float v = (" << x << " - mf) * rstd;";
         ScalarType st;
         if (n->input(1)) os << " v *= " << arg(*n, 1, true, st) << ";";
         if (centre && n->input(2)) os << " v += " << arg(*n, 2, true, st) << ";";
@@ -629,25 +631,48 @@ void Emitter::emit_rows(std::ostream& os) {
         continue;
       }
       std::string acc = fmt::format("s{}", sv++);
-      std::string init = "0.0f", step, finish = acc;
+      std::string init = "0.0f", step, finish = acc, acc_t = "float";
       char combine = '+';
       if (op == "ReduceSum") step = x;
       else if (op == "ReduceMean") { step = x; finish = acc + " / float(L)"; }
-      else if (op == "ReduceSumSquare") step = "(" + x + ") * (" + x + ")";
-      else if (op == "ReduceL2") { step = "(" + x + ") * (" + x + ")"; finish = "gaf_sqrt(" + acc + ")"; }
+      else if (op == "ReduceSumSquare" || op == "ReduceL2") {  // squares in double: fp32 overflows from 1.8e19
+        step = "double(" + x + ") * double(" + x + ")";
+        acc_t = "double";
+        finish = op == "ReduceL2" ? "float(__builtin_sqrt(" + acc + "))" : "float(" + acc + ")";
+      }
       else if (op == "ReduceL1") step = "gaf_abs(" + x + ")";
       else if (op == "ReduceLogSum") { step = x; finish = "gaf_log(" + acc + ")"; }
       else if (op == "ReduceMax") { init = "-__builtin_inff()"; combine = 'M'; }
       else if (op == "ReduceMin") { init = "__builtin_inff()"; combine = 'm'; }
+      else if (op == "ReduceLogSumExp") combine = 'L';
       else reject("{} has no row form in the emitter", n->describe());
-      os << ind << "float " << acc << " = " << init << ";\n";
-      if (combine == '+')
-        os << ind << "#pragma omp simd reduction(+:" << acc << ")\n"
+      if (combine == '+') {
+        os << ind << acc_t << " " << acc << " = " << init << ";\n"
+           << ind << "#pragma omp simd reduction(+:" << acc << ")\n"
            << ind << "for (int64_t j = 0; j < L; ++j) " << acc << " += " << step << ";\n";
-      else
-        os << ind << "#pragma omp simd reduction(" << (combine == 'M' ? "max" : "min") << ":" << acc << ")\n"
-           << ind << "for (int64_t j = 0; j < L; ++j) { const float v = " << x << "; " << acc << " = v "
-           << (combine == 'M' ? ">" : "<") << " " << acc << " ? v : " << acc << "; }\n";
+      } else {
+        // Max / min over the row (a NaN anywhere makes it NaN, as the runtime's reductions give); LogSumExp:
+        // max + log(sum exp(x - max)), the row's infinite maximum itself (an all -inf row gives -inf).
+        const bool hi = combine != 'm';
+        std::string ext = fmt::format("s{}", sv++), nan = fmt::format("s{}", sv++);
+        os << ind << "float " << ext << " = " << (hi ? "-__builtin_inff()" : "__builtin_inff()") << ";\n"
+           << ind << "int " << nan << " = 0;\n"
+           << ind << "#pragma omp simd reduction(" << (hi ? "max" : "min") << ":" << ext << ") reduction(|:" << nan
+           << ")\n"
+           << ind << "for (int64_t j = 0; j < L; ++j) { const float v = " << x << "; " << ext << " = v "
+           << (hi ? ">" : "<") << " " << ext << " ? v : " << ext << "; " << nan << " |= v != v; }\n";
+        if (combine == 'L') {
+          std::string sum = fmt::format("s{}", sv++);
+          os << ind << "float " << sum << " = 0.0f;\n"
+             << ind << "#pragma omp simd reduction(+:" << sum << ")\n"
+             << ind << "for (int64_t j = 0; j < L; ++j) " << sum << " += gaf_exp_nonpos(" << x << " - " << ext
+             << ");\n"
+             << ind << "const float " << acc << " = " << nan << " ? __builtin_nanf(\"\") : (" << ext << " - " << ext
+             << " != 0.0f ? " << ext << " : " << ext << " + gaf_log(" << sum << "));\n";
+        } else {
+          os << ind << "const float " << acc << " = " << nan << " ? __builtin_nanf(\"\") : " << ext << ";\n";
+        }
+      }
       std::string fin = fmt::format("s{}", sv++);
       os << ind << "const float " << fin << " = " << finish << ";\n";
       scalar_var[out] = fin;
@@ -1146,8 +1171,9 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   ind_ += "  ";
   Computed v = value_at(os, in, iidx);
   std::string x = v.name;
-  if (op == "ReduceMax") os << ind_ << "acc[jj] = " << x << " > acc[jj] ? " << x << " : acc[jj];\n";
-  else if (op == "ReduceMin") os << ind_ << "acc[jj] = " << x << " < acc[jj] ? " << x << " : acc[jj];\n";
+  // Max / min: a NaN read makes the element NaN and keeps it so (no comparison with NaN is true).
+  if (op == "ReduceMax") os << ind_ << "acc[jj] = (" << x << " > acc[jj] || " << x << " != " << x << ") ? " << x << " : acc[jj];\n";
+  else if (op == "ReduceMin") os << ind_ << "acc[jj] = (" << x << " < acc[jj] || " << x << " != " << x << ") ? " << x << " : acc[jj];\n";
   else if (op == "ReduceProd") os << ind_ << "acc[jj] *= " << x << ";\n";
   else if (op == "ReduceSumSquare" || op == "ReduceL2") os << ind_ << "acc[jj] += double(" << x << ") * double(" << x << ");\n";
   else if (op == "ReduceL1") os << ind_ << "acc[jj] += double(gaf_abs(" << x << "));\n";
@@ -1163,7 +1189,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   index_vars_.clear();
   std::string result = "float(acc[jj])";
   if (op == "ReduceMean") result = "float(acc[jj] / (" + count + "))";
-  else if (op == "ReduceL2") result = "gaf_sqrt(float(acc[jj]))";
+  else if (op == "ReduceL2") result = "float(__builtin_sqrt(acc[jj]))";
   else if (op == "ReduceLogSum") result = "gaf_log(float(acc[jj]))";
   os << "#pragma omp simd\n    for (int64_t jj = 0; jj < jn; ++jj) {\n      const int64_t i = r * inner + j0 + jj;\n";
   if (scratch) os << "      redbuf[i] = " << result << ";\n";

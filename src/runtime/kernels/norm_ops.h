@@ -29,7 +29,8 @@ inline void row_moments(const T* x, int64_t n, double& sum, double& sumsq) {
 // Mean and 1/sqrt(var + eps) from the moments of n values (population variance, clamped at 0).
 inline void mean_inv_std(double sum, double sumsq, int64_t n, double eps, double& mean, double& inv_std) {
   mean = sum / double(n);
-  double var = std::max(0.0, sumsq / double(n) - mean * mean);
+  double var = sumsq / double(n) - mean * mean;
+  var = var < 0 ? 0 : var;  // rounding; a NaN (an infinite or NaN element) stays NaN, as numpy's mean and var give
   inv_std = 1.0 / std::sqrt(var + eps);
 }
 

@@ -105,5 +105,51 @@ TEST(ElementwiseKernel, BinaryOpsOnSpecialValues) {
   }
 }
 
+// Row kernels (softmax, reductions, normalisation over the last axis) on rows holding NaN, infinities, all -inf,
+// huge and ordinary values: what the unfused kernels give, row by row.
+TEST(ElementwiseKernel, RowOpsOnSpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::vector<float>> rows = {
+      {1, 2, 3, 4, 5, 6, 7, 8},          {nan, 1, 2, 3, 4, 5, 6, 7},        {inf, 1, 2, 3, 4, 5, 6, 7},
+      {-inf, 1, 2, 3, 4, 5, 6, 7},       {-inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf},
+      {inf, -inf, 0, 0, 0, 0, 0, 0},     {1e30f, 1e30f, -1e30f, 0, 0, 0, 0, 0},
+      {100, 100, 100, 100, 100, 100, 100, 100}, {-0.0f, 0, -0.0f, 0, 0, 0, 0, 0}};
+  std::vector<float> xs;
+  for (const auto& r : rows) xs.insert(xs.end(), r.begin(), r.end());
+  const int64_t nrows = int64_t(rows.size());
+  const std::string ops[] = {"Softmax <axis = -1>", "LogSoftmax <axis = -1>", "ReduceMax <axes = [-1]>",
+                             "ReduceMin <axes = [-1]>", "ReduceMean <axes = [-1]>", "ReduceL2 <axes = [-1]>",
+                             "ReduceLogSumExp <axes = [-1]>", "LayerNormalization <axis = -1>"};
+  for (const std::string& op : ops) {
+    SCOPED_TRACE(op);
+    const bool reduce = op.rfind("Reduce", 0) == 0, ln = op.rfind("Layer", 0) == 0;
+    const std::string out = reduce ? fmt::format("float[{},1]", nrows) : fmt::format("float[{},8]", nrows);
+    const std::string args = ln ? "b, s, t" : "b";
+    const std::string consts = ln ? "s = Constant <value = float[8] {1, 2, 1, 2, 1, 2, 1, 2}> () "
+                                    "t = Constant <value = float[8] {0, 1, 0, 1, 0, 1, 0, 1}> () "
+                                  : "";
+    Model m = testing::parse(fmt::format(R"(<ir_version: 8, opset_import: ["" : 17]>
+        g (float[{0},8] x) => ({1} y) {{ {2} a = Neg(x)  b = Neg(a)  y = {3}({4}) }})",
+                                         nrows, out, consts, op, args));
+    tools::FuseOptions opts;
+    opts.fusion.opt_level = 3;
+    Model f = testing::fused_copy(m, opts);
+    runtime::Session su(*m.graph), sf(*f.graph);
+    EXPECT_EQ(sf.generated_kernels(), size_t(1)) << f.graph->to_string();
+    std::vector<Tensor> in = {Tensor::from<float>({nrows, 8}, xs)};
+    Tensor want = su.run(in)[0], got = sf.run(in)[0];
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const float w = want.data<float>()[i], g = got.data<float>()[i];
+      const int64_t row = i / (want.numel() / nrows);
+      if (std::isnan(w) || std::isnan(g) || std::isinf(w) || std::isinf(g)) {
+        EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g) << "row " << row << ", element " << i
+                                                                << ": unfused " << w << ", fused " << g;
+      } else {
+        EXPECT_NEAR(g, w, 1e-30 + 2e-6 * std::abs(w)) << "row " << row << ", element " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gaf

@@ -1,5 +1,9 @@
 // Anchor groups (Conv / MatMul + an elementwise epilogue): an epilogue with a oneDNN post-op form runs as one
 // primitive; one without runs its body op by op, with the group's constant weights still constants there.
+#include <cmath>
+#include <limits>
+#include <map>
+
 #include "gaf/builder.h"
 #include "runtime/kernels/fused_body.h"
 #include "test_util.h"
@@ -95,6 +99,43 @@ TEST(AnchorEpilogue, NoPostOpFormRunsOpByOpOnConstantWeights) {
   }
   EXPECT_EQ(anchors, 2);
   expect_matches_twice(m, {1e-5, 0});
+}
+
+// A NaN or an infinity in the input reaches the epilogue as in the unfused graph, except where oneDNN's post-ops
+// define NaN otherwise: its relu and clip (max/min instructions) give 0 for NaN, as ONNX Runtime's fused
+// convolutions do, and its exp gives inf. The unfused kernels, like ONNX Runtime's standalone ops, keep NaN.
+TEST(AnchorEpilogue, SpecialValuesThroughPostOps) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::map<std::string, float> nan_becomes = {{"Relu", 0.0f}, {"HardSigmoid", 0.0f}, {"Exp", inf}};
+  for (const char* act : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Softplus",
+                          "Abs", "Exp"}) {
+    SCOPED_TRACE(act);
+    Model m;
+    GraphBuilder b(m);
+    Value* a = b.input("a", DType::Float, {6, 4});
+    Value* w = b.random_constant("w", {4, 5}, 1.0f, 3);
+    b.output(b.op(act, {b.op("MatMul", {a, w})}));
+    b.finish();
+    tools::FuseOptions opts;
+    opts.fusion.opt_level = 3;
+    Model f = testing::fused_copy(m, opts);
+    runtime::Session su(*m.graph), sf(*f.graph);
+    EXPECT_EQ(sf.generated_kernels(), size_t(1));
+    std::vector<float> x = {nan, 1, 2, 3, inf, 1, 2, 3, -inf, 1, 2, 3, 1, 1, 1, 1, 1e30f, -1e30f, 0, 0, -5, 0.5f, 2, -1};
+    std::vector<Tensor> in = {Tensor::from<float>({6, 4}, x)};
+    Tensor want = su.run(in)[0], got = sf.run(in)[0];
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const float u = want.data<float>()[i], g = got.data<float>()[i];
+      auto oneDNN = nan_becomes.find(act);
+      if (std::isnan(u) && oneDNN != nan_becomes.end())
+        EXPECT_EQ(g, oneDNN->second) << act << " element " << i;
+      else if (std::isnan(u) || std::isnan(g) || std::isinf(u) || std::isinf(g))
+        EXPECT_TRUE((std::isnan(u) && std::isnan(g)) || u == g)
+            << act << " element " << i << ": unfused " << u << ", fused " << g;
+      else
+        EXPECT_NEAR(g, u, 1e-30 + 1e-5 * std::abs(u)) << act << " element " << i;
+    }
+  }
 }
 
 }  // namespace

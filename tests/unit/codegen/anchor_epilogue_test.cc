@@ -102,8 +102,8 @@ TEST(AnchorEpilogue, NoPostOpFormRunsOpByOpOnConstantWeights) {
 }
 
 // A NaN or an infinity in the input reaches the epilogue as in the unfused graph, except where oneDNN's post-ops
-// define NaN otherwise: its relu and clip (max/min instructions) give 0 for NaN, as ONNX Runtime's fused
-// convolutions do, and its exp gives inf. The unfused kernels, like ONNX Runtime's standalone ops, keep NaN.
+// define NaN otherwise: its relu and clip (max/min instructions) give 0 for NaN and its exp gives inf. The
+// unfused kernels keep NaN, as ONNX Runtime does (its fused Conv+Relu too): a known difference of these fusions.
 TEST(AnchorEpilogue, SpecialValuesThroughPostOps) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const std::map<std::string, float> nan_becomes = {{"Relu", 0.0f}, {"HardSigmoid", 0.0f}, {"Exp", inf}};

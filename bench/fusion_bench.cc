@@ -131,14 +131,25 @@ Case matmul_bias_gelu() {
 
 // BERT-style self-attention, 12 heads, d 768, sequence 512: heads split by Reshape + Transpose, scores scaled
 // by 1/sqrt(64), an additive padding mask, Softmax, heads merged back. `projections` adds the Q/K/V and output
-// projections around it (a full attention layer, where the GEMMs dominate).
-Case attention(bool projections) {
-  Case c{projections ? "attention layer + projections, 12h d768 L512" : "attention 12 heads d768 L512 (+mask)", {}};
+// projections around it (a full attention layer, where the GEMMs dominate). The mask is an input (random values)
+// unless `valid` > 0: then a padded batch, the keys from `valid` on masked with torch.finfo(float32).min.
+Case attention(bool projections, int64_t valid = 0) {
+  Case c{projections ? "attention layer + projections, 12h d768 L512"
+         : valid    ? fmt::format("attention 12h d768 L512, {} keys unpadded", valid)
+                    : "attention 12 heads d768 L512 (+mask)",
+         {}};
   GraphBuilder b(c.model);
   const int64_t L = 512, H = 12, D = 64;
   Value* heads = b.ints({1, L, H, D});
   Value* merged = b.ints({1, L, H * D});
-  Value* mask = b.input("mask", DType::Float, {1, 1, 1, L});
+  Value* mask;
+  if (valid > 0) {
+    std::vector<float> m(size_t(L), 0.0f);
+    std::fill(m.begin() + valid, m.end(), -3.4028234663852886e+38f);
+    mask = b.constant(Tensor::from<float>({1, 1, 1, L}, m), "padding");
+  } else {
+    mask = b.input("mask", DType::Float, {1, 1, 1, L});
+  }
   auto split = [&](Value* x, std::vector<int64_t> perm) {
     return b.op("Transpose", {b.op("Reshape", {x, heads})}, {{"perm", perm}});
   };
@@ -203,6 +214,7 @@ Case bert_layer_dynamic() {
 }
 
 Case attention_core() { return attention(false); }
+Case attention_padded() { return attention(false, 128); }
 Case attention_layer() { return attention(true); }
 
 }  // namespace
@@ -221,7 +233,8 @@ int main(int argc, char** argv) {
   std::cout << fmt::format("{:<46} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>4} {:>8}\n", "case", "kernels", "unfused",
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
   std::vector<Case (*)()> cases = {elementwise_chain, add_relu_mul, reduce_mean, softmax_rows, layernorm_rows,
-                                   matmul_bias_gelu, attention_core, attention_layer, bert_layer_dynamic};
+                                   matmul_bias_gelu, attention_core, attention_padded, attention_layer,
+                                   bert_layer_dynamic};
   for (const auto& make : cases) {
     Case c = make();
     if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;

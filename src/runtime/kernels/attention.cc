@@ -13,7 +13,8 @@
 // O (fp32), rescaled by exp(m_old - m_new) when the maximum grows (online softmax; m and the scores are kept in
 // log2 units). The [Lq, Lk] score matrix is never materialised, only one [kBlockQ, kBlockK] tile per thread. The two products per tile run through
 // oneDNN's sgemm (single-threaded inside the task; tasks are spread over the OpenMP threads).
-// A row whose every score is -inf has no softmax (ONNX Softmax gives NaN there); it comes out NaN too.
+// A row whose every score is -inf has no softmax (ONNX Softmax gives NaN there); it comes out NaN too. Keys that
+// the mask removes from every row of a block (padding, a causal block's future) are skipped (attention_live_keys).
 #include <fmt/ranges.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -21,13 +22,31 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 
+#include "runtime/kernels/attention.h"
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/reduce_util.h"
 #include "runtime/kernels/simd_exp.h"
 
 namespace gaf::runtime {
+
+std::pair<int64_t, int64_t> attention_live_keys(const float* mb, int64_t mrs, int64_t mcs, int64_t rows, int64_t lk) {
+  constexpr float kDead = -1e30f;
+  if (!mb) return {0, lk};
+  int64_t lo = lk, hi = 0;
+  for (int64_t i = 0; i < (mrs == 0 ? 1 : rows); ++i) {
+    const float* r = mb + i * mrs;
+    int64_t first = 0, last = lk;
+    while (first < lk && r[first * mcs] <= kDead) ++first;
+    if (first == lk) return {0, lk};
+    while (r[(last - 1) * mcs] <= kDead) --last;
+    lo = std::min(lo, first);
+    hi = std::max(hi, last);
+  }
+  return {lo, hi};
+}
 
 namespace {
 
@@ -243,8 +262,9 @@ void attention(KernelContext& ctx) {
       std::fill(o.begin(), o.begin() + bq * dv, 0.0f);
       std::fill(rmax.begin(), rmax.end(), -std::numeric_limits<float>::infinity());
       std::fill(rsum.begin(), rsum.end(), 0.0f);
-      for (int64_t k0 = 0; k0 < lk; k0 += kBlockK) {
-        const int64_t bk = std::min(kBlockK, lk - k0);
+      const auto [klo, khi] = attention_live_keys(mb, mrs, mcs, bq, lk);
+      for (int64_t k0 = klo; k0 < khi; k0 += kBlockK) {
+        const int64_t bk = std::min(kBlockK, khi - k0);
         View kt = View{kb + k0 * rk, bk, d, rk, k.strides.back()}.t();
         gemm(qv, kt, scale * kLog2e, 0.0f, s.data(), bk, pack_a, pack_b);  // s = log2(e) scale Q Kᵀ
         for (int64_t i = 0; i < bq; ++i) {

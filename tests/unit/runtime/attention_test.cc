@@ -1,0 +1,77 @@
+// The gaf.Attention kernel skips the keys a mask removes from every row of a query block (attention_live_keys),
+// and gives what the unfused graph gives with such masks: padding, causal, fully masked rows, NaN.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "../passes/pass_test_util.h"
+#include "runtime/kernels/attention.h"
+
+namespace gaf {
+namespace {
+
+using runtime::attention_live_keys;
+using testing::expect_same_outputs;
+using testing::header;
+using testing::rewrite;
+
+const float kInf = std::numeric_limits<float>::infinity();
+const float kMin = -3.4028234663852886e+38f;  // torch.finfo(float32).min, Hugging Face's fill
+
+TEST(AttentionLiveKeys, PaddingCausalAndFullyMaskedRows) {
+  // One padding row shared by the block (row stride 0): keys 2..5 attended, the rest -inf or finfo.min.
+  std::vector<float> pad = {-kInf, kMin, 0, 0, 0.5f, 0, -1e31f, -kInf};
+  EXPECT_EQ(attention_live_keys(pad.data(), 0, 1, 4, 8), (std::pair<int64_t, int64_t>{2, 6}));
+  EXPECT_EQ(attention_live_keys(nullptr, 0, 1, 4, 8), (std::pair<int64_t, int64_t>{0, 8}));
+  // A causal block of rows 2 and 3 of an 8x8 mask: keys up to 3 are attended by some row.
+  std::vector<float> causal(64);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) causal[size_t(i * 8 + j)] = j <= i ? 0.0f : -kInf;
+  EXPECT_EQ(attention_live_keys(causal.data() + 16, 8, 1, 2, 8), (std::pair<int64_t, int64_t>{0, 4}));
+  // Keys along a strided mask (key stride 8: the transposed causal mask's column 1 = row 1 of the original).
+  EXPECT_EQ(attention_live_keys(causal.data() + 1, 1, 8, 1, 8), (std::pair<int64_t, int64_t>{1, 8}));
+  // A row with no attended key keeps the whole range; a NaN counts as attended; -1e29 is not a fill.
+  std::vector<float> rows = {0, -kInf, -kInf, -kInf, -kInf, kMin, -kInf, -kInf};
+  EXPECT_EQ(attention_live_keys(rows.data(), 4, 1, 2, 4), (std::pair<int64_t, int64_t>{0, 4}));
+  std::vector<float> odd = {-kInf, -kInf, std::nanf(""), -kInf, -1e29f, -kInf};
+  EXPECT_EQ(attention_live_keys(odd.data(), 0, 1, 1, 6), (std::pair<int64_t, int64_t>{2, 5}));
+}
+
+// Scores of [2 batches, 2 heads, 600 queries, 600 keys] (two query blocks, two key tiles) plus `mask`, built in the
+// graph from constants: the kernel trims the keys, the unfused graph computes every one.
+void expect_fused_matches(const std::string& mask_nodes) {
+  auto r = rewrite(header(14) + R"(g (float[2,2,600,16] q, float[2,2,600,16] k, float[2,2,600,16] v)
+                                       => (float[2,2,600,16] y) {
+      )" + mask_nodes + R"(
+      kt = Transpose <perm = [0, 1, 3, 2]> (k)  s = MatMul(q, kt)  c = Constant <value = float {0.25}> ()
+      ss = Mul(s, c)  sm = Add(ss, mask)  p = Softmax <axis = -1> (sm)  y = MatMul(p, v) })",
+                   make_attention_fusion());
+  ASSERT_EQ(r.count("attention-fusion"), 1) << r.dump();
+  expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+}
+
+TEST(AttentionLiveKeys, PaddedBatchesMatchUnfused) {
+  // Right padding: 300 and 550 valid keys, filled with -inf and with finfo.min.
+  // (-inf as Log(0): the text format has no literal for it.)
+  for (const char* fill : {"z = Constant <value = float {0.0}> ()  fill = Log(z)",
+                           "fill = Constant <value = float {-3.4028234663852886e+38}> ()"}) {
+    SCOPED_TRACE(fill);
+    expect_fused_matches(std::string(R"(
+      start = Constant <value = float {0.0}> ()  limit = Constant <value = float {600.0}> ()
+      delta = Constant <value = float {1.0}> ()  pos = Range(start, limit, delta)
+      len = Constant <value = float[2,1,1,1] {300.0, 550.0}> ()  valid = Less(pos, len)
+      zero = Constant <value = float {0.0}> ()  )") +
+                         fill + R"(  mask = Where(valid, zero, fill))");
+  }
+}
+
+TEST(AttentionLiveKeys, CausalMaskMatchesUnfused) {
+  // Keys after each query masked with -inf: the first query block attends to keys below 256 only.
+  expect_fused_matches(R"(
+      one = Constant <value = float {1.0}> ()  shp = Constant <value = int64[2] {600, 600}> ()
+      ones = Expand(one, shp)  t = Trilu <upper = 0> (ones)  keep = Cast <to = 9> (t)
+      zero = Constant <value = float {0.0}> ()  fill = Log(zero)  mask = Where(keep, zero, fill))");
+}
+
+}  // namespace
+}  // namespace gaf

@@ -66,11 +66,17 @@ TEST(AttentionLiveKeys, PaddedBatchesMatchUnfused) {
 }
 
 TEST(AttentionLiveKeys, CausalMaskMatchesUnfused) {
-  // Keys after each query masked with -inf: the first query block attends to keys below 256 only.
-  expect_fused_matches(R"(
+  // Keys after each query masked with -inf: the first query block attends to keys below 256 only, and its
+  // sub-blocks of 64 rows to keys below 64, 128, ... With the diagonal one lower, row 0 attends to nothing and
+  // comes out NaN, fused as unfused.
+  for (const char* diagonal : {"0", "-1"}) {
+    SCOPED_TRACE(diagonal);
+    expect_fused_matches(std::string(R"(
       one = Constant <value = float {1.0}> ()  shp = Constant <value = int64[2] {600, 600}> ()
-      ones = Expand(one, shp)  t = Trilu <upper = 0> (ones)  keep = Cast <to = 9> (t)
+      dk = Constant <value = int64 {)") + diagonal + R"(}> ()
+      ones = Expand(one, shp)  t = Trilu <upper = 0> (ones, dk)  keep = Cast <to = 9> (t)
       zero = Constant <value = float {0.0}> ()  fill = Log(zero)  mask = Where(keep, zero, fill))");
+  }
 }
 
 }  // namespace

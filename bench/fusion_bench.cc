@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <iostream>
 #include <vector>
 
@@ -213,6 +214,26 @@ Case bert_layer_dynamic() {
   return c;
 }
 
+// Decoder self-attention, 12 heads of 64, 1024 positions, a causal mask (-inf above the diagonal, as
+// masked_fill exports it): the fused kernel skips each query block's future keys.
+Case attention_causal() {
+  Case c{"causal attention 12h d64 L1024", {}};
+  GraphBuilder b(c.model);
+  const int64_t L = 1024, H = 12, D = 64;
+  Value* q = b.input("q", DType::Float, {1, H, L, D});
+  Value* k = b.input("k", DType::Float, {1, H, L, D});
+  Value* v = b.input("v", DType::Float, {1, H, L, D});
+  std::vector<float> m(size_t(L * L), 0.0f);
+  for (int64_t i = 0; i < L; ++i)
+    std::fill(m.begin() + i * L + i + 1, m.begin() + (i + 1) * L, -std::numeric_limits<float>::infinity());
+  Value* mask = b.constant(Tensor::from<float>({1, 1, L, L}, m), "causal");
+  Value* s = b.op("MatMul", {q, b.op("Transpose", {k}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}})});
+  Value* p = b.op("Softmax", {b.op("Add", {b.op("Mul", {s, b.scalar(0.125f)}), mask})}, {{"axis", int64_t(-1)}});
+  b.output(b.op("MatMul", {p, v}));
+  b.finish();
+  return c;
+}
+
 Case attention_core() { return attention(false); }
 Case attention_padded() { return attention(false, 128); }
 Case attention_layer() { return attention(true); }
@@ -233,8 +254,8 @@ int main(int argc, char** argv) {
   std::cout << fmt::format("{:<46} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>4} {:>8}\n", "case", "kernels", "unfused",
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
   std::vector<Case (*)()> cases = {elementwise_chain, add_relu_mul, reduce_mean, softmax_rows, layernorm_rows,
-                                   matmul_bias_gelu, attention_core, attention_padded, attention_layer,
-                                   bert_layer_dynamic};
+                                   matmul_bias_gelu, attention_core, attention_padded, attention_causal,
+                                   attention_layer, bert_layer_dynamic};
   for (const auto& make : cases) {
     Case c = make();
     if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;

@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <iostream>
+#include <limits>
 #include <vector>
 
 #include "gaf/builder.h"

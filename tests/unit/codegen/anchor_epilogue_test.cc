@@ -94,8 +94,11 @@ TEST(AnchorEpilogue, NoPostOpFormRunsOpByOpOnConstantWeights) {
       ++anchors;
       for (int i = 1; i < b->num_inputs(); ++i) EXPECT_TRUE(b->input(i)->is_constant()) << b->describe() << " input " << i;
     }
-    for (const Node* b : n->body->nodes())
-      if (b->op_type == "Conv" || b->op_type == "MatMul") EXPECT_FALSE(b->input(1)->is_constant());
+    for (const Node* b : n->body->nodes()) {
+      if (b->op_type == "Conv" || b->op_type == "MatMul") {
+        EXPECT_FALSE(b->input(1)->is_constant());
+      }
+    }
   }
   EXPECT_EQ(anchors, 2);
   expect_matches_twice(m, {1e-5, 0});

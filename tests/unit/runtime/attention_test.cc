@@ -2,7 +2,10 @@
 // and gives what the unfused graph gives with such masks: padding, causal, fully masked rows, NaN.
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
+
+#include "gaf/builder.h"
 
 #include "../passes/pass_test_util.h"
 #include "runtime/kernels/attention.h"
@@ -76,6 +79,53 @@ TEST(AttentionLiveKeys, CausalMaskMatchesUnfused) {
       dk = Constant <value = int64 {)") + diagonal + R"(}> ()
       ones = Expand(one, shp)  t = Trilu <upper = 0> (ones, dk)  keep = Cast <to = 9> (t)
       zero = Constant <value = float {0.0}> ()  fill = Log(zero)  mask = Where(keep, zero, fill))");
+  }
+}
+
+// Seeded random masks of every kind the live-key ranges meet: padding on either side (one row per batch), causal
+// with the diagonal shifted, scattered fills, rows cut at random lengths or masked entirely, a stray NaN; fills of
+// -inf, finfo.min and -1e30. Query and key lengths cross the 256-row blocks and the 64-row sub-blocks.
+TEST(AttentionLiveKeys, RandomMasksMatchUnfused) {
+  std::mt19937 rng(2026);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const float fills[] = {-kInf, kMin, -1e30f};
+  for (int trial = 0; trial < 24; ++trial) {
+    const int64_t B = uni(1, 2), H = uni(1, 2), Lq = uni(1, 330), Lk = uni(1, 330), D = 16;
+    const int kind = trial % 4;
+    const float fill = fills[uni(0, 2)];
+    const int64_t mrows = kind == 0 ? 1 : Lq;
+    std::vector<float> m(size_t(B * mrows * Lk), 0.0f);
+    auto at = [&](int64_t b, int64_t i, int64_t j) -> float& { return m[size_t((b * mrows + i) * Lk + j)]; };
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < mrows; ++i) {
+        const int64_t cut = uni(0, int(Lk)), lead = uni(0, 3) == 0 ? uni(0, int(Lk)) : 0, shift = uni(-2, 2);
+        for (int64_t j = 0; j < Lk; ++j) {
+          bool dead = kind == 0   ? (j >= cut || j < lead)
+                      : kind == 1 ? j > i + shift
+                      : kind == 2 ? uni(0, 3) == 0
+                                  : (i % 9 == 4 || j >= std::max<int64_t>(1, cut));
+          if (dead) at(b, i, j) = fill;
+        }
+      }
+    if (trial % 5 == 3) m[size_t(uni(0, int(m.size()) - 1))] = std::nanf("");
+    SCOPED_TRACE(fmt::format("trial {}: kind {}, B {} H {} Lq {} Lk {}, fill {}", trial, kind, B, H, Lq, Lk, fill));
+    Model model;
+    GraphBuilder b(model);
+    Value* q = b.input("q", DType::Float, {B, H, Lq, D});
+    Value* k = b.input("k", DType::Float, {B, H, Lk, D});
+    Value* v = b.input("v", DType::Float, {B, H, Lk, D});
+    Value* mask = b.constant(Tensor::from<float>({B, 1, mrows, Lk}, m), "mask");
+    Value* s = b.op("MatMul", {q, b.op("Transpose", {k}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}})});
+    Value* p = b.op("Softmax", {b.op("Add", {b.op("Mul", {s, b.scalar(0.25f)}), mask})}, {{"axis", int64_t(-1)}});
+    b.output(b.op("MatMul", {p, v}));
+    b.finish();
+    auto r = testing::rewrite(model, [] {
+      std::vector<std::unique_ptr<Pass>> passes;
+      passes.push_back(make_attention_fusion());
+      return passes;
+    }());
+    ASSERT_EQ(r.count("attention-fusion"), 1) << r.dump();
+    expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
   }
 }
 

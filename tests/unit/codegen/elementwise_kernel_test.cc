@@ -1,11 +1,40 @@
 // Generated elementwise kernels compute what the runtime's kernels compute, NaN included.
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "test_util.h"
 
 namespace gaf {
 namespace {
+
+// The unfused and the fused (opt level 3) first output of the graph `text` on `in`; the fused graph must run as
+// one generated kernel.
+std::pair<Tensor, Tensor> unfused_and_fused(const std::string& text, const std::vector<Tensor>& in) {
+  Model m = testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]> )" + text);
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  Model f = testing::fused_copy(m, opts);
+  runtime::Session su(*m.graph), sf(*f.graph);
+  EXPECT_EQ(sf.generated_kernels(), size_t(1)) << f.graph->to_string();
+  return {su.run(in)[0], sf.run(in)[0]};
+}
+
+// Element by element: NaN where the unfused output has NaN, the same infinities, finite values within 2e-6
+// relative (1e-30 absolute). `label(i)` names element i in a failure.
+template <class Label>
+void expect_agree(const Tensor& want, const Tensor& got, Label label) {
+  ASSERT_EQ(want.numel(), got.numel());
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const float w = want.data<float>()[i], g = got.data<float>()[i];
+    if (std::isnan(w) || std::isnan(g) || std::isinf(w) || std::isinf(g)) {
+      EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g) << label(i) << ": unfused " << w << ", fused " << g;
+    } else {
+      EXPECT_NEAR(g, w, 1e-30 + 2e-6 * std::abs(w)) << label(i);
+    }
+  }
+}
 
 TEST(ElementwiseKernel, MaxAndMinPropagateNaNFromEitherOperand) {
   // Sqrt of the negative random inputs gives NaN on either side of Max and Min, as the unfused kernels see it.
@@ -51,25 +80,10 @@ TEST(ElementwiseKernel, UnaryOpsOnSpecialValues) {
   for (const std::string& op : ops) {
     SCOPED_TRACE(op);
     const std::string name = op.substr(0, op.find(' '));
-    const std::string call = op.find(' ') == std::string::npos ? op : op;
-    Model m = testing::parse(fmt::format(R"(<ir_version: 8, opset_import: ["" : 17]>
-        g (float[{}] x) => (float[{}] y) {{ a = Neg(x)  b = Neg(a)  y = {}(b) }})",
-                                         xs.size(), xs.size(), call));
-    tools::FuseOptions opts;
-    opts.fusion.opt_level = 3;
-    Model f = testing::fused_copy(m, opts);
-    runtime::Session su(*m.graph), sf(*f.graph);
-    EXPECT_EQ(sf.generated_kernels(), size_t(1)) << f.graph->to_string();
-    std::vector<Tensor> in = {Tensor::from<float>({int64_t(xs.size())}, xs)};
-    Tensor want = su.run(in)[0], got = sf.run(in)[0];
-    for (size_t i = 0; i < xs.size(); ++i) {
-      const float w = want.data<float>()[i], g = got.data<float>()[i];
-      if (std::isnan(w) || std::isnan(g) || std::isinf(w) || std::isinf(g)) {
-        EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g) << name << "(" << xs[i] << "): unfused " << w << ", fused " << g;
-      } else {
-        EXPECT_NEAR(g, w, 1e-30 + 2e-6 * std::abs(w)) << name << "(" << xs[i] << ")";
-      }
-    }
+    auto [want, got] = unfused_and_fused(
+        fmt::format("g (float[{0}] x) => (float[{0}] y) {{ a = Neg(x)  b = Neg(a)  y = {1}(b) }}", xs.size(), op),
+        {Tensor::from<float>({int64_t(xs.size())}, xs)});
+    expect_agree(want, got, [&](int64_t i) { return fmt::format("{}({})", name, xs[size_t(i)]); });
   }
 }
 
@@ -82,26 +96,11 @@ TEST(ElementwiseKernel, BinaryOpsOnSpecialValues) {
     for (float b : vals) xs.push_back(a), zs.push_back(b);
   for (const std::string op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod <fmod = 1>", "PRelu"}) {
     SCOPED_TRACE(op);
-    Model m = testing::parse(fmt::format(R"(<ir_version: 8, opset_import: ["" : 17]>
-        g (float[{0}] x, float[{0}] z) => (float[{0}] y) {{ a = Neg(x)  b = Neg(z)  y = {1}(a, b) }})",
-                                         xs.size(), op));
-    tools::FuseOptions opts;
-    opts.fusion.opt_level = 3;
-    Model f = testing::fused_copy(m, opts);
-    runtime::Session su(*m.graph), sf(*f.graph);
-    EXPECT_EQ(sf.generated_kernels(), size_t(1)) << f.graph->to_string();
     const int64_t n = int64_t(xs.size());
-    std::vector<Tensor> in = {Tensor::from<float>({n}, xs), Tensor::from<float>({n}, zs)};
-    Tensor want = su.run(in)[0], got = sf.run(in)[0];
-    for (size_t i = 0; i < xs.size(); ++i) {
-      const float w = want.data<float>()[i], g = got.data<float>()[i];
-      if (std::isnan(w) || std::isnan(g) || std::isinf(w) || std::isinf(g)) {
-        EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g)
-            << op << "(" << -xs[i] << ", " << -zs[i] << "): unfused " << w << ", fused " << g;
-      } else {
-        EXPECT_NEAR(g, w, 1e-30 + 2e-6 * std::abs(w)) << op << "(" << -xs[i] << ", " << -zs[i] << ")";
-      }
-    }
+    auto [want, got] = unfused_and_fused(
+        fmt::format("g (float[{0}] x, float[{0}] z) => (float[{0}] y) {{ a = Neg(x)  b = Neg(z)  y = {1}(a, b) }}", n, op),
+        {Tensor::from<float>({n}, xs), Tensor::from<float>({n}, zs)});
+    expect_agree(want, got, [&](int64_t i) { return fmt::format("{}({}, {})", op, -xs[size_t(i)], -zs[size_t(i)]); });
   }
 }
 
@@ -128,26 +127,13 @@ TEST(ElementwiseKernel, RowOpsOnSpecialValues) {
     const std::string consts = ln ? "s = Constant <value = float[8] {1, 2, 1, 2, 1, 2, 1, 2}> () "
                                     "t = Constant <value = float[8] {0, 1, 0, 1, 0, 1, 0, 1}> () "
                                   : "";
-    Model m = testing::parse(fmt::format(R"(<ir_version: 8, opset_import: ["" : 17]>
-        g (float[{0},8] x) => ({1} y) {{ {2} a = Neg(x)  b = Neg(a)  y = {3}({4}) }})",
-                                         nrows, out, consts, op, args));
-    tools::FuseOptions opts;
-    opts.fusion.opt_level = 3;
-    Model f = testing::fused_copy(m, opts);
-    runtime::Session su(*m.graph), sf(*f.graph);
-    EXPECT_EQ(sf.generated_kernels(), size_t(1)) << f.graph->to_string();
-    std::vector<Tensor> in = {Tensor::from<float>({nrows, 8}, xs)};
-    Tensor want = su.run(in)[0], got = sf.run(in)[0];
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      const float w = want.data<float>()[i], g = got.data<float>()[i];
-      const int64_t row = i / (want.numel() / nrows);
-      if (std::isnan(w) || std::isnan(g) || std::isinf(w) || std::isinf(g)) {
-        EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g) << "row " << row << ", element " << i
-                                                                << ": unfused " << w << ", fused " << g;
-      } else {
-        EXPECT_NEAR(g, w, 1e-30 + 2e-6 * std::abs(w)) << "row " << row << ", element " << i;
-      }
-    }
+    auto [want, got] = unfused_and_fused(
+        fmt::format("g (float[{0},8] x) => ({1} y) {{ {2} a = Neg(x)  b = Neg(a)  y = {3}({4}) }}", nrows, out, consts,
+                    op, args),
+        {Tensor::from<float>({nrows, 8}, xs)});
+    expect_agree(want, got, [&](int64_t i) {
+      return fmt::format("row {}, element {}", i / (want.numel() / nrows), i);
+    });
   }
 }
 

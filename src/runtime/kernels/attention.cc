@@ -22,6 +22,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <tuple>
 #include <utility>
 
 #include "runtime/kernels/attention.h"
@@ -252,6 +253,7 @@ void attention(KernelContext& ctx) {
   parallel_for(nbatch * qblocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> s(size_t(kBlockQ * kBlockK)), o(size_t(kBlockQ * dv)), rmax(kBlockQ), rsum(kBlockQ);
     std::vector<float> pack_a, pack_b;
+    std::vector<std::pair<int64_t, int64_t>> sub;  // live keys per sub-block of a task's query block
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / qblocks, q0 = task % qblocks * kBlockQ, bq = std::min(kBlockQ, lq - q0);
       const int64_t rq = q.strides.end()[-2], rk = k.strides.end()[-2], rv = v.strides.end()[-2];
@@ -312,17 +314,23 @@ void attention(KernelContext& ctx) {
           gemm(p, vt, 1.0f, 1.0f, o.data() + r0 * dv, dv, pack_a, pack_b);  // o += P V
         }
       };
-      // A mask that differs between rows (causal) leaves each sub-block of kSubQ rows its own live keys: the
-      // block runs in sub-blocks when that skips at least a quarter of its scores (smaller products cost ~8%).
-      const auto [klo, khi] = attention_live_keys(mb, mrs, mcs, bq, lk);
-      std::vector<std::pair<int64_t, int64_t>> sub;
-      int64_t sub_keys = 0;
-      if (mb && mrs != 0 && bq > kSubQ)
+      // A mask that differs between rows (causal) leaves each sub-block of kSubQ rows its own live keys, whose
+      // union is the block's: the block runs in sub-blocks when that skips at least a quarter of its scores
+      // (smaller products cost ~8%).
+      int64_t klo = lk, khi = 0, sub_keys = 0;
+      sub.clear();
+      if (mb && mrs != 0 && bq > kSubQ) {
         for (int64_t r0 = 0; r0 < bq; r0 += kSubQ) {
           const int64_t nr = std::min(kSubQ, bq - r0);
-          sub.push_back(attention_live_keys(mb + r0 * mrs, mrs, mcs, nr, lk));
-          sub_keys += nr * (sub.back().second - sub.back().first);
+          const auto [lo, hi] = attention_live_keys(mb + r0 * mrs, mrs, mcs, nr, lk);
+          sub.emplace_back(lo, hi);
+          sub_keys += nr * (hi - lo);
+          klo = std::min(klo, lo);
+          khi = std::max(khi, hi);
         }
+      } else {
+        std::tie(klo, khi) = attention_live_keys(mb, mrs, mcs, bq, lk);
+      }
       if (!sub.empty() && 4 * sub_keys <= 3 * bq * (khi - klo)) {
         for (size_t t = 0; t < sub.size(); ++t)
           run_rows(int64_t(t) * kSubQ, std::min(bq, int64_t(t + 1) * kSubQ), sub[t].first, sub[t].second);

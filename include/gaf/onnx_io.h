@@ -1,7 +1,9 @@
 // ONNX frontend: ModelProto <-> gaf::Model, and TensorProto <-> gaf::Tensor.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "gaf/graph.h"
 
@@ -31,6 +33,11 @@ onnx::ModelProto export_model(const Model& model);
 void graph_to_proto(const Graph& g, onnx::GraphProto& gp);
 void node_to_proto(const Node& n, onnx::NodeProto& np);
 TensorType type_from_proto(const onnx::TypeProto& tp);
+void type_to_proto(const TensorType& t, onnx::TypeProto& tp);
+// The output types ONNX's own inference function for n's op (at n's opset) gives from n's input types and the
+// contents of its small constant inputs (pads, repeats, sizes...): nullopt for an output it leaves untyped, all
+// nullopt when the op has no schema or inference fails. For what our shape inference has no rule of its own.
+std::vector<std::optional<TensorType>> infer_node_types(const Node& n);
 // Runs the ONNX checker (with model-local functions) on the exported model; throws naming the problem.
 void check_model(const Model& model);
 // Writes atomically (temp file then rename): never a half-written file.

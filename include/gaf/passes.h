@@ -36,7 +36,7 @@ class PassManager {
  public:
   void add(std::unique_ptr<Pass> p) { passes_.push_back(std::move(p)); }
   // Runs the pipeline to a fixed point (at most `max_iterations` sweeps). Returns whether anything changed.
-  bool run(Graph& g, PassContext& ctx, int max_iterations = 4);
+  bool run(Graph& g, PassContext& ctx, int max_iterations = 32);
   // The canonicalisation and rewrite pipeline of an opt level (empty at 0).
   static PassManager for_opt_level(int opt_level);
   std::vector<std::string> names() const;

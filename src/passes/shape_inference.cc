@@ -7,6 +7,9 @@
 //   Softmax family, normalisations, Identity, Dropout, CumSum, ...  the shape of input 0
 //   Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Slice, Concat, Gather, Expand, Split, MatMul, Gemm,
 //   Reduce*, Shape, ConstantOfShape, Conv, GlobalAverage/MaxPool    their ONNX rules, with constant inputs
+//   any other op (Pad, Tile, Resize, Range, ScatterND, pools...)   ONNX's own inference function for the op,
+//                                                                  fed the types and the constants folded since
+//                                                                  import (also for what the rules above leave)
 // Shape arithmetic is followed element by element where it stays symbolic: Shape(x) of a [batch, seq, 768]
 // tensor holds {batch, seq, 768}, Gather/Slice/Concat/Unsqueeze/Squeeze/Identity/Cast carry those elements,
 // and a Reshape, Expand or ConstantOfShape reading such a tensor gets [batch, seq, 12, 64] rather than an
@@ -22,6 +25,7 @@
 #include <numeric>
 #include <set>
 
+#include "gaf/onnx_io.h"
 #include "gaf/op_registry.h"
 #include "gaf/passes.h"
 #include "passes/rewrite_util.h"
@@ -592,9 +596,19 @@ class ShapeInference final : public Pass {
       for (const Value* o : n->outputs()) todo |= !o->absent_output && !complete(o->type);
       if (!todo) continue;
       auto shapes = inf.infer(*n);
+      std::optional<std::vector<std::optional<TensorType>>> onnx_types;  // asked once, for what our rules leave
       for (int k = 0; k < n->num_outputs(); ++k) {
         Value* o = n->output(k);
-        if (!o->absent_output && shapes[size_t(k)] && merge(o->type, *shapes[size_t(k)])) ++count;
+        if (o->absent_output) continue;
+        if (shapes[size_t(k)] && merge(o->type, *shapes[size_t(k)])) ++count;
+        if (complete(o->type) || n->domain == "gaf.fused") continue;
+        if (!onnx_types) onnx_types = onnx_io::infer_node_types(*n);
+        const auto& t = (*onnx_types)[size_t(k)];
+        if (!t || (o->type.dtype != DType::Undefined && t->dtype != o->type.dtype)) continue;
+        bool changed = o->type.dtype == DType::Undefined && t->dtype != DType::Undefined;
+        if (changed) o->type.dtype = t->dtype;
+        if (t->shape) changed |= merge(o->type, *t->shape);
+        count += changed;
       }
     }
     if (count) ctx.count(name(), count);

@@ -11,8 +11,6 @@
 
 namespace gaf::onnx_io {
 
-namespace {
-
 void type_to_proto(const TensorType& t, onnx::TypeProto& tp) {
   auto* tt = tp.mutable_tensor_type();
   tt->set_elem_type(static_cast<int32_t>(t.dtype));
@@ -24,6 +22,8 @@ void type_to_proto(const TensorType& t, onnx::TypeProto& tp) {
     else if (d.is_symbol()) dp->set_dim_param(d.symbol());
   }
 }
+
+namespace {
 
 void value_info(const Value* v, onnx::ValueInfoProto& vi) {
   vi.set_name(v->name());

@@ -69,5 +69,36 @@ TEST(PassManager, PipelinePerOptLevel) {
   EXPECT_TRUE(has(PassManager::for_opt_level(2).names(), "batch-norm-affine"));
 }
 
+TEST(PassManager, ShapeChainsDeeperThanAFewSweepsFoldCompletely) {
+  // Eight stages, each padding by what the previous stage's Shape computes (Swin-T pads every window
+  // attention so): stage i's pads fold only after stage i-1's shape is inferred, one stage per sweep of the
+  // pipeline. All of it must fold: one Pad per stage is left, every shape static.
+  constexpr int kStages = 8;
+  std::string body = "two = Constant <value = int64 {2}> ()  z1 = Constant <value = int64[1] {0}> ()\n"
+                     "z6 = Constant <value = int64[6] {0, 0, 0, 0, 0, 0}> ()\n";
+  std::string prev = "x";
+  for (int i = 0; i < kStages; ++i) {
+    const std::string s = std::to_string(i);
+    // pad_r = W % 2 on the last axis, as Swin's (window - W % window) % window
+    body += "s" + s + " = Shape(" + prev + ")  w" + s + " = Gather <axis = 0> (s" + s + ", three)  r" + s +
+            " = Mod(w" + s + ", two)  u" + s + " = Unsqueeze(r" + s + ", z1)  pads" + s +
+            " = Concat <axis = 0> (z6, z1, u" + s + ")  p" + s + " = Pad(" + prev + ", pads" + s + ")\n";
+    prev = "p" + s;
+  }
+  body += "y = Relu(" + prev + ")";
+  Model m = testing::parse(testing::header(13) + "g (float[1,4,4,5] x) => (float[1,4,4,?] y) {\n"
+                           "three = Constant <value = int64 {3}> ()\n" + body + "}");
+  Model rewritten = tools::copy_model(m);
+  PassContext ctx;
+  PassManager::for_opt_level(1).run(*rewritten.graph, ctx);
+  auto ops = testing::histogram(*rewritten.graph);
+  EXPECT_EQ(ops["Pad"], 1) << rewritten.graph->to_string();  // 5 -> 6, then every later pad is 0
+  EXPECT_EQ(ops["Shape"], 0);
+  EXPECT_EQ(rewritten.graph->num_nodes(), 2);
+  for (const Node* n : rewritten.graph->nodes())
+    EXPECT_TRUE(n->output(0)->type.has_static_shape()) << n->describe();
+  testing::expect_same_outputs(m, rewritten, 0, 0);
+}
+
 }  // namespace
 }  // namespace gaf

@@ -58,6 +58,7 @@ std::unique_ptr<Pass> make_dead_code_elimination();    // nodes whose outputs no
 std::unique_ptr<Pass> make_constant_folding();                  // all-constant nodes -> initializers
 std::unique_ptr<Pass> make_common_subexpression_elimination();  // identical nodes, constants -> one
 std::unique_ptr<Pass> make_shape_folding();                     // Shape/Size of static shapes, Reshape chains
+std::unique_ptr<Pass> make_constant_operand_fold();  // Op(Reshape(x), c) read back in x's shape, Add(Add(x, c1), c2)
 // Folding into anchors.
 std::unique_ptr<Pass> make_conv_bn_fold();          // Conv -> BatchNorm / per-channel Mul, Add -> Conv
 std::unique_ptr<Pass> make_gemm_bn_fold();          // 2-D MatMul/Gemm -> BatchNorm / per-column Mul -> Gemm

@@ -38,6 +38,7 @@ PassManager PassManager::for_opt_level(int opt_level) {
   pm.add(make_common_subexpression_elimination());
   // Shapes ONNX could not infer at import follow from the constants folded above.
   pm.add(make_shape_inference());
+  pm.add(make_constant_operand_fold());
   // Sibling merge before Gemm formation: it looks for MatMuls with their bias Adds.
   if (opt_level >= 3) pm.add(make_sibling_matmul_merge());
   pm.add(make_transpose_fold());

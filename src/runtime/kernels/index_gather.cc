@@ -39,9 +39,14 @@ void gather_kernel(KernelContext& ctx) {
       });
       return;
     }
-    parallel_for(outer * ni, std::max<int64_t>(1, kCopyGrain / inner), [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k)
-        copy_elems(dst + k * inner, src + ((k / ni) * n + idx[k % ni]) * inner, inner);
+    // Slices of `inner` elements, each cut into pieces of about kCopyGrain: a few large slices (qkv[0] of a
+    // packed projection is one) still spread over the threads.
+    const int64_t pieces = std::max<int64_t>(1, inner / kCopyGrain), piece = (inner + pieces - 1) / pieces;
+    parallel_for(outer * ni * pieces, std::max<int64_t>(1, kCopyGrain / piece), [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t k = t / pieces, lo = t % pieces * piece, len = std::min(piece, inner - lo);
+        copy_elems(dst + k * inner + lo, src + ((k / ni) * n + idx[k % ni]) * inner + lo, len);
+      }
     });
   });
 }

@@ -55,7 +55,8 @@ TEST(PassManager, PipelinePerOptLevel) {
     return std::find(n.begin(), n.end(), p) != n.end();
   };
   for (const char* p :
-       {"constant-folding", "common-subexpression-elimination", "shape-folding", "conv-bn-fold",
+       {"constant-folding", "common-subexpression-elimination", "shape-folding", "constant-operand-fold",
+        "conv-bn-fold",
         "matmul-add-to-gemm", "transpose-fold", "layer-norm-recognition", "rms-norm-recognition",
         "gelu-recognition", "silu-recognition", "hard-swish-recognition", "softmax-recognition"}) {
     EXPECT_TRUE(has(l1, p)) << p;

@@ -9,6 +9,10 @@ using testing::rewrite;
 
 const char* kPass = "identity-elimination";
 
+testing::Rewritten eliminate(const char* body) {
+  return rewrite(header(13) + "g (float[4,8] x) => (float[4,8] y) {" + body + "}", make_identity_elimination());
+}
+
 TEST(IdentityElimination, IdentityAndInferenceDropoutGo) {
   // Dropout without training_mode, with training_mode a constant false, and with its mask output unread.
   const char* bodies[] = {
@@ -19,8 +23,7 @@ TEST(IdentityElimination, IdentityAndInferenceDropoutGo) {
       "a = Identity(x) b = Identity(a) y = Add(a, b)",
   };
   for (const char* body : bodies) {
-    auto r = rewrite(header(13) + "g (float[4,8] x) => (float[4,8] y) {" + body + "}",
-                     make_identity_elimination());
+    auto r = eliminate(body);
     auto ops = r.ops();
     EXPECT_EQ(ops.count("Identity") + ops.count("Dropout"), 0u) << body << "\n" << r.dump();
     EXPECT_GE(r.count(kPass), 1) << body;
@@ -46,8 +49,7 @@ TEST(IdentityElimination, NoOpsGo) {
       "a = Cast<to = 1>(x) y = Relu(a)",
   };
   for (const char* body : bodies) {
-    auto r = rewrite(header(13) + "g (float[4,8] x) => (float[4,8] y) {" + body + "}",
-                     make_identity_elimination());
+    auto r = eliminate(body);
     EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Relu", 1}})) << body << "\n" << r.dump();
     EXPECT_EQ(r.count(kPass), 1) << body;
     expect_same_outputs(r.before, r.after, 0, 0);
@@ -76,8 +78,7 @@ TEST(IdentityElimination, ChangingTwinsStay) {
       "z = Constant<value = int64[1] {0}>() one = Constant<value = int64[1] {1}>() "
       "e4 = Constant<value = int64[1] {4}>() e8 = Constant<value = int64[1] {8}>() ";
   for (const char* body : bodies) {
-    auto r = rewrite(header(13) + "g (float[4,8] x) => (float[4,8] y) {" + consts + body + "}",
-                     make_identity_elimination());
+    auto r = eliminate((consts + body).c_str());
     EXPECT_EQ(r.count(kPass), 0) << body << "\n" << r.dump();
   }
 }
@@ -89,8 +90,7 @@ TEST(IdentityElimination, DoesNotFire) {
       "a, m = Dropout(x) c = Cast<to = 1>(m) y = Add(a, c)",               // the mask is read
   };
   for (const char* body : bodies) {
-    auto r = rewrite(header(13) + "g (float[4,8] x) => (float[4,8] y) {" + body + "}",
-                     make_identity_elimination());
+    auto r = eliminate(body);
     EXPECT_EQ(r.count(kPass), 0) << body << "\n" << r.dump();
   }
   // training_mode fed at run time: unknown, so the Dropout stays.

@@ -553,6 +553,17 @@ TEST(shapeindex, GatherLargeInnerAndRowPathsMatchNaive) {
   for (int64_t k = 0; k < 3000; ++k)
     ok &= std::memcmp(z[0].data<float>() + k * 300, x.data<float>() + rows[k] * 300, 300 * 4) == 0;
   EXPECT_TRUE(ok);
+  // A few slices far longer than a copy grain, cut into pieces across threads (Swin's qkv[i] of a packed
+  // projection): a scalar index (the last, counted from the end) and two rows of 3 x 100003 (a short last piece).
+  Tensor p = random_floats({3, 100003}, 14);
+  auto q = run(model(13, "g (float[a,b] x, int64 i) => (float y) { y = Gather (x, i) }"),
+               {p, Tensor::scalar<int64_t>(-1)});
+  ASSERT_EQ(q[0].dims(), (std::vector<int64_t>{100003}));
+  EXPECT_EQ(std::memcmp(q[0].raw(), p.data<float>() + 2 * 100003, 100003 * 4), 0);
+  auto q2 = run(model(13, "g (float[a,b] x, int64[n] i) => (float y) { y = Gather (x, i) }"), {p, ints({2, 0})});
+  ASSERT_EQ(q2[0].dims(), (std::vector<int64_t>{2, 100003}));
+  EXPECT_EQ(std::memcmp(q2[0].raw(), p.data<float>() + 2 * 100003, 100003 * 4), 0);
+  EXPECT_EQ(std::memcmp(q2[0].data<float>() + 100003, p.data<float>(), 100003 * 4), 0);
 }
 
 TEST(shapeindex, GatherElementsAndGatherNDBatchDims) {

@@ -11,8 +11,8 @@
 // shrunk to 1 along every dim it does not vary on where x covers that dim (Swin's mask stays [nW, 1, N, N]
 // for its heads). Conditions: fp32 constants, static shapes, the constant not widening x's shape in the first
 // rule, the intermediate values read only inside the pattern, at most kMaxElements folded elements.
-#include <bit>
 #include <cstring>
+#include <span>
 
 #include "gaf/passes.h"
 #include "passes/rewrite_util.h"
@@ -23,12 +23,6 @@ namespace {
 
 constexpr int64_t kMaxElements = int64_t(1) << 24;
 
-int64_t numel_of_dims(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
 // The values of fp32 `c` broadcast (numpy, right-aligned) to `dims`, row-major.
 std::vector<float> broadcast_values(const Tensor& c, const std::vector<int64_t>& dims) {
   const int r = int(dims.size()), cr = c.rank();
@@ -38,7 +32,7 @@ std::vector<float> broadcast_values(const Tensor& c, const std::vector<int64_t>&
     s *= c.dim(int(i));
   }
   const float* src = c.data<float>();
-  std::vector<float> out(size_t(numel_of_dims(dims)));
+  std::vector<float> out(size_t(numel_of(dims)));
   std::vector<int64_t> idx(size_t(r), 0);
   int64_t off = 0;
   for (float& o : out) {
@@ -57,8 +51,8 @@ std::vector<float> broadcast_values(const Tensor& c, const std::vector<int64_t>&
 Tensor shrink(std::vector<float> v, std::vector<int64_t> dims, const std::vector<bool>& keep) {
   for (size_t d = 0; d < dims.size(); ++d) {
     if (keep[d] || dims[d] == 1) continue;
-    const int64_t outer = numel_of_dims({dims.begin(), dims.begin() + int64_t(d)}), n = dims[d];
-    const int64_t inner = numel_of_dims({dims.begin() + int64_t(d) + 1, dims.end()});
+    const std::span<const int64_t> all(dims);
+    const int64_t outer = numel_of(all.first(d)), n = dims[d], inner = numel_of(all.subspan(d + 1));
     bool constant = true;
     for (int64_t o = 0; o < outer && constant; ++o)
       for (int64_t k = 1; k < n && constant; ++k)
@@ -115,7 +109,7 @@ class ConstantOperandFold final : public rewrite::RulePass {
       return false;
     const std::vector<int64_t> xd = x->type.static_dims(), s1 = r1->output(0)->type.static_dims();
     if (r2.output(0)->type.static_dims() != xd || op->output(0)->type.static_dims() != s1) return false;
-    if (numel_of_dims(s1) > kMaxElements || !rw.can_replace(r2.output(0), x)) return false;
+    if (numel_of(s1) > kMaxElements || !rw.can_replace(r2.output(0), x)) return false;
     Tensor folded = shrink(broadcast_values(*c->first, s1), xd, std::vector<bool>(xd.size(), false));
     Value* cv = rw.add_constant(op->output(0)->name() + "_folded", std::move(folded));
     std::vector<Value*> ins = c->second == 0 ? std::vector<Value*>{x, cv} : std::vector<Value*>{cv, x};
@@ -137,7 +131,7 @@ class ConstantOperandFold final : public rewrite::RulePass {
     Value* x = inner->input(c1->second);
     if (!static_float(x) || !static_float(outer.output(0))) return false;
     const std::vector<int64_t> od = outer.output(0)->type.static_dims(), xd = x->type.static_dims();
-    if (numel_of_dims(od) > kMaxElements || xd.size() > od.size()) return false;
+    if (numel_of(od) > kMaxElements || xd.size() > od.size()) return false;
     std::vector<float> sum = broadcast_values(*c1->first, od);
     const std::vector<float> b = broadcast_values(*c2->first, od);
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += b[i];

@@ -11,8 +11,12 @@
 // Flash-style: each task owns a block of kBlockQ query rows of one batch index and walks the keys in tiles of
 // kBlockK, keeping per row the running maximum m, the running sum l of exp(s - m) and the unnormalised output
 // O (fp32), rescaled by exp(m_old - m_new) when the maximum grows (online softmax; m and the scores are kept in
-// log2 units). The [Lq, Lk] score matrix is never materialised, only one [kBlockQ, kBlockK] tile per thread. The two products per tile run through
-// oneDNN's sgemm (single-threaded inside the task; tasks are spread over the OpenMP threads).
+// log2 units). The [Lq, Lk] score matrix is never materialised, only one [kBlockQ, kBlockK] tile per thread.
+// Tasks are claimed by the OpenMP threads as they finish (parallel_tasks); each runs single-threaded. With
+// AVX-512 the two products per tile are simd::gemm_bcast's register tiles: Kᵀ is packed once per key tile,
+// Q, the probabilities and V are read in place, and the scores' epilogue adds the mask and keeps each row's
+// maximum as it stores them, so the softmax reads the tile once. Elsewhere (or with V stored transposed) they
+// go through oneDNN's sgemm.
 // A row whose every score is -inf has no softmax (ONNX Softmax gives NaN there); it comes out NaN too. Keys that
 // the mask removes from every row of a block (padding, a causal block's future) are skipped (attention_live_keys).
 #include <fmt/ranges.h>
@@ -22,7 +26,9 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <span>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "runtime/kernels/attention.h"
@@ -30,19 +36,47 @@
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/reduce_util.h"
 #include "runtime/kernels/simd_exp.h"
+#include "runtime/kernels/simd_gemm.h"
 
 namespace gaf::runtime {
 
+// Rows are scanned last to first, and a row's end only down to the largest end found so far: a causal block's
+// last row, scanned first, bounds the others, so the block costs one scan of its dead keys, not one per row.
+// Contiguous rows are compared 16 keys at a time (AVX-512).
 std::pair<int64_t, int64_t> attention_live_keys(const float* mb, int64_t mrs, int64_t mcs, int64_t rows, int64_t lk) {
   constexpr float kDead = -1e30f;
   if (!mb) return {0, lk};
+  auto live = [&](const float* r, int64_t j) { return !(r[j * mcs] <= kDead); };  // NaN is live
   int64_t lo = lk, hi = 0;
-  for (int64_t i = 0; i < (mrs == 0 ? 1 : rows); ++i) {
+  for (int64_t i = (mrs == 0 ? 1 : rows) - 1; i >= 0; --i) {
     const float* r = mb + i * mrs;
-    int64_t first = 0, last = lk;
-    while (first < lk && r[first * mcs] <= kDead) ++first;
+    int64_t first = 0;
+#if defined(__AVX512F__)
+    if (mcs == 1) {
+      const __m512 dead = _mm512_set1_ps(kDead);
+      for (; first + 16 <= lk; first += 16)
+        if (__mmask16 k = _mm512_cmp_ps_mask(_mm512_loadu_ps(r + first), dead, _CMP_NLE_UQ)) {
+          first += __builtin_ctz(k);
+          break;
+        }
+    }
+#endif
+    while (first < lk && !live(r, first)) ++first;
     if (first == lk) return {0, lk};
-    while (r[(last - 1) * mcs] <= kDead) --last;
+    // The row's last live key is at or after `first`; below `hi` it no longer matters.
+    const int64_t stop = std::max(hi, first + 1);
+    int64_t last = lk;
+#if defined(__AVX512F__)
+    if (mcs == 1) {
+      const __m512 dead = _mm512_set1_ps(kDead);
+      for (; last - 16 >= stop; last -= 16)
+        if (__mmask16 k = _mm512_cmp_ps_mask(_mm512_loadu_ps(r + last - 16), dead, _CMP_NLE_UQ)) {
+          last = last - 16 + (32 - __builtin_clz(unsigned(k)));
+          break;
+        }
+    }
+#endif
+    while (last > stop && !live(r, last - 1)) --last;
     lo = std::min(lo, first);
     hi = std::max(hi, last);
   }
@@ -51,10 +85,9 @@ std::pair<int64_t, int64_t> attention_live_keys(const float* mb, int64_t mrs, in
 
 namespace {
 
-// Measured on the 12-head, d 64, L 512 bench case (`run --opt-level 3`, 2 threads, with the AVX-512 exp below):
-// larger tiles amortise the sgemm calls (64x512: 2.21 ms, 128x512: 2.11 ms, 256x512: 2.04-2.08 ms); the
-// [256, 512] fp32 score tile is 512 KiB, within a core's L2 (1 MiB). 512x512 measured the same as 256x512 with
-// the cheaper exp below (2.00 vs 1.99 ms), 128x512 slower (2.05 ms).
+// Measured with sgemm on the 12-head, d 64, L 512 bench case (`run --opt-level 3`, 2 threads): larger tiles
+// amortise the sgemm calls (64x512 slowest, 256x512 and 512x512 the same); the [256, 512] fp32 score tile is
+// 512 KiB, within a core's L2 (1 MiB). With the register tiles, 128x512 measured the same as 256x512.
 constexpr int64_t kBlockQ = 256;
 constexpr int64_t kBlockK = 512;
 constexpr int64_t kSubQ = 64;  // rows of a sub-block with keys of its own (causal masks)
@@ -69,6 +102,30 @@ inline float masked_score(float m, float s) {
              ? -std::numeric_limits<float>::max()
              : x;
 }
+
+#if defined(__AVX512F__)
+// The scores' epilogue in the AVX-512 path: masked_score on 16 lanes as the product is stored, and each row's
+// running maximum by lane (a NaN score leaves it as it was, as std::max does in the portable path).
+struct ScoreEpilogue {
+  const float* mask;  // row i of the mask at mask + i * mrs, contiguous; null: no mask
+  int64_t mrs;
+  float* vmax;  // [rows][16]
+  void operator()(int64_t i, int64_t j, __m512 x, __mmask16 valid, float* c) const {
+    if (mask) {
+      const __m512 m = _mm512_maskz_loadu_ps(valid, mask + i * mrs + j);
+      x = _mm512_fmadd_ps(m, _mm512_set1_ps(kLog2e), x);
+      const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::max());
+      const __mmask16 clamp = _mm512_cmp_ps_mask(x, lowest, _CMP_LT_OQ) &
+                              _mm512_cmp_ps_mask(m, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_GT_OQ);
+      x = _mm512_mask_mov_ps(x, clamp, lowest);
+    }
+    _mm512_mask_storeu_ps(c, valid, x);
+    float* vm = vmax + i * 16;
+    const __m512 old = _mm512_loadu_ps(vm);
+    _mm512_storeu_ps(vm, _mm512_mask_max_ps(old, valid, x, old));
+  }
+};
+#endif
 
 // A 2-D strided view of fp32 data.
 struct View {
@@ -112,6 +169,7 @@ void gemm(View a, View b, float alpha, float beta, float* c, int64_t ldc, std::v
 #if defined(__AVX512F__)
 #pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 float exp_shift_sum(float* row, int64_t n, float m) {
 #if defined(__AVX512F__)
@@ -250,11 +308,19 @@ void attention(KernelContext& ctx) {
   const int64_t ors = ostr[size_t(orank - 2)], ocs = ostr[size_t(orank - 1)];
 
   const int64_t qblocks = (lq + kBlockQ - 1) / kBlockQ;
-  parallel_for(nbatch * qblocks, 1, [&](int64_t begin, int64_t end) {
+  parallel_tasks(nbatch * qblocks, [&](auto claim) {
     std::vector<float> s(size_t(kBlockQ * kBlockK)), o(size_t(kBlockQ * dv)), rmax(kBlockQ), rsum(kBlockQ);
     std::vector<float> pack_a, pack_b;
-    std::vector<std::pair<int64_t, int64_t>> sub;  // live keys per sub-block of a task's query block
-    for (int64_t task = begin; task < end; ++task) {
+#if defined(__AVX512F__)
+    std::vector<float> kt(size_t(kBlockK * d));  // one key tile of Kᵀ in panels of 64 keys
+#endif
+    std::vector<float> vmax(size_t(kBlockQ * 16));  // per row, the largest scores by lane (AVX-512 path)
+    struct Rows {
+      int64_t r0, r1, lo, hi;  // rows [r0, r1) of the block attend to keys [lo, hi) at most
+    };
+    std::unordered_map<const float*, std::vector<Rows>> memo;  // by mask block: its extent, then its row groups
+    std::vector<Rows> single;
+    for (int64_t task; (task = claim()) >= 0;) {
       const int64_t b = task / qblocks, q0 = task % qblocks * kBlockQ, bq = std::min(kBlockQ, lq - q0);
       const int64_t rq = q.strides.end()[-2], rk = k.strides.end()[-2], rv = v.strides.end()[-2];
       View qv{q.data + batch_offset(b, batch, q.dims, q.strides) + q0 * rq, bq, d, rq, q.strides.back()};
@@ -265,41 +331,94 @@ void attention(KernelContext& ctx) {
       std::fill(o.begin(), o.begin() + bq * dv, 0.0f);
       std::fill(rmax.begin(), rmax.end(), -std::numeric_limits<float>::infinity());
       std::fill(rsum.begin(), rsum.end(), 0.0f);
-      // Rows [r0, r1) of the block against keys [klo, khi): the online softmax over key tiles.
-      auto run_rows = [&](int64_t r0, int64_t r1, int64_t klo, int64_t khi) {
-        const int64_t nr = r1 - r0;
-        View qr{qv.p + r0 * qv.rs, nr, d, qv.rs, qv.cs};
-        const float* mr = mb ? mb + r0 * mrs : nullptr;
-        for (int64_t k0 = klo; k0 < khi; k0 += kBlockK) {
-          const int64_t bk = std::min(kBlockK, khi - k0);
-          View kt = View{kb + k0 * rk, bk, d, rk, k.strides.back()}.t();
-          gemm(qr, kt, scale * kLog2e, 0.0f, s.data(), bk, pack_a, pack_b);  // s = log2(e) scale Q Kᵀ
+      // A mask that differs between rows (causal) leaves each sub-block of kSubQ rows its own live keys, whose
+      // union is the block's: the block runs in sub-blocks when that skips at least a quarter of its scores
+      // (smaller products cost ~8%). Heads sharing a mask block share its scan (a thread's memo, by address).
+      const std::vector<Rows>* found = nullptr;
+      if (mb && mrs != 0)
+        if (auto it = memo.find(mb); it != memo.end() && it->second.front().r1 == bq) found = &it->second;
+      if (!found) {
+        std::vector<Rows> groups;
+        int64_t klo = lk, khi = 0, sub_keys = 0;
+        if (mb && mrs != 0 && bq > kSubQ) {
+          for (int64_t r0 = 0; r0 < bq; r0 += kSubQ) {
+            const int64_t nr = std::min(kSubQ, bq - r0);
+            const auto [lo, hi] = attention_live_keys(mb + r0 * mrs, mrs, mcs, nr, lk);
+            groups.push_back({r0, r0 + nr, lo, hi});
+            sub_keys += nr * (hi - lo);
+            klo = std::min(klo, lo);
+            khi = std::max(khi, hi);
+          }
+        } else {
+          std::tie(klo, khi) = attention_live_keys(mb, mrs, mcs, bq, lk);
+        }
+        if (groups.empty() || 4 * sub_keys > 3 * bq * (khi - klo)) groups.assign(1, Rows{0, bq, klo, khi});
+        // Kept with the whole block first, so front().r1 is the block's length.
+        groups.insert(groups.begin(), Rows{0, bq, klo, khi});
+        found = mb && mrs != 0 ? &(memo[mb] = std::move(groups)) : &(single = std::move(groups));
+      }
+      const int64_t klo = found->front().lo, khi = found->front().hi;
+      const std::span<const Rows> groups(found->begin() + 1, found->end());
+      // Key tiles in order; within a tile each row group's live keys: the online softmax per row.
+      for (int64_t k0 = klo; k0 < khi; k0 += kBlockK) {
+        const int64_t bk = std::min(kBlockK, khi - k0);
+#if defined(__AVX512F__)
+        simd::pack_transposed_panels(kb + k0 * rk, bk, d, rk, k.strides.back(), kt.data());
+#endif
+        for (const Rows& g : groups) {
+          int64_t a = std::max(g.lo, k0);
+          const int64_t e = std::min(g.hi, k0 + bk);
+          if (a >= e) continue;
+          const int64_t nr = g.r1 - g.r0;
+          // s = log2(e) scale Q Kᵀ (+ log2(e) mask) over keys [a, e); tmax(i): row i's largest score
+          const float* mr = mb ? mb + g.r0 * mrs : nullptr;
+#if defined(__AVX512F__)
+          a = k0 + (a - k0) / 64 * 64;  // from a panel's first key: the keys before `a` are masked out anyway
+          const int64_t ns = e - a;
+          const bool fused_mask = !mr || mcs == 1;  // a contiguous mask row is added as the scores are stored
+          std::fill(vmax.begin(), vmax.begin() + nr * 16, -std::numeric_limits<float>::infinity());
+          const float* qa = qv.p + g.r0 * qv.rs;
+          const float* panels = kt.data() + (a - k0) * d;
+          if (fused_mask)
+            simd::gemm_bcast(nr, ns, d, scale * kLog2e, qa, qv.rs, qv.cs, panels, 64, 64 * d, s.data(), ns,
+                             ScoreEpilogue{mr ? mr + a : nullptr, mrs, vmax.data()});
+          else
+            simd::gemm_bcast(nr, ns, d, scale * kLog2e, qa, qv.rs, qv.cs, panels, 64, 64 * d, s.data(), ns);
+#else
+          const int64_t ns = e - a;
+          const bool fused_mask = false;
+          View qr{qv.p + g.r0 * qv.rs, nr, d, qv.rs, qv.cs};
+          gemm(qr, View{kb + a * rk, ns, d, rk, k.strides.back()}.t(), scale * kLog2e, 0.0f, s.data(), ns, pack_a,
+               pack_b);
+#endif
           for (int64_t i = 0; i < nr; ++i) {
-            float* row = s.data() + i * bk;
+            float* row = s.data() + i * ns;
             float tmax = -std::numeric_limits<float>::infinity();
-            if (mr && mcs == 1) {  // the common case: a contiguous mask row (padding or causal masks)
-              const float* mrow = mr + i * mrs + k0;
+            if (fused_mask) {
+              for (int l = 0; l < 16; ++l) tmax = std::max(tmax, vmax[size_t(i * 16 + l)]);
+            } else if (mr && mcs == 1) {  // a contiguous mask row (padding or causal masks)
+              const float* mrow = mr + i * mrs + a;
 #pragma omp simd reduction(max : tmax)
-              for (int64_t j = 0; j < bk; ++j) {
+              for (int64_t j = 0; j < ns; ++j) {
                 float x = masked_score(mrow[j], row[j]);
                 row[j] = x;
                 tmax = std::max(tmax, x);
               }
             } else {
               if (mr) {
-                const float* mrow = mr + i * mrs + k0 * mcs;
-                for (int64_t j = 0; j < bk; ++j) row[j] = masked_score(mrow[j * mcs], row[j]);
+                const float* mrow = mr + i * mrs + a * mcs;
+                for (int64_t j = 0; j < ns; ++j) row[j] = masked_score(mrow[j * mcs], row[j]);
               }
 #pragma omp simd reduction(max : tmax)
-              for (int64_t j = 0; j < bk; ++j) tmax = std::max(tmax, row[j]);
+              for (int64_t j = 0; j < ns; ++j) tmax = std::max(tmax, row[j]);
             }
-            const size_t ri = size_t(r0 + i);
+            const size_t ri = size_t(g.r0 + i);
             const float mnew = std::max(rmax[ri], tmax);
             if (mnew == -std::numeric_limits<float>::infinity()) {  // nothing attended yet
-              std::fill(row, row + bk, 0.0f);
+              std::fill(row, row + ns, 0.0f);
               continue;
             }
-            const float sum = exp_shift_sum(row, bk, mnew);
+            const float sum = exp_shift_sum(row, ns, mnew);
             const float corr = rn::exp_nonpos((rmax[ri] - mnew) * kLn2);  // 0 when the old maximum was -inf
             if (corr != 1.0f) {
               float* orow = o.data() + int64_t(ri) * dv;
@@ -309,33 +428,17 @@ void attention(KernelContext& ctx) {
             rsum[ri] = rsum[ri] * corr + sum;
             rmax[ri] = mnew;
           }
-          View p{s.data(), nr, bk, bk, 1};
-          View vt{vb + k0 * rv, bk, dv, rv, v.strides.back()};
-          gemm(p, vt, 1.0f, 1.0f, o.data() + r0 * dv, dv, pack_a, pack_b);  // o += P V
+          // o += P V
+#if defined(__AVX512F__)
+          if (v.strides.back() == 1) {
+            simd::gemm_bcast(nr, dv, ns, 1.0f, s.data(), ns, 1, vb + a * rv, rv, 64, o.data() + g.r0 * dv, dv,
+                             simd::AddToC{});
+            continue;
+          }
+#endif
+          gemm(View{s.data(), nr, ns, ns, 1}, View{vb + a * rv, ns, dv, rv, v.strides.back()}, 1.0f, 1.0f,
+               o.data() + g.r0 * dv, dv, pack_a, pack_b);
         }
-      };
-      // A mask that differs between rows (causal) leaves each sub-block of kSubQ rows its own live keys, whose
-      // union is the block's: the block runs in sub-blocks when that skips at least a quarter of its scores
-      // (smaller products cost ~8%).
-      int64_t klo = lk, khi = 0, sub_keys = 0;
-      sub.clear();
-      if (mb && mrs != 0 && bq > kSubQ) {
-        for (int64_t r0 = 0; r0 < bq; r0 += kSubQ) {
-          const int64_t nr = std::min(kSubQ, bq - r0);
-          const auto [lo, hi] = attention_live_keys(mb + r0 * mrs, mrs, mcs, nr, lk);
-          sub.emplace_back(lo, hi);
-          sub_keys += nr * (hi - lo);
-          klo = std::min(klo, lo);
-          khi = std::max(khi, hi);
-        }
-      } else {
-        std::tie(klo, khi) = attention_live_keys(mb, mrs, mcs, bq, lk);
-      }
-      if (!sub.empty() && 4 * sub_keys <= 3 * bq * (khi - klo)) {
-        for (size_t t = 0; t < sub.size(); ++t)
-          run_rows(int64_t(t) * kSubQ, std::min(bq, int64_t(t + 1) * kSubQ), sub[t].first, sub[t].second);
-      } else {
-        run_rows(0, bq, klo, khi);
       }
       float* ob = yp + batch_offset(b, batch, odims, ostr) + q0 * ors;
       for (int64_t i = 0; i < bq; ++i) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -68,6 +69,26 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
     int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
     if (b < e) f(b, e);
   }
+}
+
+// Runs n independent tasks of uneven or noisy cost across the OpenMP threads, each thread claiming the next
+// unclaimed task when it finishes one (a static split leaves a thread idle when the other is delayed).
+// body(claim) runs once per thread, so per-thread scratch is set up once; claim() returns the next task index,
+// or -1 when none is left.
+template <class F>
+void parallel_tasks(int64_t n, F&& body) {
+  const int threads = int(std::min<int64_t>(omp_get_max_threads(), n));
+  if (threads <= 1) {
+    int64_t next = 0;
+    if (n > 0) body([&]() -> int64_t { return next < n ? next++ : -1; });
+    return;
+  }
+  std::atomic<int64_t> next{0};
+#pragma omp parallel num_threads(threads)
+  body([&]() -> int64_t {
+    const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
+    return t < n ? t : -1;
+  });
 }
 
 // Walks the index space of `out` dims from linear index `begin` to `end`, calling f(linear, offsets) where

@@ -40,6 +40,45 @@ TEST(AttentionLiveKeys, PaddingCausalAndFullyMaskedRows) {
   EXPECT_EQ(attention_live_keys(odd.data(), 0, 1, 1, 6), (std::pair<int64_t, int64_t>{2, 5}));
 }
 
+// The scan (16 keys at a time on contiguous rows, rows last to first, each row's end only down to the largest end
+// so far) against the definition, row by row and key by key, on seeded masks whose live ranges start and end
+// inside and across 16-key chunks; contiguous, strided and shared rows.
+TEST(AttentionLiveKeys, ScanMatchesTheDefinition) {
+  std::mt19937 rng(7);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const float fills[] = {-kInf, kMin, -1e30f};
+  for (int trial = 0; trial < 400; ++trial) {
+    const int64_t rows = uni(1, 9), lk = uni(1, 70), mcs = uni(0, 2) == 0 ? 2 : 1;
+    const int64_t mrs = trial % 7 == 0 ? 0 : lk * mcs;
+    std::vector<float> m(size_t(rows * lk * mcs), 0.5f);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t first = uni(0, int(lk)), last = uni(int(first), int(lk));  // live keys [first, last)
+      for (int64_t j = 0; j < lk; ++j)
+        if (j < first || j >= last || uni(0, 5) == 0) m[size_t(i * lk * mcs + j * mcs)] = fills[uni(0, 2)];
+    }
+    if (trial % 11 == 5) m[size_t(uni(0, int(m.size()) - 1))] = std::nanf("");
+    int64_t lo = lk, hi = 0;
+    bool dead_row = false;
+    for (int64_t i = 0; i < (mrs == 0 ? 1 : rows); ++i) {
+      int64_t first = -1, last = -1;
+      for (int64_t j = 0; j < lk; ++j)
+        if (!(m[size_t(i * mrs + j * mcs)] <= -1e30f)) {
+          if (first < 0) first = j;
+          last = j + 1;
+        }
+      if (first < 0) {
+        dead_row = true;
+      } else {
+        lo = std::min(lo, first);
+        hi = std::max(hi, last);
+      }
+    }
+    const std::pair<int64_t, int64_t> want = dead_row ? std::pair<int64_t, int64_t>{0, lk} : std::pair{lo, hi};
+    EXPECT_EQ(attention_live_keys(m.data(), mrs, mcs, rows, lk), want)
+        << "trial " << trial << ": rows " << rows << " lk " << lk << " mrs " << mrs << " mcs " << mcs;
+  }
+}
+
 // Scores of [2 batches, 2 heads, 600 queries, 600 keys] (two query blocks, two key tiles) plus `mask`, built in the
 // graph from constants: the kernel trims the keys, the unfused graph computes every one.
 void expect_fused_matches(const std::string& mask_nodes) {
@@ -125,6 +164,45 @@ TEST(AttentionLiveKeys, RandomMasksMatchUnfused) {
       return passes;
     }());
     ASSERT_EQ(r.count("attention-fusion"), 1) << r.dump();
+    expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+  }
+}
+
+// The AVX-512 path's edges: a depth of 80 (one full and one partial 16-lane group past a 64-key panel's depth),
+// a value depth of 70 (a 64-column chunk and 6 more), Q and V stored transposed (read through a column stride;
+// V's product then goes through sgemm), 700 keys (a second key tile ending inside a panel), and a band mask
+// (each query sees the 100 keys up to itself) whose 64-row sub-blocks start their keys inside a panel.
+TEST(AttentionKernel, OddDepthsTransposedOperandsAndABandMask) {
+  const int64_t L = 700, D = 80, DV = 70, W = 100;
+  std::vector<float> m(size_t(L * L), -kInf);
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = std::max<int64_t>(0, i - W); j <= i; ++j) m[size_t(i * L + j)] = 0.0f;
+  for (bool band : {true, false}) {
+    SCOPED_TRACE(band ? "band mask" : "no mask");
+    Model model;
+    GraphBuilder b(model);
+    const std::vector<int64_t> swap = {0, 1, 3, 2};
+    Value* qt = b.input("qt", DType::Float, {1, 2, D, L});  // Q stored transposed
+    Value* k = b.input("k", DType::Float, {1, 2, L, D});
+    Value* vt = b.input("vt", DType::Float, {1, 2, DV, L});  // V stored transposed
+    Value* q = b.op("Transpose", {qt}, {{"perm", swap}});
+    Value* v = b.op("Transpose", {vt}, {{"perm", swap}});
+    Value* s = b.op("Mul", {b.op("MatMul", {q, b.op("Transpose", {k}, {{"perm", swap}})}), b.scalar(0.11f)});
+    if (band) s = b.op("Add", {s, b.constant(Tensor::from<float>({1, 1, L, L}, m), "band")});
+    b.output(b.op("MatMul", {b.op("Softmax", {s}, {{"axis", int64_t(-1)}}), v}));
+    b.finish();
+    auto r = testing::rewrite(model, [] {
+      std::vector<std::unique_ptr<Pass>> passes;
+      passes.push_back(make_attention_fusion());
+      return passes;
+    }());
+    ASSERT_EQ(r.count("attention-fusion"), 1) << r.dump();
+    const Node* att = nullptr;
+    for (const Node* n : r.after.graph->nodes())
+      if (n->op_type == "Attention") att = n;
+    ASSERT_NE(att, nullptr);
+    EXPECT_FALSE(att->attr_ints("q_perm").empty());  // the transposes are read through, not run
+    EXPECT_FALSE(att->attr_ints("v_perm").empty());
     expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
   }
 }

@@ -105,26 +105,50 @@ inline float masked_score(float m, float s) {
 
 #if defined(__AVX512F__)
 // The scores' epilogue in the AVX-512 path: masked_score on 16 lanes as the product is stored, and each row's
-// running maximum by lane (a NaN score leaves it as it was, as std::max does in the portable path).
+// running maximum by lane (a NaN score leaves it as it was, as std::max does in the portable path). kClamp: the
+// mask has finite values so low that m log2(e) overflows (finfo.min), which masked_score keeps finite.
+template <bool kClamp>
 struct ScoreEpilogue {
   const float* mask;  // row i of the mask at mask + i * mrs, contiguous; null: no mask
   int64_t mrs;
   float* vmax;  // [rows][16]
-  void operator()(int64_t i, int64_t j, __m512 x, __mmask16 valid, float* c) const {
-    if (mask) {
-      const __m512 m = _mm512_maskz_loadu_ps(valid, mask + i * mrs + j);
-      x = _mm512_fmadd_ps(m, _mm512_set1_ps(kLog2e), x);
-      const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::max());
-      const __mmask16 clamp = _mm512_cmp_ps_mask(x, lowest, _CMP_LT_OQ) &
-                              _mm512_cmp_ps_mask(m, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_GT_OQ);
-      x = _mm512_mask_mov_ps(x, clamp, lowest);
+  template <int NC>
+  void operator()(int64_t i, int64_t j, const __m512 (&x)[NC], __mmask16 tail, float* c) const {
+    __m512 y[NC];
+#pragma GCC unroll 8
+    for (int v = 0; v < NC; ++v) {
+      const __mmask16 valid = simd::lanes<NC>(v, tail);
+      y[v] = x[v];
+      if (mask) {
+        const __m512 m = _mm512_maskz_loadu_ps(valid, mask + i * mrs + j + 16 * v);
+        y[v] = _mm512_fmadd_ps(m, _mm512_set1_ps(kLog2e), y[v]);
+        if constexpr (kClamp) {
+          const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::max());
+          const __mmask16 clamp =
+              _mm512_cmp_ps_mask(y[v], lowest, _CMP_LT_OQ) &
+              _mm512_cmp_ps_mask(m, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_GT_OQ);
+          y[v] = _mm512_mask_mov_ps(y[v], clamp, lowest);
+        }
+      }
+      _mm512_mask_storeu_ps(c + 16 * v, valid, y[v]);
     }
-    _mm512_mask_storeu_ps(c, valid, x);
-    float* vm = vmax + i * 16;
-    const __m512 old = _mm512_loadu_ps(vm);
-    _mm512_storeu_ps(vm, _mm512_mask_max_ps(old, valid, x, old));
+    // The row's maximum: the last vector's invalid lanes are left out, a NaN lane too (max returns the second).
+    __m512 top = _mm512_loadu_ps(vmax + i * 16);
+#pragma GCC unroll 8
+    for (int v = 0; v < NC; ++v) top = _mm512_mask_max_ps(top, simd::lanes<NC>(v, tail), y[v], top);
+    _mm512_storeu_ps(vmax + i * 16, top);
   }
 };
+
+// Whether a mask holds finite values below -max / log2(e), where m log2(e) overflows (finfo.min fills).
+bool mask_needs_clamp(const Tensor& mask) {
+  const float* p = mask.data<float>();
+  const float limit = -std::numeric_limits<float>::max() / kLog2e;
+  bool any = false;
+#pragma omp simd reduction(|| : any)
+  for (int64_t i = 0; i < mask.numel(); ++i) any = any || (p[i] < limit && p[i] > -std::numeric_limits<float>::infinity());
+  return any;
+}
 #endif
 
 // A 2-D strided view of fp32 data.
@@ -308,6 +332,9 @@ void attention(KernelContext& ctx) {
   const int64_t ors = ostr[size_t(orank - 2)], ocs = ostr[size_t(orank - 1)];
 
   const int64_t qblocks = (lq + kBlockQ - 1) / kBlockQ;
+#if defined(__AVX512F__)
+  const bool clamp = mask && mask_needs_clamp(*mask);
+#endif
   parallel_tasks(nbatch * qblocks, [&](auto claim) {
     std::vector<float> s(size_t(kBlockQ * kBlockK)), o(size_t(kBlockQ * dv)), rmax(kBlockQ), rsum(kBlockQ);
     std::vector<float> pack_a, pack_b;
@@ -379,9 +406,12 @@ void attention(KernelContext& ctx) {
           std::fill(vmax.begin(), vmax.begin() + nr * 16, -std::numeric_limits<float>::infinity());
           const float* qa = qv.p + g.r0 * qv.rs;
           const float* panels = kt.data() + (a - k0) * d;
-          if (fused_mask)
+          if (fused_mask && clamp)
             simd::gemm_bcast(nr, ns, d, scale * kLog2e, qa, qv.rs, qv.cs, panels, 64, 64 * d, s.data(), ns,
-                             ScoreEpilogue{mr ? mr + a : nullptr, mrs, vmax.data()});
+                             ScoreEpilogue<true>{mr ? mr + a : nullptr, mrs, vmax.data()});
+          else if (fused_mask)
+            simd::gemm_bcast(nr, ns, d, scale * kLog2e, qa, qv.rs, qv.cs, panels, 64, 64 * d, s.data(), ns,
+                             ScoreEpilogue<false>{mr ? mr + a : nullptr, mrs, vmax.data()});
           else
             simd::gemm_bcast(nr, ns, d, scale * kLog2e, qa, qv.rs, qv.cs, panels, 64, 64 * d, s.data(), ns);
 #else

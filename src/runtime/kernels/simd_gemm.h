@@ -114,11 +114,12 @@ inline void gemm_tile(int64_t k, float alpha, const float* a, int64_t ars, int64
   }
   const __m512 va = _mm512_set1_ps(alpha);
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
+  for (int r = 0; r < R; ++r) {
+    __m512 x[NC];
 #pragma GCC unroll 8
-    for (int j = 0; j < NC; ++j)
-      epilogue(row0 + r, col0 + 16 * j, _mm512_mul_ps(acc[r][j], va), j == NC - 1 ? tail : __mmask16(0xFFFF),
-               c + r * ldc + 16 * j);
+    for (int j = 0; j < NC; ++j) x[j] = _mm512_mul_ps(acc[r][j], va);
+    epilogue(row0 + r, col0, x, tail, c + r * ldc);
+  }
 }
 
 template <int NC, class Epilogue>
@@ -142,13 +143,27 @@ inline void gemm_chunk(int64_t m, int64_t k, float alpha, const float* a, int64_
 
 }  // namespace detail
 
-// Epilogues: what becomes of 16 results x (lanes `valid`) of row i, columns j .. j + 15, bound for c.
+// Epilogues: what becomes of a tile's row of results, x[NC] for row i, columns j .. j + 16 NC - 1 (the last
+// vector's lanes `tail`), bound for c.
+template <int NC>
+inline __mmask16 lanes(int v, __mmask16 tail) {
+  return v == NC - 1 ? tail : __mmask16(0xFFFF);
+}
 struct StoreC {
-  void operator()(int64_t, int64_t, __m512 x, __mmask16 valid, float* c) const { _mm512_mask_storeu_ps(c, valid, x); }
+  template <int NC>
+  void operator()(int64_t, int64_t, const __m512 (&x)[NC], __mmask16 tail, float* c) const {
+#pragma GCC unroll 8
+    for (int v = 0; v < NC; ++v) _mm512_mask_storeu_ps(c + 16 * v, lanes<NC>(v, tail), x[v]);
+  }
 };
 struct AddToC {
-  void operator()(int64_t, int64_t, __m512 x, __mmask16 valid, float* c) const {
-    _mm512_mask_storeu_ps(c, valid, _mm512_add_ps(x, _mm512_maskz_loadu_ps(valid, c)));
+  template <int NC>
+  void operator()(int64_t, int64_t, const __m512 (&x)[NC], __mmask16 tail, float* c) const {
+#pragma GCC unroll 8
+    for (int v = 0; v < NC; ++v) {
+      const __mmask16 k = lanes<NC>(v, tail);
+      _mm512_mask_storeu_ps(c + 16 * v, k, _mm512_add_ps(x[v], _mm512_maskz_loadu_ps(k, c + 16 * v)));
+    }
   }
 };
 

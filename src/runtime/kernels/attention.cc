@@ -140,13 +140,19 @@ struct ScoreEpilogue {
   }
 };
 
-// Whether a mask holds finite values below -max / log2(e), where m log2(e) overflows (finfo.min fills).
-bool mask_needs_clamp(const Tensor& mask) {
-  const float* p = mask.data<float>();
+// Whether a block of mask rows (as attention_live_keys reads them) holds finite values below -max / log2(e),
+// where m log2(e) overflows (finfo.min fills).
+bool mask_needs_clamp(const float* mb, int64_t mrs, int64_t mcs, int64_t rows, int64_t lk) {
   const float limit = -std::numeric_limits<float>::max() / kLog2e;
   bool any = false;
+  for (int64_t i = 0; i < (mrs == 0 ? 1 : rows) && !any; ++i) {
+    const float* r = mb + i * mrs;
 #pragma omp simd reduction(|| : any)
-  for (int64_t i = 0; i < mask.numel(); ++i) any = any || (p[i] < limit && p[i] > -std::numeric_limits<float>::infinity());
+    for (int64_t j = 0; j < lk; ++j) {
+      const float x = r[j * mcs];
+      any = any || (x < limit && x > -std::numeric_limits<float>::infinity());
+    }
+  }
   return any;
 }
 #endif
@@ -332,9 +338,6 @@ void attention(KernelContext& ctx) {
   const int64_t ors = ostr[size_t(orank - 2)], ocs = ostr[size_t(orank - 1)];
 
   const int64_t qblocks = (lq + kBlockQ - 1) / kBlockQ;
-#if defined(__AVX512F__)
-  const bool clamp = mask && mask_needs_clamp(*mask);
-#endif
   parallel_tasks(nbatch * qblocks, [&](auto claim) {
     std::vector<float> s(size_t(kBlockQ * kBlockK)), o(size_t(kBlockQ * dv)), rmax(kBlockQ), rsum(kBlockQ);
     std::vector<float> pack_a, pack_b;
@@ -345,8 +348,12 @@ void attention(KernelContext& ctx) {
     struct Rows {
       int64_t r0, r1, lo, hi;  // rows [r0, r1) of the block attend to keys [lo, hi) at most
     };
-    std::unordered_map<const float*, std::vector<Rows>> memo;  // by mask block: its extent, then its row groups
-    std::vector<Rows> single;
+    struct Plan {
+      std::vector<Rows> groups;  // the block's extent, then its row groups
+      bool clamp = false;        // the block's mask holds finfo.min-like values (the AVX-512 epilogue clamps)
+    };
+    std::unordered_map<const float*, Plan> memo;  // by mask block
+    Plan single;
     for (int64_t task; (task = claim()) >= 0;) {
       const int64_t b = task / qblocks, q0 = task % qblocks * kBlockQ, bq = std::min(kBlockQ, lq - q0);
       const int64_t rq = q.strides.end()[-2], rk = k.strides.end()[-2], rv = v.strides.end()[-2];
@@ -361,9 +368,9 @@ void attention(KernelContext& ctx) {
       // A mask that differs between rows (causal) leaves each sub-block of kSubQ rows its own live keys, whose
       // union is the block's: the block runs in sub-blocks when that skips at least a quarter of its scores
       // (smaller products cost ~8%). Heads sharing a mask block share its scan (a thread's memo, by address).
-      const std::vector<Rows>* found = nullptr;
+      const Plan* found = nullptr;
       if (mb && mrs != 0)
-        if (auto it = memo.find(mb); it != memo.end() && it->second.front().r1 == bq) found = &it->second;
+        if (auto it = memo.find(mb); it != memo.end() && it->second.groups.front().r1 == bq) found = &it->second;
       if (!found) {
         std::vector<Rows> groups;
         int64_t klo = lk, khi = 0, sub_keys = 0;
@@ -382,10 +389,12 @@ void attention(KernelContext& ctx) {
         if (groups.empty() || 4 * sub_keys > 3 * bq * (khi - klo)) groups.assign(1, Rows{0, bq, klo, khi});
         // Kept with the whole block first, so front().r1 is the block's length.
         groups.insert(groups.begin(), Rows{0, bq, klo, khi});
-        found = mb && mrs != 0 ? &(memo[mb] = std::move(groups)) : &(single = std::move(groups));
+        Plan plan{std::move(groups), mb && mask_needs_clamp(mb, mrs, mcs, bq, lk)};
+        found = mb && mrs != 0 ? &(memo[mb] = std::move(plan)) : &(single = std::move(plan));
       }
-      const int64_t klo = found->front().lo, khi = found->front().hi;
-      const std::span<const Rows> groups(found->begin() + 1, found->end());
+      const int64_t klo = found->groups.front().lo, khi = found->groups.front().hi;
+      const std::span<const Rows> groups(found->groups.begin() + 1, found->groups.end());
+      [[maybe_unused]] const bool clamp = found->clamp;
       // Key tiles in order; within a tile each row group's live keys: the online softmax per row.
       for (int64_t k0 = klo; k0 < khi; k0 += kBlockK) {
         const int64_t bk = std::min(kBlockK, khi - k0);

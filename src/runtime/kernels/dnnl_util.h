@@ -64,7 +64,9 @@ class ArgCache {
 // A trailing Swish (x * sigmoid(alpha x)) is split off a post-op chain and run as one vectorised pass over the
 // output after the primitive: oneDNN 2.6's swish post-op (an exp and a division per element in the kernel's store
 // phase) measured 1.2-2.6x slower than the convolution without it followed by that pass (16->96 channels at
-// 112x112: 235 vs 178 us; EfficientNet-B0's twelve 1x1 shapes: 925 vs 788 us). Returns its alpha, or nullopt.
+// 112x112: 235 vs 178 us; EfficientNet-B0's twelve 1x1 shapes: 925 vs 788 us). MatMul and Gemm split it too
+// (LLaMA's gate, [256, 512] x [512, 1376] + SiLU: 1.62-1.68 against 1.68-1.76 ms, interleaved minima). Returns its
+// alpha, or nullopt.
 std::optional<float> take_trailing_swish(std::vector<dnnl_ops::PostOp>& chain);
 // y[i] = y[i] * sigmoid(alpha y[i]) over n floats, in place, across the OpenMP threads.
 void swish_inplace(float* y, int64_t n, float alpha);

@@ -1110,6 +1110,17 @@ TEST(DnnlPostOps, MatMulAndGemmEpilogues) {
   auto rv = as_double(res);
   for (size_t i = 0; i < g.size(); ++i) g[i] = std::max(g[i], 0.0) + rv[i];
   expect_close(y, {5, 7}, g, 1e-4, 1e-4);
+  // A trailing Swish (a gate's SiLU) runs as a pass over the output after the primitive, for both products.
+  Tensor bias = random_tensor(DType::Float, {7}, 5);
+  Tensor ys = run_fused(mm, {&x, &wt, &bias}, {P::add(2), P::swish(1.5f)});
+  auto bv = as_double(bias);
+  std::vector<double> want(base.size());
+  for (size_t i = 0; i < base.size(); ++i) want[i] = apply_ref(P::swish(1.5f), base[i] + bv[i % 7]);
+  expect_close(ys, od, want, 1e-4, 1e-4);
+  Tensor gs = run_fused(gemm, {&xa, &wt, &c, &res}, {P::add(3), P::swish()});
+  g = ref_gemm(xa, wt, &c, false, false, 0.5, 2.0, 5, 7, 12);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = apply_ref(P::swish(), g[i] + rv[i]);
+  expect_close(gs, {5, 7}, g, 1e-4, 1e-4);
 }
 
 TEST(DnnlPostOps, UnaryAndBinaryEpilogues) {

@@ -140,6 +140,8 @@ struct ScoreEpilogue {
   }
 };
 
+#endif
+
 // Whether a block of mask rows (as attention_live_keys reads them) holds finite values below -max / log2(e),
 // where m log2(e) overflows (finfo.min fills).
 bool mask_needs_clamp(const float* mb, int64_t mrs, int64_t mcs, int64_t rows, int64_t lk) {
@@ -155,7 +157,6 @@ bool mask_needs_clamp(const float* mb, int64_t mrs, int64_t mcs, int64_t rows, i
   }
   return any;
 }
-#endif
 
 // A 2-D strided view of fp32 data.
 struct View {

@@ -15,7 +15,8 @@
 // Tasks are claimed by the OpenMP threads as they finish (parallel_tasks); each runs single-threaded. With
 // AVX-512 the two products per tile are simd::gemm_bcast's register tiles: Kᵀ is packed once per key tile,
 // Q, the probabilities and V are read in place, and the scores' epilogue adds the mask and keeps each row's
-// maximum as it stores them, so the softmax reads the tile once. Elsewhere (or with V stored transposed) they
+// maximum as it stores them, so the softmax reads the tile once; with a single key tile (up to kBlockK keys)
+// the second product's epilogue writes the normalised output rows. Elsewhere (or with V stored transposed) they
 // go through oneDNN's sgemm.
 // A row whose every score is -inf has no softmax (ONNX Softmax gives NaN there); it comes out NaN too. Keys that
 // the mask removes from every row of a block (padding, a causal block's future) are skipped (attention_live_keys).
@@ -140,6 +141,19 @@ struct ScoreEpilogue {
   }
 };
 
+#endif
+
+#if defined(__AVX512F__)
+// The output epilogue of a single key tile: row i of P V times inv[i], 1 / its softmax sum.
+struct ScaleRows {
+  const float* inv;
+  template <int NC>
+  void operator()(int64_t i, int64_t, const __m512 (&x)[NC], __mmask16 tail, float* c) const {
+    const __m512 f = _mm512_set1_ps(inv[i]);
+#pragma GCC unroll 8
+    for (int v = 0; v < NC; ++v) _mm512_mask_storeu_ps(c + 16 * v, simd::lanes<NC>(v, tail), _mm512_mul_ps(x[v], f));
+  }
+};
 #endif
 
 // Whether a block of mask rows (as attention_live_keys reads them) holds finite values below -max / log2(e),
@@ -346,6 +360,8 @@ void attention(KernelContext& ctx) {
     std::vector<float> kt(size_t(kBlockK * d));  // one key tile of Kᵀ in panels of 64 keys
 #endif
     std::vector<float> vmax(size_t(kBlockQ * 16));  // per row, the largest scores by lane (AVX-512 path)
+    std::vector<float> inv(kBlockQ);                // per row, 1 / its softmax sum (AVX-512 path, one key tile)
+    std::vector<uint8_t> written(kBlockQ);          // rows of the output already written
     struct Rows {
       int64_t r0, r1, lo, hi;  // rows [r0, r1) of the block attend to keys [lo, hi) at most
     };
@@ -363,7 +379,6 @@ void attention(KernelContext& ctx) {
       const float* vb = v.data + batch_offset(b, batch, v.dims, v.strides);
       const float* mb = mask ? m.data + batch_offset(b, batch, m.dims, m.strides) + q0 * m.strides.end()[-2] : nullptr;
       const int64_t mrs = mask ? m.strides.end()[-2] : 0, mcs = mask ? m.strides.back() : 0;
-      std::fill(o.begin(), o.begin() + bq * dv, 0.0f);
       std::fill(rmax.begin(), rmax.end(), -std::numeric_limits<float>::infinity());
       std::fill(rsum.begin(), rsum.end(), 0.0f);
       // A mask that differs between rows (causal) leaves each sub-block of kSubQ rows its own live keys, whose
@@ -396,6 +411,16 @@ void attention(KernelContext& ctx) {
       const int64_t klo = found->groups.front().lo, khi = found->groups.front().hi;
       const std::span<const Rows> groups(found->groups.begin() + 1, found->groups.end());
       [[maybe_unused]] const bool clamp = found->clamp;
+      float* ob = yp + batch_offset(b, batch, odims, ostr) + q0 * ors;
+      // One key tile (every sequence up to kBlockK keys): a row's softmax is complete before its product with V,
+      // whose epilogue then writes the normalised output rows in place (no accumulator, no final pass).
+#if defined(__AVX512F__)
+      const bool direct = khi - klo <= kBlockK && v.strides.back() == 1 && ocs == 1;
+#else
+      const bool direct = false;
+#endif
+      if (!direct) std::fill(o.begin(), o.begin() + bq * dv, 0.0f);
+      std::fill(written.begin(), written.begin() + bq, uint8_t(0));
       // Key tiles in order; within a tile each row group's live keys: the online softmax per row.
       for (int64_t k0 = klo; k0 < khi; k0 += kBlockK) {
         const int64_t bk = std::min(kBlockK, khi - k0);
@@ -460,7 +485,7 @@ void attention(KernelContext& ctx) {
             }
             const float sum = exp_shift_sum(row, ns, mnew);
             const float corr = rn::exp_nonpos((rmax[ri] - mnew) * kLn2);  // 0 when the old maximum was -inf
-            if (corr != 1.0f) {
+            if (corr != 1.0f && !direct) {
               float* orow = o.data() + int64_t(ri) * dv;
 #pragma omp simd
               for (int64_t j = 0; j < dv; ++j) orow[j] *= corr;
@@ -470,6 +495,16 @@ void attention(KernelContext& ctx) {
           }
           // o += P V
 #if defined(__AVX512F__)
+          if (direct) {  // output rows = P V / rowsum
+            for (int64_t i = 0; i < nr; ++i) {
+              const float sum = rsum[size_t(g.r0 + i)];
+              inv[size_t(i)] = sum > 0 ? 1.0f / sum : std::numeric_limits<float>::quiet_NaN();
+              written[size_t(g.r0 + i)] = 1;
+            }
+            simd::gemm_bcast(nr, dv, ns, 1.0f, s.data(), ns, 1, vb + a * rv, rv, 64, ob + g.r0 * ors, ors,
+                             ScaleRows{inv.data()});
+            continue;
+          }
           if (v.strides.back() == 1) {
             simd::gemm_bcast(nr, dv, ns, 1.0f, s.data(), ns, 1, vb + a * rv, rv, 64, o.data() + g.r0 * dv, dv,
                              simd::AddToC{});
@@ -480,16 +515,16 @@ void attention(KernelContext& ctx) {
                o.data() + g.r0 * dv, dv, pack_a, pack_b);
         }
       }
-      float* ob = yp + batch_offset(b, batch, odims, ostr) + q0 * ors;
       for (int64_t i = 0; i < bq; ++i) {
-        const float inv = rsum[size_t(i)] > 0 ? 1.0f / rsum[size_t(i)] : std::numeric_limits<float>::quiet_NaN();
+        if (written[size_t(i)]) continue;
+        const float norm = rsum[size_t(i)] > 0 ? 1.0f / rsum[size_t(i)] : std::numeric_limits<float>::quiet_NaN();
         const float* orow = o.data() + i * dv;
         float* dst = ob + i * ors;
         if (ocs == 1) {
 #pragma omp simd
-          for (int64_t j = 0; j < dv; ++j) dst[j] = orow[j] * inv;
+          for (int64_t j = 0; j < dv; ++j) dst[j] = orow[j] * norm;
         } else {
-          for (int64_t j = 0; j < dv; ++j) dst[j * ocs] = orow[j] * inv;
+          for (int64_t j = 0; j < dv; ++j) dst[j * ocs] = orow[j] * norm;
         }
       }
     }

@@ -413,9 +413,10 @@ void attention(KernelContext& ctx) {
       [[maybe_unused]] const bool clamp = found->clamp;
       float* ob = yp + batch_offset(b, batch, odims, ostr) + q0 * ors;
       // One key tile (every sequence up to kBlockK keys): a row's softmax is complete before its product with V,
-      // whose epilogue then writes the normalised output rows in place (no accumulator, no final pass).
+      // whose epilogue then writes the normalised output rows in place (no accumulator, no final pass). Every
+      // row group meets that tile (a group's live keys are never empty when there are keys).
 #if defined(__AVX512F__)
-      const bool direct = khi - klo <= kBlockK && v.strides.back() == 1 && ocs == 1;
+      const bool direct = khi > klo && khi - klo <= kBlockK && v.strides.back() == 1 && ocs == 1;
 #else
       const bool direct = false;
 #endif

@@ -79,6 +79,13 @@ TEST(AttentionLiveKeys, ScanMatchesTheDefinition) {
   }
 }
 
+// The attention-fusion pass alone on a built model.
+auto fuse_attention(Model& model) {
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(make_attention_fusion());
+  return testing::rewrite(model, std::move(passes));
+}
+
 // Scores of [2 batches, 2 heads, 600 queries, 600 keys] (two query blocks, two key tiles) plus `mask`, built in the
 // graph from constants: the kernel trims the keys, the unfused graph computes every one.
 void expect_fused_matches(const std::string& mask_nodes) {
@@ -158,11 +165,7 @@ TEST(AttentionLiveKeys, RandomMasksMatchUnfused) {
     Value* p = b.op("Softmax", {b.op("Add", {b.op("Mul", {s, b.scalar(0.25f)}), mask})}, {{"axis", int64_t(-1)}});
     b.output(b.op("MatMul", {p, v}));
     b.finish();
-    auto r = testing::rewrite(model, [] {
-      std::vector<std::unique_ptr<Pass>> passes;
-      passes.push_back(make_attention_fusion());
-      return passes;
-    }());
+    auto r = fuse_attention(model);
     ASSERT_EQ(r.count("attention-fusion"), 1) << r.dump();
     expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
   }
@@ -191,11 +194,7 @@ TEST(AttentionKernel, OddDepthsTransposedOperandsAndABandMask) {
     if (band) s = b.op("Add", {s, b.constant(Tensor::from<float>({1, 1, L, L}, m), "band")});
     b.output(b.op("MatMul", {b.op("Softmax", {s}, {{"axis", int64_t(-1)}}), v}));
     b.finish();
-    auto r = testing::rewrite(model, [] {
-      std::vector<std::unique_ptr<Pass>> passes;
-      passes.push_back(make_attention_fusion());
-      return passes;
-    }());
+    auto r = fuse_attention(model);
     ASSERT_EQ(r.count("attention-fusion"), 1) << r.dump();
     const Node* att = nullptr;
     for (const Node* n : r.after.graph->nodes())

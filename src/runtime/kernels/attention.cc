@@ -27,7 +27,6 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <span>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -171,6 +170,9 @@ bool mask_needs_clamp(const float* mb, int64_t mrs, int64_t mcs, int64_t rows, i
   }
   return any;
 }
+
+// 1 / a row's softmax sum; NaN for a row that attended to nothing (all scores -inf), as ONNX Softmax gives.
+inline float softmax_norm(float sum) { return sum > 0 ? 1.0f / sum : std::numeric_limits<float>::quiet_NaN(); }
 
 // A 2-D strided view of fp32 data.
 struct View {
@@ -361,13 +363,13 @@ void attention(KernelContext& ctx) {
 #endif
     std::vector<float> vmax(size_t(kBlockQ * 16));  // per row, the largest scores by lane (AVX-512 path)
     std::vector<float> inv(kBlockQ);                // per row, 1 / its softmax sum (AVX-512 path, one key tile)
-    std::vector<uint8_t> written(kBlockQ);          // rows of the output already written
     struct Rows {
       int64_t r0, r1, lo, hi;  // rows [r0, r1) of the block attend to keys [lo, hi) at most
     };
     struct Plan {
-      std::vector<Rows> groups;  // the block's extent, then its row groups
-      bool clamp = false;        // the block's mask holds finfo.min-like values (the AVX-512 epilogue clamps)
+      int64_t rows = 0, klo = 0, khi = 0;  // the block's length and the union of its groups' keys
+      std::vector<Rows> groups;
+      bool clamp = false;  // the block's mask holds finfo.min-like values (the AVX-512 epilogue clamps)
     };
     std::unordered_map<const float*, Plan> memo;  // by mask block
     Plan single;
@@ -386,7 +388,7 @@ void attention(KernelContext& ctx) {
       // (smaller products cost ~8%). Heads sharing a mask block share its scan (a thread's memo, by address).
       const Plan* found = nullptr;
       if (mb && mrs != 0)
-        if (auto it = memo.find(mb); it != memo.end() && it->second.groups.front().r1 == bq) found = &it->second;
+        if (auto it = memo.find(mb); it != memo.end() && it->second.rows == bq) found = &it->second;
       if (!found) {
         std::vector<Rows> groups;
         int64_t klo = lk, khi = 0, sub_keys = 0;
@@ -403,13 +405,11 @@ void attention(KernelContext& ctx) {
           std::tie(klo, khi) = attention_live_keys(mb, mrs, mcs, bq, lk);
         }
         if (groups.empty() || 4 * sub_keys > 3 * bq * (khi - klo)) groups.assign(1, Rows{0, bq, klo, khi});
-        // Kept with the whole block first, so front().r1 is the block's length.
-        groups.insert(groups.begin(), Rows{0, bq, klo, khi});
-        Plan plan{std::move(groups), mb && mask_needs_clamp(mb, mrs, mcs, bq, lk)};
+        Plan plan{bq, klo, khi, std::move(groups), mb && mask_needs_clamp(mb, mrs, mcs, bq, lk)};
         found = mb && mrs != 0 ? &(memo[mb] = std::move(plan)) : &(single = std::move(plan));
       }
-      const int64_t klo = found->groups.front().lo, khi = found->groups.front().hi;
-      const std::span<const Rows> groups(found->groups.begin() + 1, found->groups.end());
+      const int64_t klo = found->klo, khi = found->khi;
+      const std::vector<Rows>& groups = found->groups;
       [[maybe_unused]] const bool clamp = found->clamp;
       float* ob = yp + batch_offset(b, batch, odims, ostr) + q0 * ors;
       // One key tile (every sequence up to kBlockK keys): a row's softmax is complete before its product with V,
@@ -421,7 +421,6 @@ void attention(KernelContext& ctx) {
       const bool direct = false;
 #endif
       if (!direct) std::fill(o.begin(), o.begin() + bq * dv, 0.0f);
-      std::fill(written.begin(), written.begin() + bq, uint8_t(0));
       // Key tiles in order; within a tile each row group's live keys: the online softmax per row.
       for (int64_t k0 = klo; k0 < khi; k0 += kBlockK) {
         const int64_t bk = std::min(kBlockK, khi - k0);
@@ -439,17 +438,20 @@ void attention(KernelContext& ctx) {
           a = k0 + (a - k0) / 64 * 64;  // from a panel's first key: the keys before `a` are masked out anyway
           const int64_t ns = e - a;
           const bool fused_mask = !mr || mcs == 1;  // a contiguous mask row is added as the scores are stored
-          std::fill(vmax.begin(), vmax.begin() + nr * 16, -std::numeric_limits<float>::infinity());
-          const float* qa = qv.p + g.r0 * qv.rs;
-          const float* panels = kt.data() + (a - k0) * d;
-          if (fused_mask && clamp)
-            simd::gemm_bcast(nr, ns, d, scale * kLog2e, qa, qv.rs, qv.cs, panels, 64, 64 * d, s.data(), ns,
-                             ScoreEpilogue<true>{mr ? mr + a : nullptr, mrs, vmax.data()});
-          else if (fused_mask)
-            simd::gemm_bcast(nr, ns, d, scale * kLog2e, qa, qv.rs, qv.cs, panels, 64, 64 * d, s.data(), ns,
-                             ScoreEpilogue<false>{mr ? mr + a : nullptr, mrs, vmax.data()});
-          else
-            simd::gemm_bcast(nr, ns, d, scale * kLog2e, qa, qv.rs, qv.cs, panels, 64, 64 * d, s.data(), ns);
+          auto scores = [&](const auto& epilogue) {
+            simd::gemm_bcast(nr, ns, d, scale * kLog2e, qv.p + g.r0 * qv.rs, qv.rs, qv.cs, kt.data() + (a - k0) * d,
+                             64, 64 * d, s.data(), ns, epilogue);
+          };
+          if (fused_mask) {
+            std::fill(vmax.begin(), vmax.begin() + nr * 16, -std::numeric_limits<float>::infinity());
+            const float* ma = mr ? mr + a : nullptr;
+            if (clamp)
+              scores(ScoreEpilogue<true>{ma, mrs, vmax.data()});
+            else
+              scores(ScoreEpilogue<false>{ma, mrs, vmax.data()});
+          } else {
+            scores(simd::StoreC{});
+          }
 #else
           const int64_t ns = e - a;
           const bool fused_mask = false;
@@ -497,11 +499,7 @@ void attention(KernelContext& ctx) {
           // o += P V
 #if defined(__AVX512F__)
           if (direct) {  // output rows = P V / rowsum
-            for (int64_t i = 0; i < nr; ++i) {
-              const float sum = rsum[size_t(g.r0 + i)];
-              inv[size_t(i)] = sum > 0 ? 1.0f / sum : std::numeric_limits<float>::quiet_NaN();
-              written[size_t(g.r0 + i)] = 1;
-            }
+            for (int64_t i = 0; i < nr; ++i) inv[size_t(i)] = softmax_norm(rsum[size_t(g.r0 + i)]);
             simd::gemm_bcast(nr, dv, ns, 1.0f, s.data(), ns, 1, vb + a * rv, rv, 64, ob + g.r0 * ors, ors,
                              ScaleRows{inv.data()});
             continue;
@@ -516,9 +514,9 @@ void attention(KernelContext& ctx) {
                o.data() + g.r0 * dv, dv, pack_a, pack_b);
         }
       }
+      if (direct) continue;  // every row is written
       for (int64_t i = 0; i < bq; ++i) {
-        if (written[size_t(i)]) continue;
-        const float norm = rsum[size_t(i)] > 0 ? 1.0f / rsum[size_t(i)] : std::numeric_limits<float>::quiet_NaN();
+        const float norm = softmax_norm(rsum[size_t(i)]);
         const float* orow = o.data() + i * dv;
         float* dst = ob + i * ors;
         if (ocs == 1) {

@@ -163,6 +163,7 @@ class TransposeFold final : public rewrite::RulePass {
     std::optional<std::vector<int64_t>> perm;
     std::vector<Node*> transposes;
     std::vector<Value*> ins;
+    bool one_goes = false;  // some input Transpose is read by Concats only
     for (int i = 0; i < n.num_inputs(); ++i) {
       Value* v = n.input(i);
       Node* t = v ? rewrite::producer_op(v, "Transpose") : nullptr;
@@ -170,13 +171,16 @@ class TransposeFold final : public rewrite::RulePass {
       auto p = rewrite::transpose_perm(*t);
       if (!p || int(p->size()) != rank || (perm && *p != *perm) || g.is_graph_output(v)) return false;
       // Read by Concats only (DenseNet concatenates each layer's output into every later layer's input): each of
-      // them moves the Transpose down too, so it goes once the last one has.
-      for (const Use& u : v->uses())
-        if (!is_op(u.node, "Concat")) return false;
+      // them moves the Transpose down too, so it goes once the last one has. One read by something else as well
+      // stays for that reader (DenseNet's block input, also its first layer's input: that reader then takes the
+      // Transpose down in turn); unless at least one input's Transpose can go, the rule does not pay.
+      one_goes = one_goes || std::all_of(v->uses().begin(), v->uses().end(),
+                                         [](const Use& u) { return is_op(u.node, "Concat"); });
       perm = p;
       if (std::find(transposes.begin(), transposes.end(), t) == transposes.end()) transposes.push_back(t);
       ins.push_back(t->input(0));
     }
+    if (!one_goes) return false;
     Node* c = rw.add_node("Concat", ins, {y}, n.domain, n.opset);
     c->attrs = n.attrs;
     c->attrs["axis"] = (*perm)[size_t(axis)];

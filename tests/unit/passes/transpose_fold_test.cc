@@ -185,6 +185,19 @@ TEST(TransposeFold, ChannelsLastBranchesConcatenateWithoutLeavingChannelsLast) {
   expect_same_outputs(r.before, r.after);
 }
 
+TEST(TransposeFold, DenseBlockStaysChannelsLast) {
+  // A DenseNet block: its input (back to NCHW after a channels-last pool) is read by the first layer alone and by
+  // the concatenation with that layer's output. The Concat moves below the Transposes although one of them has
+  // another reader; that reader then moves it on, and every Transpose cancels.
+  auto r = rewrite(header() + R"(g (float[1,5,6,3] a, float[1,5,6,4] b) => (float[1,5,6,3] y1, float[1,5,6,7] y2) {
+      ta = Transpose <perm = [0, 3, 1, 2]> (a)  r = Relu(ta)  y1 = Transpose <perm = [0, 2, 3, 1]> (r)
+      tb = Transpose <perm = [0, 3, 1, 2]> (b)  c = Concat <axis = 1> (ta, tb)  s = Relu(c)
+      y2 = Transpose <perm = [0, 2, 3, 1]> (s) })",
+                   make_transpose_fold());
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Concat", 1}, {"Relu", 2}})) << r.dump();
+  expect_same_outputs(r.before, r.after);
+}
+
 TEST(TransposeFold, ConcatKeepsItsTransposes) {
   const std::string cases[] = {
       // one operand not transposed
@@ -194,10 +207,14 @@ TEST(TransposeFold, ConcatKeepsItsTransposes) {
       R"(g (float[1,5,6,3] a, float[1,4,6,5] b) => (float[1,7,5,6] y) {
           ta = Transpose <perm = [0, 3, 1, 2]> (a)  tb = Transpose <perm = [0, 1, 3, 2]> (b)
           y = Concat <axis = 1> (ta, tb) })",
-      // a transposed operand also read elsewhere
+      // a transposed operand that is a graph output
       R"(g (float[1,5,6,3] a, float[1,5,6,4] b) => (float[1,7,5,6] y, float[1,3,5,6] ta) {
           ta = Transpose <perm = [0, 3, 1, 2]> (a)  tb = Transpose <perm = [0, 3, 1, 2]> (b)
           y = Concat <axis = 1> (ta, tb) })",
+      // every transposed operand also read by something else: no Transpose could go
+      R"(g (float[1,5,6,3] a, float[1,5,6,4] b) => (float[1,7,5,6] y, float[1,3,5,6] ra, float[1,4,5,6] rb) {
+          ta = Transpose <perm = [0, 3, 1, 2]> (a)  tb = Transpose <perm = [0, 3, 1, 2]> (b)
+          y = Concat <axis = 1> (ta, tb)  ra = Relu(ta)  rb = Relu(tb) })",
   };
   for (const auto& c : cases) {
     auto r = rewrite(header() + c, make_transpose_fold());

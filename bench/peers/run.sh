@@ -12,7 +12,8 @@
 # channels-last and gaf ops kept, which the portable file decomposes), each a fresh process timing N runs after
 # one warm-up.
 # N is chosen per model so that one batch of ours unfused takes about BATCH_MS. A column is the median over the
-# rounds of each batch's median. The first round also saves the first output of every configuration and checks it
+# rounds of each batch's median. fused/ORT-all is the median over the rounds of that round's ratio (each round runs
+# ORT-all and ours fused back to back, see below), with the rounds' range beside it. The first round also saves the first output of every configuration and checks it
 # against the reference with `BIN compare` (rtol 1e-3, atol 1e-5; ORT's raw output is wrapped in a TensorProto),
 # and runs the written fused model (fused.onnx: gaf.fused functions, our gaf ops decomposed) once in ORT, checked the
 # same way: what we write must run in other runtimes.
@@ -133,23 +134,33 @@ for model in "$models"/*/model.onnx; do
   n=$(iterations "$ms")
   echo "== $name: $n runs per batch" >&2
 
-  t_ort_off=() t_ort_all=() t_unfused=() t_fused=()
+  t_ort_off=() t_ort_all=() t_unfused=() t_fused=() ratios=()
   for ((r = 0; r < rounds; r++)); do
     save=""                            # the first round also saves outputs, as $w/<configuration>*
     [[ $r == 0 ]] && save=$w
-    j_off=$(ort_run "$model" disabled "$n" "${save:+$w/ort_disabled.raw}" "${in[@]}")
-    j_all=$(ort_run "$model" all "$n" "${save:+$w/ort_all.raw}" "${in[@]}")
-    t_ort_off+=("$(json "$j_off" median_ms)")
-    t_ort_all+=("$(json "$j_all" median_ms)")
-    t_unfused+=("$(ours_run "$model" "$n" "${save:+$w/unfused}" 0 "${in[@]}")")
-    t_fused+=("$(ours_run "$model" "$n" "${save:+$w/fused}" 3 "${in[@]}")")
+    # Each compared pair runs back to back (ORT-disabled with ours unfused, ORT-all with ours fused), ORT first in
+    # even rounds and ours first in odd ones: the load of this shared machine drifts over seconds, and a pair
+    # measured within one batch of each other sees about the same load.
+    order=(off unfused all fused)
+    ((r % 2 == 0)) || order=(unfused off fused all)
+    for step in "${order[@]}"; do
+      case $step in
+        off) j_off=$(ort_run "$model" disabled "$n" "${save:+$w/ort_disabled.raw}" "${in[@]}")
+             t_ort_off+=("$(json "$j_off" median_ms)") ;;
+        all) j_all=$(ort_run "$model" all "$n" "${save:+$w/ort_all.raw}" "${in[@]}")
+             t_ort_all+=("$(json "$j_all" median_ms)") ;;
+        unfused) t_unfused+=("$(ours_run "$model" "$n" "${save:+$w/unfused}" 0 "${in[@]}")") ;;
+        fused) t_fused+=("$(ours_run "$model" "$n" "${save:+$w/fused}" 3 "${in[@]}")") ;;
+      esac
+    done
+    ratios+=("$(calc %.4f "${t_fused[r]} / ${t_ort_all[r]}")")
     if [[ -n $save ]]; then
       ort_nodes=$(json "$j_all" nodes)
       ort_pb "$j_off" "$w/ort_disabled.raw" "$w/ort_disabled.pb"
       ort_pb "$j_all" "$w/ort_all.raw" "$w/ort_all.pb"
     fi
-    printf '   round %d: ORT-disabled %.2f ms, ORT-all %.2f ms, unfused %.2f ms, fused %.2f ms\n' $((r + 1)) \
-           "${t_ort_off[r]}" "${t_ort_all[r]}" "${t_unfused[r]}" "${t_fused[r]}" >&2
+    printf '   round %d: ORT-disabled %.2f ms, ORT-all %.2f ms, unfused %.2f ms, fused %.2f ms, fused/ORT-all %.2f\n' \
+           $((r + 1)) "${t_ort_off[r]}" "${t_ort_all[r]}" "${t_unfused[r]}" "${t_fused[r]}" "${ratios[r]}" >&2
   done
 
   m_off=$(median "${t_ort_off[@]}")
@@ -166,7 +177,8 @@ for model in "$models"/*/model.onnx; do
     err_ort_ours="ORT refused it: $(tail -n1 "$w/ort_ours.err" | cut -c1-120)"
   fi
   table+=("| $name | $(calc %.2f "$m_off") | $(calc %.2f "$m_all") | $(calc %.2f "$m_unfused") \
-| $(calc %.2f "$m_fused") | $(calc %.2f "$m_fused / $m_all") | $ort_nodes vs $(json "$w/report.json" after.kernels) \
+| $(calc %.2f "$m_fused") | $(calc %.2f "$(median "${ratios[@]}")") \
+($(printf '%s\n' "${ratios[@]}" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f-%.2f", lo, hi }')) | $ort_nodes vs $(json "$w/report.json" after.kernels) \
 | ${err_fused#* / } |")
   perf+=("| $name | $(calc %.2f "$flops / 1e9") | $n | $(gflops "$m_all") | $(gflops "$m_fused") |")
   errs+=("| $name | $(check "$w/ort_disabled.pb" "$ref") | $(check "$w/ort_all.pb" "$ref") \
@@ -180,7 +192,7 @@ echo "graph-autofusion vs ONNX Runtime $ort_version (CPU EP), $threads threads, 
      "median of $rounds rounds of per-batch medians; ours ran with OMP_NUM_THREADS=$threads" \
      "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)} GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-(unset)}"
 echo
-echo "| model | ORT-disabled ms | ORT-all ms | ours unfused ms | ours fused ms | fused/ORT-all" \
+echo "| model | ORT-disabled ms | ORT-all ms | ours unfused ms | ours fused ms | fused/ORT-all (rounds)" \
      "| kernels ORT-all vs ours | max rel err (ours fused) |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${table[@]}"

@@ -69,6 +69,7 @@ std::unique_ptr<Pass> make_transpose_fold();       // Transposes into Gemm flags
 std::unique_ptr<Pass> make_layout_nhwc();          // Conv -> channels-last gaf.Conv between Transposes (CPU)
 std::unique_ptr<Pass> make_channel_scale_fold();    // Conv(Mul(x, s per channel), W) -> Conv(x, W * s) when cheaper
 std::unique_ptr<Pass> make_expand_depthwise_fusion();  // 1x1 expansion + depthwise gaf.Conv -> gaf.ExpandDepthwiseConv
+std::unique_ptr<Pass> make_channel_shuffle_fusion();  // Concat -> channel shuffle -> even Slices -> gaf.ChannelShuffle
 std::unique_ptr<Pass> make_conv_winograd();        // 3x3 stride-1 gaf.Conv -> algorithm = "winograd" when it pays
 std::unique_ptr<Pass> make_sibling_matmul_merge();  // MatMuls sharing an input -> MatMul + Split
 // Recognition of decomposed ops.

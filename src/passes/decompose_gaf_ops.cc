@@ -11,10 +11,12 @@
 //   RMSNormalization      -> Div(x, Sqrt(Add(ReduceMean(Mul(x, x)), eps))) * scale
 //   Conv, MaxPool, AveragePool (layout NHWC) -> Transpose(op(Transpose(x, to NCHW)), to NHWC)
 //   ExpandDepthwiseConv   -> Transpose(Clip(Conv<group E>(Clip(Conv(Transpose(x), W1, B1)), W2, B2))) (NCHW inside)
+//   ChannelShuffle        -> Slice(Reshape(Transpose(Reshape(Concat(X_g)))), one per output) (the channel shuffle)
 //   Attention             -> Transpose(MatMul(Softmax(MatMul(Q', Transpose(K')) * scale [+ mask]), V'), out_perm)
 //                            with Q' = Transpose(Q, q_perm) and so on (a Transpose only where a perm is given)
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "gaf/passes.h"
 
@@ -62,6 +64,19 @@ class Decomposer {
     g_.remove_node(n);
     g_.rename(out, g_.unique_name(name + "__decomposed"));
     g_.rename(result, name);
+  }
+
+  // replace() for every output of n.
+  void replace_all(Node* n, const std::vector<Value*>& results) {
+    for (size_t k = 0; k < results.size(); ++k) {
+      Value* out = n->output(int(k));
+      std::string name = out->name();
+      results[k]->type = out->type;
+      g_.replace_all_uses(out, results[k]);
+      g_.rename(out, g_.unique_name(name + "__decomposed"));
+      g_.rename(results[k], name);
+    }
+    g_.remove_node(n);
   }
 
   bool decompose(Node* n) {
@@ -121,6 +136,10 @@ class Decomposer {
       replace(n, expand_depthwise(n));
       return true;
     }
+    if (kind == "ChannelShuffle") {
+      channel_shuffle(n);
+      return true;
+    }
     if (kind == "Conv" || kind == "MaxPool" || kind == "AveragePool") {  // layout = "NHWC"
       std::vector<Value*> ins = {op(n, "Transpose", {x}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}})};
       for (int i = 1; i < n->num_inputs(); ++i) ins.push_back(n->input(i));
@@ -154,6 +173,47 @@ class Decomposer {
     Value* d = op(n, "Conv", {a, n->input(3), n->input(4)},
                   {{"group", e}, {"strides", n->attr_ints("strides")}, {"pads", n->attr_ints("pads")}});
     return op(n, "Transpose", {clamp(n, d, "min2", "max2")}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+  }
+
+  Value* ints(const std::vector<int64_t>& v) {
+    return g_.add_constant(g_.unique_name("gaf_decomposed_const"), Tensor::from<int64_t>({int64_t(v.size())}, v));
+  }
+
+  // Slices of Reshape(Transpose(Reshape(Concat(X_g, axis a), split a into [G, c]), swap a and a + 1), merged),
+  // one per output (none when there is one).
+  void channel_shuffle(Node* n) {
+    const Value* x = n->input(0);
+    GAF_CHECK(x->type.has_static_shape(), "{}: the shape of its inputs is unknown", n->describe());
+    std::vector<int64_t> dims = x->type.static_dims();
+    const int rank = int(dims.size());
+    int64_t a = n->attr_int("axis", -1);
+    if (a < 0) a += rank;
+    GAF_CHECK(a >= 0 && a < rank, "{}: axis is out of range", n->describe());
+    const int64_t groups = n->num_inputs(), parts = n->num_outputs(), c = dims[size_t(a)];
+    std::vector<int64_t> split = dims;
+    split[size_t(a)] = c;
+    split.insert(split.begin() + a, groups);
+    std::vector<int64_t> perm(size_t(rank + 1));
+    std::iota(perm.begin(), perm.end(), int64_t(0));
+    std::swap(perm[size_t(a)], perm[size_t(a + 1)]);
+    dims[size_t(a)] = groups * c;
+    Value* s = op(n, "Concat", std::vector<Value*>(n->inputs().begin(), n->inputs().end()), {{"axis", a}});
+    s = op(n, "Reshape", {op(n, "Transpose", {op(n, "Reshape", {s, ints(split)})}, {{"perm", perm}}), ints(dims)});
+    if (parts == 1) {
+      replace(n, s);
+      return;
+    }
+    const int64_t part = groups * c / parts;
+    std::vector<Value*> ys;
+    for (int64_t k = 0; k < parts; ++k) {
+      if (opset_ >= 10)
+        ys.push_back(op(n, "Slice", {s, ints({k * part}), ints({(k + 1) * part}), ints({a})}));
+      else
+        ys.push_back(op(n, "Slice", {s}, {{"starts", std::vector<int64_t>{k * part}},
+                                          {"ends", std::vector<int64_t>{(k + 1) * part}},
+                                          {"axes", std::vector<int64_t>{a}}}));
+    }
+    replace_all(n, ys);
   }
 
   int rank_of(const Node* n, int i, const char* perm) {

@@ -55,6 +55,8 @@ PassManager PassManager::for_opt_level(int opt_level) {
     pm.add(make_channel_scale_fold());
     pm.add(make_expand_depthwise_fusion());
   }
+  // After transpose folding, which leaves ShuffleNet's channel shuffles channels-last.
+  pm.add(make_channel_shuffle_fusion());
   pm.add(make_matmul_add_to_gemm());
   // LayerNorm before RMSNorm: a LayerNorm contains an RMSNorm of its centred input.
   pm.add(make_layer_norm_recognition());

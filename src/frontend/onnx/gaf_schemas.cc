@@ -247,6 +247,46 @@ onnx::OpSchema expand_depthwise() {
   return s;
 }
 
+// gaf.ChannelShuffle<axis>(X_0 .. X_{G-1}) -> Y_0 .. Y_{K-1}: every Y_k is X_0's shape with G c / K along axis.
+void infer_channel_shuffle(onnx::InferenceContext& ctx) {
+  const size_t groups = ctx.getNumInputs(), parts = ctx.getNumOutputs();
+  for (size_t k = 0; k < parts; ++k) onnx::propagateElemTypeFromInputToOutput(ctx, 0, k);
+  if (!onnx::hasInputShape(ctx, 0)) return;
+  const auto& xs = ctx.getInputType(0)->tensor_type().shape();
+  const int rank = xs.dim_size();
+  auto* attr = ctx.getAttribute("axis");
+  int64_t axis = attr ? attr->i() : -1;
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) fail_shape_inference("axis is out of range");
+  for (size_t k = 0; k < parts; ++k) {
+    auto* out = ctx.getOutputType(k)->mutable_tensor_type()->mutable_shape();
+    *out = xs;
+    auto* d = out->mutable_dim(int(axis));
+    if (!xs.dim(int(axis)).has_dim_value()) {
+      d->Clear();
+      continue;
+    }
+    const int64_t channels = xs.dim(int(axis)).dim_value() * int64_t(groups);
+    if (channels % int64_t(parts) != 0) fail_shape_inference("the shuffled channels do not split into equal parts");
+    d->set_dim_value(channels / int64_t(parts));
+  }
+}
+
+onnx::OpSchema channel_shuffle() {
+  onnx::OpSchema s;
+  s.SetName("ChannelShuffle")
+      .SetDomain("gaf")
+      .SinceVersion(1)
+      .SetDoc("S = Concat(X_0 .. X_{G-1}, axis) with its channels interleaved (S[.., i G + g, ..] = X_g[.., i, ..]), "
+              "split into the outputs' equal parts along axis.")
+      .Attr("axis", "the channel axis", onnx::AttributeProto::INT, int64_t(-1))
+      .Input(0, "X", "the groups, of one shape", "T", onnx::OpSchema::Variadic)
+      .Output(0, "Y", "equal parts of the shuffled channels", "T", onnx::OpSchema::Variadic)
+      .TypeConstraint("T", onnx::OpSchema::all_tensor_types(), "any tensor type")
+      .TypeAndShapeInferenceFunction(infer_channel_shuffle);
+  return s;
+}
+
 }  // namespace
 
 void register_gaf_schemas() {
@@ -265,6 +305,7 @@ void register_gaf_schemas() {
     onnx::RegisterSchema(nhwc("MaxPool", false));
     onnx::RegisterSchema(nhwc("AveragePool", false));
     onnx::RegisterSchema(expand_depthwise());
+    onnx::RegisterSchema(channel_shuffle());
   });
 }
 

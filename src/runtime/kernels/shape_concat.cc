@@ -1,4 +1,4 @@
-// Concat and Split: viewed as [outer, axis * inner], every input (output) contributes one contiguous run per
+// Concat and Split (and gaf.ChannelShuffle, below): viewed as [outer, axis * inner], every input (output) contributes one contiguous run per
 // outer row, copied with memcpy; parallel over outer rows, or within each run when there are few rows.
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/shape_util.h"
@@ -154,9 +154,64 @@ void split_kernel(KernelContext& ctx) {
   if (x.numel() > 0 && !parts.empty()) rc.run<false>(x.dtype(), x.raw(), parts);
 }
 
+// gaf.ChannelShuffle<axis>(X_0 .. X_{G-1}) -> Y_0 .. Y_{K-1} (channel-shuffle-fusion): S is the concatenation of
+// the X_g along axis with its channels interleaved, S[.., i G + g, ..] = X_g[.., i, ..]; the Y_k are S's K equal
+// parts along axis. Each output row is written once from runs of the inputs' rows (a run of one element
+// channels-last, where two groups interleave in a loop the compiler vectorises).
+void channel_shuffle_kernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const int groups = ctx.num_inputs(), parts = ctx.num_outputs();
+  GAF_CHECK(groups >= 1 && parts >= 1, "{}: needs inputs and outputs", node.describe());
+  const Tensor& first = ctx.in(0);
+  const int r = first.rank();
+  GAF_CHECK(r > 0, "{}: cannot shuffle scalars", node.describe());
+  const int axis = normalize_axis(node.attr_int("axis", -1), r, node);
+  for (int i = 1; i < groups; ++i)
+    GAF_CHECK(ctx.in(i).dtype() == first.dtype() && ctx.in(i).dims() == first.dims(),
+              "{}: input {} is {} {}, input 0 is {} {}; the groups must be alike", node.describe(), i,
+              dtype_name(ctx.in(i).dtype()), dims_to_string(ctx.in(i).dims()), dtype_name(first.dtype()),
+              dims_to_string(first.dims()));
+  const int64_t c = first.dim(axis), channels = c * groups;
+  GAF_CHECK(channels % parts == 0, "{}: {} shuffled channels do not split into {} equal parts", node.describe(),
+            channels, parts);
+  const int64_t part = channels / parts, outer = prod(first.dims(), 0, axis), inner = prod(first.dims(), axis + 1, r);
+  std::vector<int64_t> dims = first.dims();
+  dims[axis] = part;
+  std::vector<const void*> xs;
+  std::vector<void*> ys;
+  for (int i = 0; i < groups; ++i) xs.push_back(ctx.in(i).raw());
+  for (int k = 0; k < parts; ++k) ys.push_back(ctx.allocate_output(k, first.dtype(), dims).raw());
+  if (outer * part * inner == 0) return;
+  visit_bytes(first.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t row = part * inner;  // elements of one output row
+    parallel_for(outer * parts, std::max<int64_t>(1, kCopyGrain / row), [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t o = t / parts, k = t % parts, m0 = k * part;
+        T* y = static_cast<T*>(ys[size_t(k)]) + o * row;
+        if (inner == 1 && groups == 2 && m0 % 2 == 0 && part % 2 == 0) {
+          const T* a = static_cast<const T*>(xs[0]) + o * c + m0 / 2;
+          const T* b = static_cast<const T*>(xs[1]) + o * c + m0 / 2;
+          for (int64_t j = 0; j < part / 2; ++j) {
+            y[2 * j] = a[j];
+            y[2 * j + 1] = b[j];
+          }
+          continue;
+        }
+        for (int64_t j = 0; j < part; ++j) {
+          const int64_t m = m0 + j;
+          copy_elems(y + j * inner, static_cast<const T*>(xs[size_t(m % groups)]) + (o * c + m / groups) * inner,
+                     inner);
+        }
+      }
+    });
+  });
+}
+
 }  // namespace
 
 void register_shape_concat_ops(OpRegistry& r) {
+  r.add("ChannelShuffle", OpKind::Opaque, "gaf").set_flops_per_element(0).set_kernel(fn_kernel(channel_shuffle_kernel));
   r.add("Concat", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(concat_kernel));
   r.add("Split", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(split_kernel));
 }

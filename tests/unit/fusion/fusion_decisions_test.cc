@@ -99,11 +99,12 @@ TEST(FusionDecisions, ConcatFusesUnlessItHasManyOperandsAlongAnOuterAxis) {
   auto inner = fuse(R"(g (float[8,1] a, float[8,1] b, float[8,1] c, float[8,1] d, float[8,1] e) => (float[8,5] y) {
       k = Concat <axis = -1> (a, b, c, d, e) y = Sigmoid(k) })");
   expect_reason(inner.result, "k", "y", Reason::Fused);
-  // Data movement after a Concat (ShuffleNet's channel shuffle) would gather every operand per element: the
-  // Concat stays on its own, the shuffle's Reshape / Transpose / Reshape fuse with each other.
+  // Data movement after a Concat (a channel shuffle: in four groups of two operands, which channel-shuffle-fusion
+  // leaves alone) would gather every operand per element: the Concat stays on its own, the shuffle's Reshape /
+  // Transpose / Reshape fuse with each other.
   auto shuffle = fuse(R"(g (float[1,2,3,6] a, float[1,2,3,6] b) => (float[1,2,3,12] y) {
       k = Concat <axis = 3> (a, b)
-      s1 = Constant <value = int64[5] {1, 2, 3, 2, 6}> ()  r1 = Reshape(k, s1)
+      s1 = Constant <value = int64[5] {1, 2, 3, 4, 3}> ()  r1 = Reshape(k, s1)
       t = Transpose <perm = [0, 1, 2, 4, 3]> (r1)
       s2 = Constant <value = int64[4] {1, 2, 3, 12}> ()  r2 = Reshape(t, s2)  y = Relu(r2) })");
   expect_reason(shuffle.result, "k", "r1", Reason::OpaqueOp);

@@ -1,5 +1,6 @@
-// Concat and Split (and gaf.ChannelShuffle, below): viewed as [outer, axis * inner], every input (output) contributes one contiguous run per
-// outer row, copied with memcpy; parallel over outer rows, or within each run when there are few rows.
+// Concat and Split: viewed as [outer, axis * inner], every input (output) contributes one contiguous run per
+// outer row, copied with memcpy; parallel over outer rows, or within each run when there are few rows. And
+// gaf.ChannelShuffle (below), a concatenation's channel shuffle.
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/shape_util.h"
 
@@ -174,7 +175,8 @@ void channel_shuffle_kernel(KernelContext& ctx) {
   const int64_t c = first.dim(axis), channels = c * groups;
   GAF_CHECK(channels % parts == 0, "{}: {} shuffled channels do not split into {} equal parts", node.describe(),
             channels, parts);
-  const int64_t part = channels / parts, outer = prod(first.dims(), 0, axis), inner = prod(first.dims(), axis + 1, r);
+  const int64_t part = channels / parts, outer = prod(first.dims(), 0, axis);
+  const int64_t inner = prod(first.dims(), axis + 1, r);
   std::vector<int64_t> dims = first.dims();
   dims[axis] = part;
   std::vector<const void*> xs;

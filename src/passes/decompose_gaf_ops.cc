@@ -190,8 +190,7 @@ class Decomposer {
     if (a < 0) a += rank;
     GAF_CHECK(a >= 0 && a < rank, "{}: axis is out of range", n->describe());
     const int64_t groups = n->num_inputs(), parts = n->num_outputs(), c = dims[size_t(a)];
-    std::vector<int64_t> split = dims;
-    split[size_t(a)] = c;
+    std::vector<int64_t> split = dims;  // [.., G, c, ..]
     split.insert(split.begin() + a, groups);
     std::vector<int64_t> perm(size_t(rank + 1));
     std::iota(perm.begin(), perm.end(), int64_t(0));

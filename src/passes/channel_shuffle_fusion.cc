@@ -34,9 +34,7 @@ std::optional<std::vector<int64_t>> dims_of(const Value* v) {
 std::optional<std::vector<int64_t>> ints_of(const Graph& g, const Value* v) {
   const Tensor* t = v ? constant_of(g, v) : nullptr;
   if (!t || t->rank() != 1 || (t->dtype() != DType::Int64 && t->dtype() != DType::Int32)) return std::nullopt;
-  std::vector<int64_t> r;
-  for (int64_t i = 0; i < t->numel(); ++i) r.push_back(t->get_int(i));
-  return r;
+  return t->to_int_vector();
 }
 
 // [start, end) of a Slice of s that takes one range along `axis` with step 1, clamped to [0, len); nullopt for any
@@ -115,22 +113,20 @@ class ChannelShuffleFusion final : public rewrite::RulePass {
 
     // The Slices cutting s into K equal parts along a, or s itself.
     const int64_t len = (*cat_dims)[size_t(a)];
-    std::vector<std::pair<int64_t, Node*>> parts;
+    std::vector<std::pair<std::pair<int64_t, int64_t>, Node*>> parts;  // ([start, end), Slice), by start
     for (const Use& u : s->uses()) {
       auto range = is_op(u.node, "Slice") ? slice_range(g, *u.node, s, a, rank, len) : std::nullopt;
       if (!range) {
         parts.clear();
         break;
       }
-      parts.emplace_back(range->first, u.node);
+      parts.emplace_back(*range, u.node);
     }
     std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     const int64_t k = int64_t(parts.size());
     bool cover = k > 1 && !g.is_graph_output(s) && len % k == 0;
-    for (int64_t i = 0; cover && i < k; ++i) {
-      auto range = slice_range(g, *parts[size_t(i)].second, s, a, rank, len);
-      cover = range->first == i * len / k && range->second == (i + 1) * len / k;
-    }
+    for (int64_t i = 0; cover && i < k; ++i)
+      cover = parts[size_t(i)].first == std::make_pair(i * len / k, (i + 1) * len / k);
     std::vector<Value*> outs;
     if (cover)
       for (const auto& p : parts) outs.push_back(p.second->output(0));

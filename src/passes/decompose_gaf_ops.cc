@@ -53,21 +53,14 @@ class Decomposer {
     if (type_of) n->output(0)->type = *type_of;
     return n->output(0);
   }
-  void replace(Node* n, Value* result) {
-    result->type = n->output(0)->type;
-    Value* out = n->output(0);
-    std::string name = out->name();
-    g_.replace_all_uses(out, result);
-    for (int k = 1; k < n->num_outputs(); ++k)
+  void replace(Node* n, Value* result) { replace_all(n, {result}); }
+
+  // Output k of n becomes results[k], which takes its type and name; n goes. Outputs past the results must be
+  // unread.
+  void replace_all(Node* n, const std::vector<Value*>& results) {
+    for (int k = int(results.size()); k < n->num_outputs(); ++k)
       GAF_CHECK(n->output(k)->uses().empty() && !g_.is_graph_output(n->output(k)),
                 "{}: its extra outputs cannot be expressed in standard ONNX here", n->describe());
-    g_.remove_node(n);
-    g_.rename(out, g_.unique_name(name + "__decomposed"));
-    g_.rename(result, name);
-  }
-
-  // replace() for every output of n.
-  void replace_all(Node* n, const std::vector<Value*>& results) {
     for (size_t k = 0; k < results.size(); ++k) {
       Value* out = n->output(int(k));
       std::string name = out->name();

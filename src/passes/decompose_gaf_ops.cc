@@ -10,7 +10,8 @@
 //                            Add eps/Sqrt/Div/Mul scale/Add bias
 //   RMSNormalization      -> Div(x, Sqrt(Add(ReduceMean(Mul(x, x)), eps))) * scale
 //   Conv, MaxPool, AveragePool (layout NHWC) -> Transpose(op(Transpose(x, to NCHW)), to NHWC)
-//   ExpandDepthwiseConv   -> Transpose(Clip(Conv<group E>(Clip(Conv(Transpose(x), W1, B1)), W2, B2))) (NCHW inside)
+//   ExpandDepthwiseConv   -> Transpose(Act(Conv<group E>(Act(Conv(Transpose(x), W1, B1)), W2, B2))) (NCHW inside),
+//                            Act a Clip and then Silu or HardSwish as above, each where the op has it
 //   ChannelShuffle        -> Slice(Reshape(Transpose(Reshape(Concat(X_g)))), one per output) (the channel shuffle)
 //   Attention             -> Transpose(MatMul(Softmax(MatMul(Q', Transpose(K')) * scale [+ mask]), V'), out_perm)
 //                            with Q' = Transpose(Q, q_perm) and so on (a Transpose only where a perm is given)
@@ -89,13 +90,8 @@ class Decomposer {
       replace(n, y);
       return true;
     }
-    if (kind == "Silu") {
-      replace(n, op(n, "Mul", {x, op(n, "Sigmoid", {x}, {}, t)}, {}, t));
-      return true;
-    }
-    if (kind == "HardSwish") {
-      Value* hs = op(n, "HardSigmoid", {x}, {{"alpha", 1.0f / 6.0f}, {"beta", 0.5f}}, t);
-      replace(n, op(n, "Mul", {x, hs}, {}, t));
+    if (kind == "Silu" || kind == "HardSwish") {
+      replace(n, activation(n, x, kind, t));
       return true;
     }
     if (kind == "LayerNormalization" || kind == "RMSNormalization") {
@@ -155,17 +151,31 @@ class Decomposer {
     return op(n, "Clip", {v, scalar(a), scalar(b)});
   }
 
-  // Transpose(Clip2(Conv<group E>(Clip1(Conv(Transpose(x), W1, B1)), W2, B2))) in NCHW.
+  // Silu(x) or HardSwish(x) in standard ops, typed *t where given.
+  Value* activation(Node* n, Value* x, const std::string& kind, const TensorType* t) {
+    if (kind == "Silu") return op(n, "Mul", {x, op(n, "Sigmoid", {x}, {}, t)}, {}, t);
+    Value* hs = op(n, "HardSigmoid", {x}, {{"alpha", 1.0f / 6.0f}, {"beta", 0.5f}}, t);
+    return op(n, "Mul", {x, hs}, {}, t);
+  }
+
+  // The clamp (attributes `lo`, `hi`), then the activation (attribute `act`) n has for v.
+  Value* stage(Node* n, Value* v, const char* lo, const char* hi, const char* act) {
+    v = clamp(n, v, lo, hi);
+    const std::string a = n->attr_string(act, "");
+    return a.empty() ? v : activation(n, v, a, nullptr);
+  }
+
+  // Transpose(Act2(Conv<group E>(Act1(Conv(Transpose(x), W1, B1)), W2, B2))) in NCHW.
   Value* expand_depthwise(Node* n) {
     const Value* w2 = n->input(3);
     GAF_CHECK(w2->type.has_static_shape() && w2->type.shape->size() == 4, "{}: W2's shape is unknown",
               n->describe());
     const int64_t e = w2->type.static_dims()[0];
     Value* x = op(n, "Transpose", {n->input(0)}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}});
-    Value* a = clamp(n, op(n, "Conv", {x, n->input(1), n->input(2)}), "min1", "max1");
+    Value* a = stage(n, op(n, "Conv", {x, n->input(1), n->input(2)}), "min1", "max1", "activation1");
     Value* d = op(n, "Conv", {a, n->input(3), n->input(4)},
                   {{"group", e}, {"strides", n->attr_ints("strides")}, {"pads", n->attr_ints("pads")}});
-    return op(n, "Transpose", {clamp(n, d, "min2", "max2")}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+    return op(n, "Transpose", {stage(n, d, "min2", "max2", "activation2")}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
   }
 
   Value* ints(const std::vector<int64_t>& v) {

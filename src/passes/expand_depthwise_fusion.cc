@@ -1,18 +1,20 @@
 // An expansion 1x1 convolution and the depthwise convolution that reads it become one op, so the expanded
 // activation (MobileNet-style blocks widen by 6x: 112x112x96 is 4.8 MB) is never written to memory:
 //
-//   d = gaf.Conv<NHWC, group E, KxK, stride s>(clamp1(gaf.Conv<NHWC, 1x1>(x, W1, B1)), W2, B2); y = clamp2(d)
-//     ==>   y = gaf.ExpandDepthwiseConv<strides, pads, min1, max1, min2, max2>(x, W1, B1, W2, B2)
+//   d = gaf.Conv<NHWC, group E, KxK, stride s>(act1(gaf.Conv<NHWC, 1x1>(x, W1, B1)), W2, B2); y = act2(d)
+//     ==>   y = gaf.ExpandDepthwiseConv<strides, pads, min1, max1, activation1, min2, ...>(x, W1, B1, W2, B2)
 //
-// clamp1 and clamp2 are Relu, Clip with constant bounds, or nothing. The runtime kernel (expand_depthwise.h)
+// act1 and act2 are each Relu, Clip with constant bounds (min/max attributes), gaf.Silu, HardSwish (ONNX's or
+// gaf's: the activation attributes), or nothing. The runtime kernel (expand_depthwise.h)
 // computes the expanded rows the depthwise window needs into a ring buffer that stays in cache; the written model
 // decomposes the op back into the two convolutions (decompose_gaf_ops).
-// Conditions: W1 [E, C, 1, 1] and W2 [E, 1, K, K] constant fp32 (biases constant or absent), K 3 or 5, E a
-// multiple of 16, strides s x s with s 1 or 2, dilations 1, explicit pads below K; the expansion's result and
-// clamp1's read only by the next op of the pattern and not graph outputs. Runs when the target has the fused kernel
+// Conditions: W1 [E, C, 1, 1] and W2 [E, 1, K, K] constant fp32 (biases constant or absent), K 3 or 5, strides
+// s x s with s 1 or 2, dilations 1, explicit pads below K; the expansion's result and act1's read only by the next
+// op of the pattern and not graph outputs. Runs when the target has the fused kernel
 // (Target::conv_expand_depthwise).
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "gaf/passes.h"
 #include "passes/rewrite_util.h"
@@ -29,14 +31,31 @@ using rewrite::constant_of;
 // 0.13 ms apart, 0.14-0.15 ms fused).
 constexpr int64_t kMaxExpansionInputs = 64;
 
-struct Clamp {
+// Where the fused kernel loses to the two convolutions apart, measured block by block (bench/block_bench.cc,
+// fused / apart, 2 threads): at stride 2 with a 5x5 window (MobileNetV3-small and EfficientNet-B0 blocks:
+// 1.19-1.31x) and at stride 2 with SiLU or HardSwish (EfficientNet-B0: 1.03-1.07x); at stride 2 with clamps it
+// gains (MobileNetV2: 0.87-0.94x), at stride 1 it gains or ties (0.79-1.00x).
+bool fused_kernel_pays(int64_t stride, int64_t k, const std::string& act1, const std::string& act2) {
+  return stride == 1 || (k == 3 && act1.empty() && act2.empty());
+}
+
+// An activation the fused kernel applies after a convolution: a clamp (Relu, Clip) or a named one.
+struct Stage {
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  std::string act;  // "Silu", "HardSwish" or empty
 };
 
-// Bounds of a Relu or of a Clip with constant (or absent) bounds; nullopt for anything else.
-std::optional<Clamp> clamp_of(const Graph& g, const Node* n) {
-  if (!n || !n->domain.empty()) return std::nullopt;
-  Clamp c;
+// The Stage of a Relu, a Clip with constant (or absent) bounds, a gaf.Silu or a HardSwish; nullopt for anything
+// else.
+std::optional<Stage> stage_of(const Graph& g, const Node* n) {
+  if (!n) return std::nullopt;
+  Stage c;
+  if ((n->domain == rewrite::kGafDomain && n->op_type == "Silu") ||
+      ((n->domain.empty() || n->domain == rewrite::kGafDomain) && n->op_type == "HardSwish")) {
+    c.act = n->op_type;
+    return c;
+  }
+  if (!n->domain.empty()) return std::nullopt;
   if (n->op_type == "Relu") {
     c.lo = 0.f;
     return c;
@@ -80,8 +99,7 @@ class ExpandDepthwiseFusion final : public rewrite::RulePass {
     const Tensor* w2 = constant_of(g, dw.input(1));
     if (!w2 || w2->dtype() != DType::Float || w2->rank() != 4) return false;
     const int64_t e = w2->dim(0), k = w2->dim(2);
-    if (dw.attr_int("group", 1) != e || w2->dim(1) != 1 || w2->dim(3) != k || (k != 3 && k != 5) || e % 16 != 0)
-      return false;
+    if (dw.attr_int("group", 1) != e || w2->dim(1) != 1 || w2->dim(3) != k || (k != 3 && k != 5)) return false;
     const std::vector<int64_t> strides = dw.attr_ints("strides", {1, 1}), pads = dw.attr_ints("pads", {0, 0, 0, 0});
     if (strides.size() != 2 || strides[0] != strides[1] || (strides[0] != 1 && strides[0] != 2)) return false;
     if (!all_equal(dw.attr_ints("dilations", {1, 1}), 1) || pads.size() != 4) return false;
@@ -89,20 +107,20 @@ class ExpandDepthwiseFusion final : public rewrite::RulePass {
       if (p < 0 || p >= k) return false;
     if (dw.input(2) && !constant_dims(g, dw.input(2), {e})) return false;
 
-    // Backwards: the optional clamp, then the expansion.
+    // Backwards: the optional activation, then the expansion.
     Value* a = dw.input(0);
-    Node* clamp1 = a->producer();
-    std::optional<Clamp> c1 = clamp_of(g, clamp1);
-    if (c1) {
+    Node* act1 = a->producer();
+    std::optional<Stage> s1 = stage_of(g, act1);
+    if (s1) {
       if (rewrite::sole_user(g, a) != &dw || g.is_graph_output(a)) return false;
-      a = clamp1->input(0);
+      a = act1->input(0);
     } else {
-      clamp1 = nullptr;
-      c1 = Clamp{};
+      act1 = nullptr;
+      s1 = Stage{};
     }
     Node* pw = a ? a->producer() : nullptr;
     if (!nhwc_conv(pw) || pw->attr_int("group", 1) != 1 || !pw->input(0) || !pw->input(1)) return false;
-    if (rewrite::sole_user(g, a) != (clamp1 ? clamp1 : &dw) || g.is_graph_output(a)) return false;
+    if (rewrite::sole_user(g, a) != (act1 ? act1 : &dw) || g.is_graph_output(a)) return false;
     if (!all_equal(pw->attr_ints("strides", {1, 1}), 1) || !all_equal(pw->attr_ints("dilations", {1, 1}), 1) ||
         !all_equal(pw->attr_ints("pads", {0, 0, 0, 0}), 0))
       return false;
@@ -114,14 +132,15 @@ class ExpandDepthwiseFusion final : public rewrite::RulePass {
       return false;
     if (pw->input(2) && !constant_dims(g, pw->input(2), {e})) return false;
 
-    // Forwards: a clamp of the depthwise result joins when it is that result's only reader.
+    // Forwards: an activation of the depthwise result joins when it is that result's only reader.
     Value* result = dw.output(0);
-    Node* clamp2 = rewrite::sole_user(g, result);
-    std::optional<Clamp> c2 = g.is_graph_output(result) || !clamp2 || clamp2->input(0) != result
+    Node* act2 = rewrite::sole_user(g, result);
+    std::optional<Stage> s2 = g.is_graph_output(result) || !act2 || act2->input(0) != result
                                   ? std::nullopt
-                                  : clamp_of(g, clamp2);
-    if (c2) result = clamp2->output(0);
-    else c2 = Clamp{};
+                                  : stage_of(g, act2);
+    if (s2) result = act2->output(0);
+    else s2 = Stage{};
+    if (!fused_kernel_pays(strides[0], k, s1->act, s2->act)) return false;
 
     auto bias = [&](Value* b, const std::string& base) {
       return b ? b : rw.add_constant(base, Tensor::from<float>({e}, std::vector<float>(size_t(e), 0.f)));
@@ -131,14 +150,16 @@ class ExpandDepthwiseFusion final : public rewrite::RulePass {
     Node* fused = rw.add_node("ExpandDepthwiseConv", ins, {result}, rewrite::kGafDomain, 1);
     fused->attrs["strides"] = strides;
     fused->attrs["pads"] = pads;
-    if (std::isfinite(c1->lo)) fused->attrs["min1"] = c1->lo;
-    if (std::isfinite(c1->hi)) fused->attrs["max1"] = c1->hi;
-    if (std::isfinite(c2->lo)) fused->attrs["min2"] = c2->lo;
-    if (std::isfinite(c2->hi)) fused->attrs["max2"] = c2->hi;
+    if (std::isfinite(s1->lo)) fused->attrs["min1"] = s1->lo;
+    if (std::isfinite(s1->hi)) fused->attrs["max1"] = s1->hi;
+    if (!s1->act.empty()) fused->attrs["activation1"] = s1->act;
+    if (std::isfinite(s2->lo)) fused->attrs["min2"] = s2->lo;
+    if (std::isfinite(s2->hi)) fused->attrs["max2"] = s2->hi;
+    if (!s2->act.empty()) fused->attrs["activation2"] = s2->act;
     rw.replace(result, fused->output(0));
     std::vector<Node*> pattern = {&dw, pw};
-    if (clamp1) pattern.push_back(clamp1);
-    if (clamp2 && result == clamp2->output(0)) pattern.insert(pattern.begin(), clamp2);
+    if (act1) pattern.push_back(act1);
+    if (act2 && result == act2->output(0)) pattern.insert(pattern.begin(), act2);
     rw.erase_unused(pattern);
     return true;
   }

@@ -229,13 +229,17 @@ onnx::OpSchema expand_depthwise() {
   s.SetName("ExpandDepthwiseConv")
       .SetDomain("gaf")
       .SinceVersion(1)
-      .SetDoc("clamp2(DepthwiseConv(clamp1(Conv1x1(X, W1, B1)), W2, B2)) on channels-last activations.")
+      .SetDoc("act2(clamp2(DepthwiseConv(act1(clamp1(Conv1x1(X, W1, B1))), W2, B2))) on channels-last activations.")
       .Attr("strides", "depthwise strides", onnx::AttributeProto::INTS)
       .Attr("pads", "depthwise pads [top, left, bottom, right]", onnx::AttributeProto::INTS)
       .Attr("min1", "clamp after the expansion", onnx::AttributeProto::FLOAT, onnx::OPTIONAL_VALUE)
       .Attr("max1", "clamp after the expansion", onnx::AttributeProto::FLOAT, onnx::OPTIONAL_VALUE)
       .Attr("min2", "clamp after the depthwise convolution", onnx::AttributeProto::FLOAT, onnx::OPTIONAL_VALUE)
       .Attr("max2", "clamp after the depthwise convolution", onnx::AttributeProto::FLOAT, onnx::OPTIONAL_VALUE)
+      .Attr("activation1", "Silu or HardSwish after the expansion's clamp", onnx::AttributeProto::STRING,
+            onnx::OPTIONAL_VALUE)
+      .Attr("activation2", "Silu or HardSwish after the depthwise convolution's clamp", onnx::AttributeProto::STRING,
+            onnx::OPTIONAL_VALUE)
       .Input(0, "X", "channels-last input [N, H, W, C]", "T")
       .Input(1, "W1", "expansion weights [E, C, 1, 1]", "T")
       .Input(2, "B1", "expansion bias [E]", "T")

@@ -428,6 +428,9 @@ class ConvKernel final : public Kernel {
         lo = 0.f;
       } else if (op.kind == PostOp::Kind::Clip) {  // min <= max: check_post_ops, at construction
         lo = op.alpha, hi = op.beta;
+      } else if (op.kind == PostOp::Kind::HardSwish && !ep.addend && ep.act == Activation::None) {
+        ep.act = Activation::HardSwish;
+        continue;
       } else if (op.kind == PostOp::Kind::Add && !ep.addend) {
         const Tensor& t = ctx.in(op.input);
         if (t.dtype() != DType::Float || t.dims() != e.out_physical) return false;
@@ -437,15 +440,20 @@ class ConvKernel final : public Kernel {
       } else {
         return false;
       }
+      if (!ep.addend && ep.act != Activation::None) return false;  // a clamp after the activation: none here
       float& l = ep.addend ? ep.lo2 : ep.lo;  // a clamp before the addend, or after it
       float& h = ep.addend ? ep.hi2 : ep.hi;
       // clamp(clamp(v, l, h), lo, hi) = clamp(v, clamp(l, lo, hi), clamp(h, lo, hi))
       l = std::clamp(l, lo, hi), h = std::clamp(h, lo, hi);
     }
+    // The trailing Swish in the epilogue, on the tile in registers, unless it follows the residual or another
+    // activation (then a pass after, as on oneDNN's path).
+    const bool swish_in_tile = swish_ && !ep.addend && ep.act == Activation::None;
+    if (swish_in_tile) ep.act = Activation::Swish, ep.alpha = *swish_;
     if (take >= 0) ctx.set_output(0, ctx.in(take));  // a dying residual's buffer: read, then overwritten in place
     Tensor& Y = take >= 0 ? ctx.output(0) : ctx.allocate_output(0, DType::Float, e.out_physical);
     pw_->run(X.data<float>(), X.numel() / pw_->k(), Y.data<float>(), ep);
-    if (swish_) swish_inplace(Y.data<float>(), Y.numel(), *swish_);
+    if (swish_ && !swish_in_tile) swish_inplace(Y.data<float>(), Y.numel(), *swish_);
     return true;
   }
 

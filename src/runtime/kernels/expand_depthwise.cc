@@ -16,26 +16,89 @@ namespace gaf::runtime {
 
 namespace {
 
-// Expanded channels per task: 3 vectors for narrow expansions (so even MobileNetV2's 96 channels give two
-// tasks), 6 above 192.
-int64_t chunk_width(int64_t e) { return e <= 192 ? 48 : 96; }
+// How the work splits into tasks: slices of `chunk` expanded channels (the last one narrower) by `bands` bands of
+// output rows, over `batch` images, in that order, parallel_for's static split giving each thread a run of them.
+// The model counts FMAs per channel: a band's expanded rows (it recomputes the k - s rows it shares with the band
+// above) times w times c, a third dearer in 2-vector slices and twice as dear in 1-vector ones (PointwiseConv's
+// tiles are then bound by their broadcasts), plus its output rows times ow times k^2. Returns the busiest thread's
+// share.
+double split_cost(const ExpandDepthwise::Geometry& g, int64_t e, int64_t c, int64_t batch, int64_t chunk,
+                  int64_t bands, int64_t threads) {
+  const int64_t panels = (e + chunk - 1) / chunk, oh = g.oh(), ow = g.ow(), tasks = batch * panels * bands;
+  std::vector<double> task(size_t(panels * bands));
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t nv = (std::min(chunk, e - p * chunk) + 15) / 16;
+    const double eff = nv == 1 ? 2.0 : nv == 2 ? 1.33 : 1.0;
+    for (int64_t band = 0; band < bands; ++band) {
+      const int64_t oy0 = oh * band / bands, oy1 = oh * (band + 1) / bands;
+      const int64_t r0 = std::max<int64_t>(0, oy0 * g.stride - g.pad_top);
+      const int64_t r1 = std::min(g.h, (oy1 - 1) * g.stride - g.pad_top + g.k);
+      task[size_t(p * bands + band)] = double(16 * nv) * (double(std::max<int64_t>(0, r1 - r0) * g.w * c) * eff +
+                                                          double((oy1 - oy0) * ow * g.k * g.k));
+    }
+  }
+  double worst = 0;
+  for (int64_t t = 0; t < threads; ++t) {
+    double sum = 0;
+    for (int64_t i = tasks * t / threads; i < tasks * (t + 1) / threads; ++i) sum += task[size_t(i % (panels * bands))];
+    worst = std::max(worst, sum);
+  }
+  return worst;
+}
+
+// The bands for this chunk that give the busiest thread the least work (the fewest bands within 2% of it).
+int64_t best_bands(const ExpandDepthwise::Geometry& g, int64_t e, int64_t c, int64_t batch, int64_t chunk,
+                   int64_t threads, double* cost = nullptr) {
+  int64_t best = 1;
+  double best_cost = split_cost(g, e, c, batch, chunk, 1, threads);
+  for (int64_t bands = 2; bands <= std::min(g.oh(), 2 * threads); ++bands) {
+    const double cst = split_cost(g, e, c, batch, chunk, bands, threads);
+    if (cst < best_cost * 0.98) best = bands, best_cost = cst;
+  }
+  if (cost) *cost = best_cost;
+  return best;
+}
+
+// The slice width (a multiple of 16 up to 96, PointwiseConv's panels) whose best split gives the busiest thread
+// the least work for one image; the widest within 2% of it. MobileNetV3's 240 channels over 2 threads: 64-channel
+// slices (4 tasks) where 96 gave 3 slices and uneven bands.
+int64_t best_chunk(const ExpandDepthwise::Geometry& g, int64_t e, int64_t c, int64_t threads) {
+  int64_t best = 0;
+  double best_cost = 0;
+  for (int64_t chunk = std::min<int64_t>(96, (e + 15) / 16 * 16); chunk >= 16; chunk -= 16) {
+    double cst = 0;
+    best_bands(g, e, c, 1, chunk, threads, &cst);
+    if (best == 0 || cst < best_cost * 0.98) best = chunk, best_cost = cst;
+  }
+  return best;
+}
 
 #if defined(__AVX512F__)
 #pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// One output row of the depthwise convolution for nv vectors of 16 channels. rows[u]: expanded row u of the
-// window, padded (column 0 is input column -pad_left), pixels `ld` floats apart; w: [K * K][ld] taps; y: the
-// row's first output pixel at this slice's first channel, pixels ldy apart. Blocks of 4 output pixels share the
-// window's loads: per window row, 4 * S + K - S columns feed 4 * K FMAs.
+// One output row of the depthwise convolution for nv vectors of 16 channels, with its clamp (the activation
+// after it is activate_row's). rows[u]: expanded row u of the window, padded (column 0 is input column
+// -pad_left), pixels `ld` floats apart; w: [K * K][ld] taps; y: the row's first output pixel at this slice's first
+// channel, pixels ldy apart; `last` masks the stores of vector nv - 1 (masked stores only there: dearer on this
+// AMD machine). Blocks of 4 output pixels share the window's loads: per window row, 4 * S + K - S columns feed
+// 4 * K FMAs.
 template <int K, int S>
 void depthwise_row(const float* const* rows, int64_t ld, const float* w, const float* b, float* y, int64_t ldy,
-                   int64_t ow, int64_t nv, float lo, float hi) {
+                   int64_t ow, int64_t nv, __mmask16 last, float lo, float hi) {
   constexpr int kBlock = 4, kCols = kBlock * S + K - S;
   // 3x3: the 9 taps stay in registers; 5x5: a window row's 5 taps are loaded with it (25 would not fit).
   constexpr bool kTapsInRegs = K == 3;
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   for (int64_t j = 0; j < nv; ++j) {
+    const __mmask16 m = j == nv - 1 ? last : __mmask16(0xFFFF);
+    auto store = [&](float* at, __m512 acc) {
+      const __m512 v = _mm512_min_ps(_mm512_max_ps(acc, vlo), vhi);
+      if (m == __mmask16(0xFFFF))
+        _mm512_storeu_ps(at, v);
+      else
+        _mm512_mask_storeu_ps(at, m, v);
+    };
     __m512 wv[K * K];
     if constexpr (kTapsInRegs)
       for (int t = 0; t < K * K; ++t) wv[t] = _mm512_loadu_ps(w + t * ld + 16 * j);
@@ -61,8 +124,7 @@ void depthwise_row(const float* const* rows, int64_t ld, const float* w, const f
 #pragma GCC unroll 4
           for (int i = 0; i < kBlock; ++i) acc[i] = _mm512_fmadd_ps(col[i * S + v], tap[v], acc[i]);
       }
-      for (int i = 0; i < kBlock; ++i)
-        _mm512_storeu_ps(y + (ox + i) * ldy + 16 * j, _mm512_min_ps(_mm512_max_ps(acc[i], vlo), vhi));
+      for (int i = 0; i < kBlock; ++i) store(y + (ox + i) * ldy + 16 * j, acc[i]);
     }
     for (; ox < ow; ++ox) {
       __m512 acc = bv;
@@ -71,18 +133,41 @@ void depthwise_row(const float* const* rows, int64_t ld, const float* w, const f
         for (int v = 0; v < K; ++v)
           acc = _mm512_fmadd_ps(_mm512_loadu_ps(r + v * ld), _mm512_loadu_ps(w + (u * K + v) * ld + 16 * j), acc);
       }
-      _mm512_storeu_ps(y + ox * ldy + 16 * j, _mm512_min_ps(_mm512_max_ps(acc, vlo), vhi));
+      store(y + ox * ldy + 16 * j, acc);
     }
+  }
+}
+
+// The activation of one output row, in place, after depthwise_row (in its loop, SiLU's registers spilled the taps
+// and columns): y's pixels ldy floats apart, nv vectors, `last` masking vector nv - 1.
+template <Activation kAct>
+void activate_row(float* y, int64_t ldy, int64_t ow, int64_t nv, __mmask16 last, float alpha) {
+  const __m512 neg_a_log2e = _mm512_set1_ps(-alpha * 1.44269504088896341f);
+  const int64_t full = last == __mmask16(0xFFFF) ? nv : nv - 1;
+  for (int64_t ox = 0; ox < ow; ++ox, y += ldy) {
+    for (int64_t j = 0; j < full; ++j)
+      _mm512_storeu_ps(y + 16 * j, activate16(_mm512_loadu_ps(y + 16 * j), kAct, neg_a_log2e));
+    if (full < nv)
+      _mm512_mask_storeu_ps(y + 16 * full, last,
+                            activate16(_mm512_maskz_loadu_ps(last, y + 16 * full), kAct, neg_a_log2e));
   }
 }
 #pragma GCC diagnostic pop
 
 using RowFn = void (*)(const float* const*, int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t,
-                       float, float);
+                       __mmask16, float, float);
+using ActivateFn = void (*)(float*, int64_t, int64_t, int64_t, __mmask16, float);
 
 RowFn row_kernel(int64_t k, int64_t s) {
   if (k == 3) return s == 1 ? depthwise_row<3, 1> : depthwise_row<3, 2>;
   return s == 1 ? depthwise_row<5, 1> : depthwise_row<5, 2>;
+}
+
+// Null for no activation.
+ActivateFn activate_kernel(Activation act) {
+  if (act == Activation::Swish) return activate_row<Activation::Swish>;
+  if (act == Activation::HardSwish) return activate_row<Activation::HardSwish>;
+  return nullptr;
 }
 #endif
 
@@ -92,13 +177,17 @@ bool ExpandDepthwise::supports(const Geometry& g, int64_t e) {
   if (!PointwiseConv::available()) return false;
   const bool pads_ok = g.pad_top < g.k && g.pad_left < g.k && g.pad_bottom < g.k && g.pad_right < g.k &&
                        g.pad_top >= 0 && g.pad_left >= 0 && g.pad_bottom >= 0 && g.pad_right >= 0;
-  return (g.k == 3 || g.k == 5) && (g.stride == 1 || g.stride == 2) && pads_ok && e > 0 && e % 16 == 0 &&
-         g.h > 0 && g.w > 0 && g.oh() > 0 && g.ow() > 0;
+  return (g.k == 3 || g.k == 5) && (g.stride == 1 || g.stride == 2) && pads_ok && e > 0 && g.h > 0 && g.w > 0 && g.oh() > 0 && g.ow() > 0;
 }
 
 ExpandDepthwise::ExpandDepthwise(const float* w1, const float* b1, const float* w2, const float* b2, int64_t e,
                                  int64_t c, const Geometry& g, const Clamps& clamps)
-    : g_(g), clamps_(clamps), e_(e), c_(c), chunk_(chunk_width(e)), expand_(w1, b1, e, c, chunk_) {
+    : g_(g),
+      clamps_(clamps),
+      e_(e),
+      c_(c),
+      chunk_(best_chunk(g, e, c, omp_get_max_threads())),
+      expand_(w1, b1, e, c, chunk_) {
   GAF_ASSERT(supports(g, e), "ExpandDepthwise: unsupported geometry");
   const int64_t taps = g.k * g.k, panels = expand_.panels();
   w2_.assign(size_t(panels * taps * chunk_), 0.f);
@@ -115,14 +204,12 @@ void ExpandDepthwise::run(const float* x, int64_t batch, float* y) const {
 #if defined(__AVX512F__)
   const int64_t k = g_.k, s = g_.stride, oh = g_.oh(), ow = g_.ow(), panels = expand_.panels();
   const int64_t cols = g_.w + g_.pad_left + g_.pad_right, slot = cols * chunk_;
-  // Row bands split the output rows further when the channel slices alone would leave threads uneven; a band
-  // recomputes the k - s expanded rows it shares with the band above.
-  const int64_t threads = omp_get_max_threads();
-  int64_t bands = 1;
-  while ((batch * panels * bands) % threads != 0 && bands < oh) ++bands;
+  // Row bands split the output rows further when the channel slices alone would leave threads uneven.
+  const int64_t bands = best_bands(g_, e_, c_, batch, chunk_, omp_get_max_threads());
   const RowFn row = row_kernel(k, s);
+  const ActivateFn activate = activate_kernel(clamps_.act2);
   PointwiseConv::Epilogue ep;
-  ep.lo = clamps_.lo1, ep.hi = clamps_.hi1;
+  ep.lo = clamps_.lo1, ep.hi = clamps_.hi1, ep.act = clamps_.act1, ep.alpha = clamps_.alpha1;
   parallel_for(batch * panels * bands, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> ring;  // k slots, then a slot of zeros (the padding rows)
     if (ring.size() < size_t((k + 1) * slot)) ring.resize(size_t((k + 1) * slot));
@@ -135,7 +222,8 @@ void ExpandDepthwise::run(const float* x, int64_t batch, float* y) const {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t n = t / (panels * bands), p = t / bands % panels, band = t % bands;
       const int64_t oy0 = oh * band / bands, oy1 = oh * (band + 1) / bands;
-      const int64_t nv = (expand_.panel_cols(p) + 15) / 16, c0 = expand_.panel_start(p);
+      const int64_t width = expand_.panel_cols(p), nv = (width + 15) / 16, c0 = expand_.panel_start(p);
+      const __mmask16 last = __mmask16(width % 16 == 0 ? 0xFFFF : (1u << (width % 16)) - 1);
       const float* xn = x + n * g_.h * g_.w * c_;
       const float* w2 = w2_.data() + p * k * k * chunk_;
       const float* b2 = b2_.data() + p * chunk_;
@@ -150,7 +238,9 @@ void ExpandDepthwise::run(const float* x, int64_t batch, float* y) const {
           const int64_t r = top + u;
           rows[u] = ring.data() + (r < 0 || r >= g_.h ? k : r % k) * slot;
         }
-        row(rows, chunk_, w2, b2, y + ((n * oh + oy) * ow) * e_ + c0, e_, ow, nv, clamps_.lo2, clamps_.hi2);
+        float* yrow = y + ((n * oh + oy) * ow) * e_ + c0;
+        row(rows, chunk_, w2, b2, yrow, e_, ow, nv, last, clamps_.lo2, clamps_.hi2);
+        if (activate) activate(yrow, e_, ow, nv, last, clamps_.alpha2);
       }
     }
   });
@@ -162,9 +252,17 @@ void ExpandDepthwise::run(const float* x, int64_t batch, float* y) const {
 
 namespace {
 
+// The activation attribute `name` names: "Silu", "HardSwish", or none when absent.
+Activation activation(const Node& node, const char* name) {
+  const std::string a = node.attr_string(name, "");
+  GAF_CHECK(a.empty() || a == "Silu" || a == "HardSwish", "{}: {} '{}' is not Silu or HardSwish", node.describe(),
+            name, a);
+  return a.empty() ? Activation::None : a == "Silu" ? Activation::Swish : Activation::HardSwish;
+}
+
 // gaf.ExpandDepthwiseConv(X [N, H, W, C], W1 [E, C, 1, 1], B1, W2 [E, 1, K, K], B2) -> Y [N, OH, OW, E]; clamp
-// bounds as attributes (min1/max1 after the expansion, min2/max2 after the depthwise convolution), strides and
-// pads of the depthwise convolution.
+// bounds as attributes (min1/max1 after the expansion, min2/max2 after the depthwise convolution) and the
+// activations after them (activation1, activation2), strides and pads of the depthwise convolution.
 class ExpandDepthwiseKernel final : public Kernel {
  public:
   explicit ExpandDepthwiseKernel(const Node& node) : node_(node) {
@@ -176,6 +274,7 @@ class ExpandDepthwiseKernel final : public Kernel {
     geom_.pad_top = pads[0], geom_.pad_left = pads[1], geom_.pad_bottom = pads[2], geom_.pad_right = pads[3];
     clamps_.lo1 = node.attr_float("min1", clamps_.lo1), clamps_.hi1 = node.attr_float("max1", clamps_.hi1);
     clamps_.lo2 = node.attr_float("min2", clamps_.lo2), clamps_.hi2 = node.attr_float("max2", clamps_.hi2);
+    clamps_.act1 = activation(node, "activation1"), clamps_.act2 = activation(node, "activation2");
   }
 
   void run(KernelContext& ctx) override {
@@ -231,7 +330,7 @@ class ExpandDepthwiseKernel final : public Kernel {
         for (int64_t ch = 0; ch < e; ++ch) {
           float v = b1 ? b1[ch] : 0.f;
           for (int64_t i = 0; i < c; ++i) v += xb[p * c + i] * w1[ch * c + i];
-          ex[size_t(p * e + ch)] = std::min(std::max(v, clamps_.lo1), clamps_.hi1);
+          ex[size_t(p * e + ch)] = activate(std::min(std::max(v, clamps_.lo1), clamps_.hi1), clamps_.act1, clamps_.alpha1);
         }
       float* yb = y.data<float>() + b * oh * ow * e;
       for (int64_t i = 0; i < oh; ++i)
@@ -244,7 +343,7 @@ class ExpandDepthwiseKernel final : public Kernel {
                 if (r >= 0 && r < g.h && q >= 0 && q < g.w)
                   v += ex[size_t((r * g.w + q) * e + ch)] * w2[(ch * g.k + u) * g.k + t];
               }
-            yb[(i * ow + j) * e + ch] = std::min(std::max(v, clamps_.lo2), clamps_.hi2);
+            yb[(i * ow + j) * e + ch] = activate(std::min(std::max(v, clamps_.lo2), clamps_.hi2), clamps_.act2, clamps_.alpha2);
           }
     }
   }

@@ -1,8 +1,10 @@
-// An expansion 1x1 convolution, its clamp, a depthwise KxK convolution and its clamp in one pass over
+// An expansion 1x1 convolution, its activation, a depthwise KxK convolution and its activation in one pass over
 // channels-last fp32 activations x [N, H, W, C] -> y [N, OH, OW, E]:
-//   e[n, h, w, c] = clamp(b1[c] + sum_k x[n, h, w, k] w1[c, k], lo1, hi1)        (never written to memory)
-//   y[n, i, j, c] = clamp(b2[c] + sum_{u,v} e[n, i*s + u - pad_top, j*s + v - pad_left, c] w2[c, u, v], lo2, hi2)
-// with e zero outside the image (the depthwise convolution's padding).
+//   e[n, h, w, c] = act1(clamp(b1[c] + sum_k x[n, h, w, k] w1[c, k], lo1, hi1))        (never written to memory)
+//   y[n, i, j, c] = act2(clamp(b2[c] + sum_{u,v} e[n, i*s + u - pad_top, j*s + v - pad_left, c] w2[c, u, v],
+//                              lo2, hi2))
+// with e zero outside the image (the depthwise convolution's padding); act1 and act2 Swish, HardSwish or none
+// (pointwise_conv.h): ReLU6 in MobileNetV2, HardSwish in MobileNetV3, SiLU in EfficientNet.
 //
 // What it is for: MobileNet-style inverted residual blocks, where the expansion writes a tensor 6x wider than its
 // input (MobileNetV2's 112x112x96: 4.8 MB) only for the depthwise convolution to read it back. Here each task
@@ -32,10 +34,12 @@ class ExpandDepthwise {
   struct Clamps {
     float lo1 = -std::numeric_limits<float>::infinity(), hi1 = std::numeric_limits<float>::infinity();
     float lo2 = -std::numeric_limits<float>::infinity(), hi2 = std::numeric_limits<float>::infinity();
+    Activation act1 = Activation::None, act2 = Activation::None;  // each after its clamp
+    float alpha1 = 1.f, alpha2 = 1.f;                             // Swish's
   };
 
   // Whether this build has the kernel (it needs AVX-512) and whether it runs this geometry: k 3 or 5, stride 1 or
-  // 2, stride <= k, every pad < k, e a multiple of 16.
+  // 2, every pad < k.
   static bool supports(const Geometry& g, int64_t e);
 
   // w1: [E, C] (ONNX's [E, C, 1, 1]); w2: [E, K, K] (ONNX's [E, 1, K, K]); biases [E] or null.

@@ -28,12 +28,14 @@ constexpr int tile_pixels(int nv) { return nv >= 5 ? 3 : nv == 4 ? 4 : nv == 3 ?
 
 // `tiles` tiles one after another, each PB pixels from x (row stride k) by NV x 16 output channels of a panel w
 // ([k][NV x 16]); y and the addend have row stride ldy, `off` is the first tile's element offset in them, `last`
-// masks the last vector's lanes.
-template <int NV, int PB, bool kAdd>
+// masks the last vector's lanes. The activation is a template argument: a run-time choice kept GCC from unrolling
+// the epilogue, which spilled the accumulators (MobileNetV2 1.15x slower).
+template <int NV, int PB, bool kAdd, Activation kAct>
 void tile(const float* x, int64_t k, const float* w, const float* bias, float* y, int64_t ldy, int64_t off,
           __mmask16 last, const PointwiseConv::Epilogue& ep, int64_t tiles) {
   const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
   const __m512 lo2 = _mm512_set1_ps(ep.lo2), hi2 = _mm512_set1_ps(ep.hi2);
+  const __m512 neg_a_log2e = _mm512_set1_ps(-ep.alpha * 1.44269504088896341f);
   for (int64_t t = 0; t < tiles; ++t, x += PB * k, off += PB * ldy) {
     __m512 acc[PB][NV];
     for (int j = 0; j < NV; ++j) {
@@ -58,7 +60,7 @@ void tile(const float* x, int64_t k, const float* w, const float* bias, float* y
         // Masked loads and stores only where needed: on this AMD machine they cost more than plain ones.
         const bool partial = j == NV - 1 && last != __mmask16(0xFFFF);
         const int64_t at = off + i * ldy + 16 * j;
-        __m512 v = _mm512_min_ps(_mm512_max_ps(acc[i][j], lo), hi);
+        __m512 v = activate16(_mm512_min_ps(_mm512_max_ps(acc[i][j], lo), hi), kAct, neg_a_log2e);
         if constexpr (kAdd) {
           const __m512 a = partial ? _mm512_maskz_loadu_ps(last, ep.addend + at) : _mm512_loadu_ps(ep.addend + at);
           v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, a), lo2), hi2);
@@ -74,28 +76,40 @@ void tile(const float* x, int64_t k, const float* w, const float* bias, float* y
 using TileFn = void (*)(const float*, int64_t, const float*, const float*, float*, int64_t, int64_t, __mmask16,
                         const PointwiseConv::Epilogue&, int64_t);
 
-// [with addend][vectors - 1]: tiles of full height; and for the r < tile_pixels(NV) pixels left at the end of a
-// run, one tile of exactly r pixels (r tiles of one pixel each were latency-bound: NV independent FMA chains).
-template <bool kAdd>
-constexpr TileFn kFull[] = {tile<1, tile_pixels(1), kAdd>, tile<2, tile_pixels(2), kAdd>,
-                            tile<3, tile_pixels(3), kAdd>, tile<4, tile_pixels(4), kAdd>,
-                            tile<5, tile_pixels(5), kAdd>, tile<6, tile_pixels(6), kAdd>};
-template <int NV, bool kAdd, int... R>
+// For each epilogue form (addend or not, activation): tiles of full height by vectors - 1; and for the
+// r < tile_pixels(NV) pixels left at the end of a run, one tile of exactly r pixels (r tiles of one pixel each
+// were latency-bound: NV independent FMA chains).
+template <bool kAdd, Activation kAct>
+constexpr TileFn kFull[] = {tile<1, tile_pixels(1), kAdd, kAct>, tile<2, tile_pixels(2), kAdd, kAct>,
+                            tile<3, tile_pixels(3), kAdd, kAct>, tile<4, tile_pixels(4), kAdd, kAct>,
+                            tile<5, tile_pixels(5), kAdd, kAct>, tile<6, tile_pixels(6), kAdd, kAct>};
+template <int NV, bool kAdd, Activation kAct, int... R>
 constexpr std::array<TileFn, sizeof...(R) + 1> tails(std::integer_sequence<int, R...>) {
-  return {nullptr, tile<NV, R + 1, kAdd>...};
+  return {nullptr, tile<NV, R + 1, kAdd, kAct>...};
 }
-template <int NV, bool kAdd>
-constexpr auto kTail = tails<NV, kAdd>(std::make_integer_sequence<int, tile_pixels(NV) - 1>{});
+template <int NV, bool kAdd, Activation kAct>
+constexpr auto kTail = tails<NV, kAdd, kAct>(std::make_integer_sequence<int, tile_pixels(NV) - 1>{});
 
-template <bool kAdd>
-TileFn tail_tile(int64_t nv, int64_t r) {
+// The full-height tile (r = 0) or the tile of r pixels, for nv vectors.
+template <bool kAdd, Activation kAct>
+TileFn pick(int64_t nv, int64_t r) {
+  if (r == 0) return kFull<kAdd, kAct>[nv - 1];
   switch (nv) {
-    case 1: return kTail<1, kAdd>[size_t(r)];
-    case 2: return kTail<2, kAdd>[size_t(r)];
-    case 3: return kTail<3, kAdd>[size_t(r)];
-    case 4: return kTail<4, kAdd>[size_t(r)];
-    case 5: return kTail<5, kAdd>[size_t(r)];
-    default: return kTail<6, kAdd>[size_t(r)];
+    case 1: return kTail<1, kAdd, kAct>[size_t(r)];
+    case 2: return kTail<2, kAdd, kAct>[size_t(r)];
+    case 3: return kTail<3, kAdd, kAct>[size_t(r)];
+    case 4: return kTail<4, kAdd, kAct>[size_t(r)];
+    case 5: return kTail<5, kAdd, kAct>[size_t(r)];
+    default: return kTail<6, kAdd, kAct>[size_t(r)];
+  }
+}
+
+TileFn tile_fn(const PointwiseConv::Epilogue& ep, int64_t nv, int64_t r) {
+  using A = Activation;
+  switch (ep.act) {
+    case A::Swish: return ep.addend ? pick<true, A::Swish>(nv, r) : pick<false, A::Swish>(nv, r);
+    case A::HardSwish: return ep.addend ? pick<true, A::HardSwish>(nv, r) : pick<false, A::HardSwish>(nv, r);
+    default: return ep.addend ? pick<true, A::None>(nv, r) : pick<false, A::None>(nv, r);
   }
 }
 #pragma GCC diagnostic pop
@@ -156,13 +170,9 @@ void PointwiseConv::run_panel(int64_t panel, const float* x, int64_t pixels, flo
   const float* w = packed_.data() + panel_offset_[size_t(panel)];
   const float* b = bias_.data() + bias_offset_[size_t(panel)];
   const int64_t pb = tile_pixels(int(nv));
-  const TileFn full = ep.addend ? kFull<true>[nv - 1] : kFull<false>[nv - 1];
   const int64_t tiles = pixels / pb, p = tiles * pb;
-  full(x, k_, w, b, y, ldy, 0, last, ep, tiles);
-  if (pixels > p) {
-    const TileFn rest = ep.addend ? tail_tile<true>(nv, pixels - p) : tail_tile<false>(nv, pixels - p);
-    rest(x + p * k_, k_, w, b, y, ldy, p * ldy, last, ep, 1);
-  }
+  tile_fn(ep, nv, 0)(x, k_, w, b, y, ldy, 0, last, ep, tiles);
+  if (pixels > p) tile_fn(ep, nv, pixels - p)(x + p * k_, k_, w, b, y, ldy, p * ldy, last, ep, 1);
 #else
   (void)panel, (void)x, (void)pixels, (void)y, (void)ldy, (void)ep;
   GAF_ASSERT(false, "PointwiseConv needs AVX-512");

@@ -1,7 +1,7 @@
 // A 1x1 convolution over channels-last fp32 activations, with its epilogue, on AVX-512 register tiles:
 //   y[p, n] = ops(b[n] + sum_k x[p, k] w[n, k])   for p < pixels, n < N   (x [pixels, K], y [pixels, N])
-// ops: clamp(clamp(v, lo, hi) + addend, lo2, hi2), the addend a residual [pixels, N] like y (or none): Relu,
-// Clip, a residual Add, and the two in either order.
+// ops: clamp(act(clamp(v, lo, hi)) + addend, lo2, hi2), act an activation (Swish, HardSwish or none), the addend a
+// residual [pixels, N] like y (or none): Relu, Clip, SiLU, HardSwish, a residual Add, and clamps on either side.
 //
 // What it is for: the pointwise convolutions of MobileNet-style blocks, a GEMM of many pixels by few channels.
 // Each tile keeps 3 to 12 pixels by up to 96 output channels in registers, the weights of one input channel in
@@ -10,17 +10,46 @@
 // oneDNN's 133 us). The weights are packed once into panels of up to 96 output channels.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
+#if defined(__AVX512F__)
+#include "runtime/kernels/simd_exp.h"
+#endif
+
 namespace gaf::runtime {
+
+// An activation a convolution epilogue applies: Swish x sigmoid(alpha x) (SiLU at alpha 1), HardSwish
+// x clamp(x / 6 + 1/2, 0, 1), or none.
+enum class Activation : unsigned char { None, Swish, HardSwish };
+
+// The scalar form (for reference paths): the vector one's limits, 0 once exp(-alpha x) passes 2^126.
+inline float activate(float x, Activation act, float alpha) {
+  if (act == Activation::HardSwish) return x * std::min(1.f, std::max(0.f, x * (1.f / 6.f) + 0.5f));
+  if (act != Activation::Swish) return x;
+  const double t = -double(alpha) * double(x);
+  return t > 126.0 * 0.69314718055994531 ? 0.f : float(double(x) / (1.0 + std::exp(t)));
+}
+
+#if defined(__AVX512F__)
+// activate() on 16 lanes; neg_a_log2e = -alpha log2(e) (simd::swish16).
+inline __m512 activate16(__m512 x, Activation act, __m512 neg_a_log2e) {
+  if (act == Activation::Swish) return simd::swish16(x, neg_a_log2e);
+  if (act == Activation::HardSwish) return simd::hard_swish16(x);
+  return x;
+}
+#endif
 
 class PointwiseConv {
  public:
   struct Epilogue {
     float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+    Activation act = Activation::None;  // after the clamp, before the addend
+    float alpha = 1.f;                  // Swish's
     const float* addend = nullptr;  // [pixels, N], like y
     float lo2 = -std::numeric_limits<float>::infinity(), hi2 = std::numeric_limits<float>::infinity();
   };

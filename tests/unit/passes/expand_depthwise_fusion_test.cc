@@ -12,6 +12,7 @@ testing::Rewritten fuse(const std::string& text, bool enabled = true) {
   std::vector<std::unique_ptr<Pass>> passes;
   passes.push_back(make_layout_nhwc());
   passes.push_back(make_transpose_fold());
+  passes.push_back(make_silu_recognition());
   passes.push_back(make_expand_depthwise_fusion());
   PassContext ctx;
   ctx.conv_expand_depthwise = enabled;
@@ -22,7 +23,7 @@ std::string values(int64_t n, int salt) { return testing::test_values(n, salt, 4
 
 struct Block {
   int64_t c = 16, e = 32, h = 10, k = 3, s = 1, dil = 1;
-  std::string act1 = "Clip", act2 = "Clip";  // "Clip" (ReLU6), "Relu" or "" (none)
+  std::string act1 = "Clip", act2 = "Clip";  // "Clip" (ReLU6), "Relu", "Silu" (x * Sigmoid(x)), "HardSwish", 
   bool expansion_is_output = false;            // the expanded activation is also a graph output
 };
 
@@ -33,6 +34,8 @@ std::string block(const Block& b) {
   auto act = [&](const std::string& kind, const std::string& in, const std::string& out) {
     if (kind.empty()) return out + " = Identity(" + in + ")\n";
     if (kind == "Relu") return out + " = Relu(" + in + ")\n";
+    if (kind == "HardSwish") return out + " = HardSwish(" + in + ")\n";
+    if (kind == "Silu") return out + "_s = Sigmoid(" + in + ")\n" + out + " = Mul(" + in + ", " + out + "_s)\n";
     return out + " = Clip(" + in + ", lo, hi)\n";
   };
   std::string outs = "float[1," + str(b.e) + "," + str(oh) + "," + str(oh) + "] y";
@@ -75,41 +78,59 @@ TEST(ExpandDepthwiseFusion, FusesExpansionClampDepthwiseClamp) {
   expect_same_outputs(r.before, d, 1e-4, 1e-5);
 }
 
-TEST(ExpandDepthwiseFusion, FiveByFiveStrideTwoReluAndNoClampAfter) {
-  Block b;
-  b.k = 5, b.s = 2, b.h = 13, b.e = 48, b.act1 = "Relu", b.act2 = "";
-  auto r = fuse(block(b));
-  EXPECT_EQ(r.count(kPass), 1) << r.dump();
-  for (const Node* n : r.after.graph->nodes())
-    if (n->op_type == "ExpandDepthwiseConv") {
-      EXPECT_EQ(n->attr_float("min1", -1.f), 0.f);
-      EXPECT_FALSE(n->has_attr("max1") || n->has_attr("min2") || n->has_attr("max2")) << n->describe();
-    }
-  expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
-  Model d = tools::copy_model(r.after);
-  decompose_gaf_ops(*d.graph, 17);
-  expect_same_outputs(r.before, d, 1e-4, 1e-5);
+TEST(ExpandDepthwiseFusion, FiveByFiveReluStrideTwoAndNoClampAfter) {
+  Block five;  // 5x5, ReLU, nothing after the depthwise convolution
+  five.k = 5, five.h = 13, five.e = 48, five.act1 = "Relu", five.act2 = "";
+  Block strided = five;  // 3x3 at stride 2
+  strided.k = 3, strided.s = 2;
+  for (const Block& b : {five, strided}) {
+    auto r = fuse(block(b));
+    EXPECT_EQ(r.count(kPass), 1) << r.dump();
+    for (const Node* n : r.after.graph->nodes())
+      if (n->op_type == "ExpandDepthwiseConv") {
+        EXPECT_EQ(n->attr_float("min1", -1.f), 0.f);
+        EXPECT_FALSE(n->has_attr("max1") || n->has_attr("min2") || n->has_attr("max2")) << n->describe();
+      }
+    expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+    Model d = tools::copy_model(r.after);
+    decompose_gaf_ops(*d.graph, 17);
+    expect_same_outputs(r.before, d, 1e-4, 1e-5);
+  }
 }
 
-TEST(ExpandDepthwiseFusion, DoesNotFireOutsideWhatTheKernelRuns) {
-  Block shared;  // the expansion is read by a second consumer (a graph output)
-  shared.expansion_is_output = true, shared.act1 = "";
-  Block narrow;  // 24 expanded channels: not a multiple of 16
-  narrow.e = 24;
-  Block wide;    // 96 input channels: the expansion is faster on oneDNN
-  wide.c = 96;
-  Block dilated;
-  dilated.dil = 2;
-  Block seven;   // a 7x7 window
-  seven.k = 7;
-  for (const Block& b : {shared, narrow, wide, dilated, seven}) {
-    auto r = fuse(block(b));
-    EXPECT_EQ(r.count(kPass), 0) << r.dump();
-    EXPECT_EQ(fused_ops(*r.after.graph), 0) << r.dump();
+// EfficientNet's SiLU and MobileNetV3's HardSwish become the op's activation attributes, alone or after a clamp's
+// place; MobileNetV3's 72 and 120 channels (not a multiple of 16) fuse too.
+TEST(ExpandDepthwiseFusion, SiluAndHardSwishActivations) {
+  struct Want {
+    Block b;
+    std::string a1, a2;  // the activation attributes
+  };
+  Block silu;
+  silu.act1 = silu.act2 = "Silu";
+  Block hard_swish;
+  hard_swish.act1 = hard_swish.act2 = "HardSwish", hard_swish.e = 72, hard_swish.k = 5;
+  Block mixed;  // ReLU6 before the depthwise convolution, HardSwish after, 120 channels
+  mixed.act2 = "HardSwish", mixed.e = 120, mixed.c = 40;
+  for (const Want& w : {Want{silu, "Silu", "Silu"}, Want{hard_swish, "HardSwish", "HardSwish"},
+                        Want{mixed, "", "HardSwish"}}) {
+    auto r = fuse(block(w.b));
+    EXPECT_EQ(r.count(kPass), 1) << r.dump();
+    auto ops = r.ops();
+    EXPECT_EQ(ops["gaf.ExpandDepthwiseConv"], 1) << r.dump();
+    EXPECT_EQ(ops["gaf.Silu"] + ops["HardSwish"] + ops["Clip"], 0) << r.dump();
+    for (const Node* n : r.after.graph->nodes())
+      if (n->op_type == "ExpandDepthwiseConv") {
+        EXPECT_EQ(n->attr_string("activation1", ""), w.a1) << n->describe();
+        EXPECT_EQ(n->attr_string("activation2", ""), w.a2) << n->describe();
+        EXPECT_EQ(n->has_attr("min1"), w.a1.empty()) << n->describe();  // ReLU6's bounds
+      }
     expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+    Model d = tools::copy_model(r.after);
+    decompose_gaf_ops(*d.graph, 17);  // Sigmoid * x and HardSigmoid * x around the standard convolutions
+    EXPECT_EQ(fused_ops(*d.graph), 0);
+    for (const Node* n : d.graph->nodes()) EXPECT_TRUE(n->domain.empty()) << n->describe();
+    expect_same_outputs(r.before, d, 1e-4, 1e-5);
   }
-  auto off = fuse(block({}), false);  // a target without the kernel
-  EXPECT_EQ(off.count(kPass), 0) << off.dump();
 }
 
 TEST(ExpandDepthwiseFusion, RunsInTheOptLevelPipelineWithTheProjectionAfter) {
@@ -133,21 +154,32 @@ TEST(ExpandDepthwiseFusion, RunsInTheOptLevelPipelineWithTheProjectionAfter) {
 }
 
 TEST(ExpandDepthwiseFusion, TheOpRunsGeometriesTheVectorKernelDoesNot) {
-  // 24 channels (not a multiple of 16), written directly as the op: the kernel's plain path, checked against the
+  // A 7x7 window, written directly as the op with both activations: the kernel's plain path, checked against the
   // op's standard decomposition.
-  std::string text = "<ir_version: 8, opset_import: [\"\" : 17, \"gaf\" : 1]> "
-                     "g (float[1,7,9,5] x) => (float[1,3,4,24] y) {\n" +
-                     std::string("w1 = Constant <value = float[24,5,1,1] {") + values(24 * 5, 1) + "}> ()\n" +
-                     "b1 = Constant <value = float[24] {" + values(24, 2) + "}> ()\n" +
-                     "w2 = Constant <value = float[24,1,3,3] {" + values(24 * 9, 3) + "}> ()\n" +
-                     "b2 = Constant <value = float[24] {" + values(24, 4) + "}> ()\n" +
-                     "y = gaf.ExpandDepthwiseConv <strides = [2, 2], pads = [1, 0, 0, 1], min1 = -0.5, max2 = 1.0> "
-                     "(x, w1, b1, w2, b2) }";
-  Model m = testing::parse(text);
+  auto op = [](const std::string& attrs) {
+    return "<ir_version: 8, opset_import: [\"\" : 17, \"gaf\" : 1]> "
+           "g (float[1,7,9,5] x) => (float[1,3,4,24] y) {\n" +
+           std::string("w1 = Constant <value = float[24,5,1,1] {") + values(24 * 5, 1) + "}> ()\n" +
+           "b1 = Constant <value = float[24] {" + values(24, 2) + "}> ()\n" +
+           "w2 = Constant <value = float[24,1,7,7] {" + values(24 * 49, 3) + "}> ()\n" +
+           "b2 = Constant <value = float[24] {" + values(24, 4) + "}> ()\n" +
+           "y = gaf.ExpandDepthwiseConv <strides = [2, 2], pads = [3, 2, 2, 3], min1 = -0.5, max2 = 1.0" + attrs +
+           "> (x, w1, b1, w2, b2) }";
+  };
+  Model m = testing::parse(op(", activation1 = \"HardSwish\", activation2 = \"Silu\""));
   Model d = tools::copy_model(m);
   EXPECT_EQ(decompose_gaf_ops(*d.graph, 17), 1);
   EXPECT_EQ(fused_ops(*d.graph), 0);
   expect_same_outputs(d, m, 1e-4, 1e-5);
+
+  Model bad = testing::parse(op(", activation1 = \"Gelu\""));  // not an activation the kernel has
+  try {
+    runtime::Session s(*bad.graph);
+    s.run(tools::random_inputs(*bad.graph, 1));
+    ADD_FAILURE() << "an unknown activation ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("activation1 'Gelu' is not Silu or HardSwish"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

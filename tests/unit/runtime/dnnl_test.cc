@@ -1066,6 +1066,47 @@ TEST(DnnlPostOps, ConvWithResidualAndActivations) {
   check_conv_post_ops({1, 32, 7, 7}, 24, 1);
 }
 
+// A channels-last 1x1 convolution takes PointwiseConv's path (few input channels), the chain as its epilogue
+// where PointwiseConv has it: a clamp, then HardSwish or a trailing Swish on the tile in registers, a residual
+// after; other orders (an activation after the residual, a clamp after HardSwish) fall back to oneDNN and the
+// swish pass. Every chain against the double reference.
+TEST(DnnlPostOps, ChannelsLastPointwiseActivations) {
+  using P = dnnl_ops::PostOp;
+  const int64_t H = 5, W = 7, C = 24, M = 40;
+  Model m;
+  GraphBuilder b(m);
+  Value* xv = b.input("x", DType::Float, {1, C, H, W});
+  b.output(b.op("Conv", {xv, b.random_constant("w", {M, C, 1, 1}, 0.3f), b.random_constant("b", {M}, 0.5f)}));
+  b.finish();
+  Node& conv = *m.graph->nodes()[0];
+  conv.domain = "gaf";
+  conv.attrs["layout"] = std::string("NHWC");
+  const Tensor& w = m.graph->find_value("w")->constant();
+  const Tensor& bias = m.graph->find_value("b")->constant();
+  Tensor x = random_tensor(DType::Float, {1, H, W, C}, 1, -3.0, 3.0);
+  Tensor residual = random_tensor(DType::Float, {1, H, W, M}, 2);
+  const auto xd = as_double(x), wd = as_double(w), bd = as_double(bias), rd = as_double(residual);
+  const std::vector<std::vector<P>> chains = {
+      {P::hard_swish()},          {P::swish(1.f)},          {P::swish(1.5f)}, {P::clip(-1.f, 2.f), P::hard_swish()},
+      {P::relu(), P::swish(1.f)}, {P::hard_swish(), P::add(3)}, {P::swish(1.f), P::add(3), P::relu()},
+      {P::add(3), P::swish(1.f)}, {P::hard_swish(), P::clip(0.f, 1.f)}};
+  for (const auto& chain : chains) {
+    std::string name;
+    for (const P& op : chain) name += std::string(dnnl_ops::post_op_name(op.kind)) + " ";
+    SCOPED_TRACE(name);
+    Tensor y = run_fused(conv, {&x, &w, &bias, &residual}, chain);
+    std::vector<double> want(size_t(H * W * M));
+    for (int64_t p = 0; p < H * W; ++p)
+      for (int64_t o = 0; o < M; ++o) {
+        double v = bd[size_t(o)];
+        for (int64_t k = 0; k < C; ++k) v += xd[size_t(p * C + k)] * wd[size_t(o * C + k)];
+        for (const P& op : chain) v = op.kind == P::Kind::Add ? v + rd[size_t(p * M + o)] : apply_ref(op, v);
+        want[size_t(p * M + o)] = v;
+      }
+    expect_close(y, {1, H, W, M}, want, 1e-4, 1e-5);
+  }
+}
+
 TEST(DnnlPostOps, MatMulAndGemmEpilogues) {
   using P = dnnl_ops::PostOp;
   Model m;

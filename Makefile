@@ -31,6 +31,7 @@ test-asan:
 
 bench: build
 	@$(BUILD)/bench/gaf_fusion_bench
+	@$(BUILD)/bench/gaf_block_bench
 	@$(BUILD)/bench/gaf_bench
 
 # Side by side with ONNX Runtime (onnxruntime-node, installed into bench/peers/node_modules).

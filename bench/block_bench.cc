@@ -1,8 +1,8 @@
 // MobileNet-style inverted residual blocks (1x1 expansion, activation, KxK depthwise convolution, activation) at
-// the shapes of MobileNetV2, MobileNetV3-small and EfficientNet-B0, fused at -O 3 twice: once with the fused
-// expansion + depthwise kernel (gaf.ExpandDepthwiseConv) and once without it (the two convolutions apart, the
-// target's conv_expand_depthwise off). Both run in one process, alternating in rounds, so machine noise hits both
-// alike:
+// the shapes of MobileNetV2, MobileNetV3-small, EfficientNet-B0 and ShuffleNetV2, fused at -O 3 twice: once with
+// the fused expansion + depthwise kernel (gaf.ExpandDepthwiseConv) and once without it (the two convolutions
+// apart, the target's conv_expand_depthwise off). Both run in one process, alternating in rounds, so machine
+// noise hits both alike:
 //
 //   gaf_block_bench [--rounds R] [--runs N] [--filter SUBSTR]
 //
@@ -25,10 +25,11 @@ using namespace gaf;
 struct Block {
   std::string model;
   int64_t c, e, h, k, s;
-  std::string act;  // "Relu6", "Relu", "HardSwish", "Silu"
+  std::string act;   // after the expansion: "Relu6", "Relu", "HardSwish", "Silu"
+  std::string act2;  // after the depthwise convolution: the same, or "" for none
 };
 
-Value* activation(GraphBuilder& b, Value* x, const std::string& act) {
+Value* activation(GraphBuilder& b, Value* x, const std::string& act) {  // act: see Block
   if (act == "Relu") return b.op("Relu", {x});
   if (act == "Relu6") return b.op("Clip", {x, b.scalar(0.f), b.scalar(6.f)});
   if (act == "HardSwish") return b.op("HardSwish", {x});
@@ -44,7 +45,7 @@ Model block_model(const Block& blk) {
   const int64_t p = blk.k / 2;
   Value* d = b.op("Conv", {a, b.random_constant("w2", {blk.e, 1, blk.k, blk.k}, 0.2f), b.random_constant("b2", {blk.e}, 0.1f)},
                   {{"group", blk.e}, {"strides", std::vector<int64_t>{blk.s, blk.s}}, {"pads", std::vector<int64_t>{p, p, p, p}}});
-  b.output(activation(b, d, blk.act));
+  b.output(blk.act2.empty() ? d : activation(b, d, blk.act2));
   b.finish();
   return m;
 }
@@ -77,19 +78,22 @@ int main(int argc, char** argv) {
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
   }
   const Block blocks[] = {
-      {"mobilenet_v2", 16, 96, 112, 3, 2, "Relu6"},   {"mobilenet_v2", 24, 144, 56, 3, 1, "Relu6"},
-      {"mobilenet_v2", 24, 144, 56, 3, 2, "Relu6"},   {"mobilenet_v2", 32, 192, 28, 3, 1, "Relu6"},
-      {"mobilenet_v2", 64, 384, 14, 3, 1, "Relu6"},   {"mobilenet_v3_small", 16, 72, 56, 3, 2, "Relu"},
-      {"mobilenet_v3_small", 24, 88, 28, 3, 1, "Relu"}, {"mobilenet_v3_small", 24, 96, 28, 5, 2, "HardSwish"},
-      {"mobilenet_v3_small", 40, 240, 14, 5, 1, "HardSwish"}, {"mobilenet_v3_small", 40, 120, 14, 5, 1, "HardSwish"},
-      {"mobilenet_v3_small", 48, 144, 14, 5, 1, "HardSwish"}, {"mobilenet_v3_small", 48, 288, 14, 5, 2, "HardSwish"},
-      {"efficientnet_b0", 16, 96, 112, 3, 2, "Silu"}, {"efficientnet_b0", 24, 144, 56, 3, 1, "Silu"},
-      {"efficientnet_b0", 24, 144, 56, 5, 2, "Silu"}, {"efficientnet_b0", 40, 240, 28, 5, 1, "Silu"},
-      {"efficientnet_b0", 40, 240, 28, 3, 2, "Silu"}};
+      {"mobilenet_v2", 16, 96, 112, 3, 2, "Relu6", "Relu6"},   {"mobilenet_v2", 24, 144, 56, 3, 1, "Relu6", "Relu6"},
+      {"mobilenet_v2", 24, 144, 56, 3, 2, "Relu6", "Relu6"},   {"mobilenet_v2", 32, 192, 28, 3, 1, "Relu6", "Relu6"},
+      {"mobilenet_v2", 64, 384, 14, 3, 1, "Relu6", "Relu6"},   {"mobilenet_v3_small", 16, 72, 56, 3, 2, "Relu", "Relu"},
+      {"mobilenet_v3_small", 24, 88, 28, 3, 1, "Relu", "Relu"}, {"mobilenet_v3_small", 24, 96, 28, 5, 2, "HardSwish", "HardSwish"},
+      {"mobilenet_v3_small", 40, 240, 14, 5, 1, "HardSwish", "HardSwish"}, {"mobilenet_v3_small", 40, 120, 14, 5, 1, "HardSwish", "HardSwish"},
+      {"mobilenet_v3_small", 48, 144, 14, 5, 1, "HardSwish", "HardSwish"}, {"mobilenet_v3_small", 48, 288, 14, 5, 2, "HardSwish", "HardSwish"},
+      {"efficientnet_b0", 16, 96, 112, 3, 2, "Silu", "Silu"}, {"efficientnet_b0", 24, 144, 56, 3, 1, "Silu", "Silu"},
+      {"efficientnet_b0", 24, 144, 56, 5, 2, "Silu", "Silu"}, {"efficientnet_b0", 40, 240, 28, 5, 1, "Silu", "Silu"},
+      {"efficientnet_b0", 40, 240, 28, 3, 2, "Silu", "Silu"},
+      // ShuffleNetV2's branches: 1x1 + ReLU, then a depthwise convolution without an activation.
+      {"shufflenet_v2", 24, 58, 56, 3, 2, "Relu", ""}, {"shufflenet_v2", 58, 58, 28, 3, 1, "Relu", ""}};
   std::cout << fmt::format("{:<20} {:<30} {:>17} {:>17} {:>22}\n", "model", "block", "apart ms min/med",
                            "fused ms min/med", "fused/apart med (range)");
   for (const Block& blk : blocks) {
-    const std::string name = fmt::format("{}->{} {}x{} k{} s{} {}", blk.c, blk.e, blk.h, blk.h, blk.k, blk.s, blk.act);
+    const std::string name = fmt::format("{}->{} {}x{} k{} s{} {}{}", blk.c, blk.e, blk.h, blk.h, blk.k, blk.s, blk.act,
+                                         blk.act2 == blk.act ? "" : "/" + (blk.act2.empty() ? "-" : blk.act2));
     if (!filter.empty() && (blk.model + " " + name).find(filter) == std::string::npos) continue;
     const Model source = block_model(blk);
     auto variant = [&](bool expand_depthwise, size_t& fused_ops) {

@@ -44,6 +44,10 @@ PassManager PassManager::for_opt_level(int opt_level) {
   pm.add(make_transpose_fold());
   pm.add(make_conv_bn_fold());
   pm.add(make_gemm_bn_fold());
+  // Activations as single ops before the convolution rewrites below, which take them as epilogues.
+  pm.add(make_gelu_recognition());
+  pm.add(make_silu_recognition());
+  pm.add(make_hard_swish_recognition());
   // Channels-last convolutions for the CPU runtime, after BN folding; transpose folding cancels the Transposes
   // between consecutive convolutions.
   if (opt_level >= 2) {
@@ -61,9 +65,6 @@ PassManager PassManager::for_opt_level(int opt_level) {
   // LayerNorm before RMSNorm: a LayerNorm contains an RMSNorm of its centred input.
   pm.add(make_layer_norm_recognition());
   pm.add(make_rms_norm_recognition());
-  pm.add(make_gelu_recognition());
-  pm.add(make_silu_recognition());
-  pm.add(make_hard_swish_recognition());
   pm.add(make_softmax_recognition());
   // After Softmax recognition: a hand-written softmax inside attention is a Softmax by then.
   pm.add(make_attention_fusion());

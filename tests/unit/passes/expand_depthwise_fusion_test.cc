@@ -153,6 +153,30 @@ TEST(ExpandDepthwiseFusion, RunsInTheOptLevelPipelineWithTheProjectionAfter) {
   expect_same_outputs(m, f, 1e-4, 1e-5);
 }
 
+TEST(ExpandDepthwiseFusion, TheOptLevelPipelineRecognisesTheActivationsFirst) {
+  // ReLU6 after the expansion and a SiLU written as x * Sigmoid(x) after the depthwise convolution: the pipeline
+  // recognises the SiLU before this pass runs, so it joins the op (recognised after, the op would have fused
+  // without it and left the SiLU apart).
+  Block b;
+  b.act2 = "Silu";
+  Model m = testing::parse(block(b));
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  tools::FuseResult res;
+  Model f = testing::fused_copy(m, opts, &res);
+  EXPECT_EQ(res.rewrites[kPass], 1);
+  EXPECT_EQ(res.rewrites["silu-recognition"], 1);
+  int fused = 0;
+  for (const Node* n : f.graph->nodes()) {
+    EXPECT_NE(n->op_type, "Silu") << f.graph->to_string();
+    if (n->op_type != "ExpandDepthwiseConv") continue;
+    ++fused;
+    EXPECT_EQ(n->attr_string("activation2", ""), "Silu") << n->describe();
+  }
+  EXPECT_EQ(fused, 1) << f.graph->to_string();
+  expect_same_outputs(m, f, 1e-4, 1e-5);
+}
+
 TEST(ExpandDepthwiseFusion, TheOpRunsGeometriesTheVectorKernelDoesNot) {
   // A 7x7 window, written directly as the op with both activations: the kernel's plain path, checked against the
   // op's standard decomposition.

@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
       tools::FuseOptions opts;
       opts.fusion.opt_level = 3;
       opts.target.conv_expand_depthwise = expand_depthwise;
+      opts.target.conv_expand_depthwise_everywhere = expand_depthwise;  // the shapes the pass leaves apart too
       Model m = tools::copy_model(source);
       tools::fuse_model(m, opts);
       fused_ops = 0;

@@ -33,6 +33,9 @@ struct Target {
   // Whether an expansion 1x1 convolution and the depthwise convolution reading it may run as one kernel that keeps
   // the expanded activation in cache (gaf.ExpandDepthwiseConv). The CPU runtime: AVX-512 builds.
   bool conv_expand_depthwise = false;
+  // With conv_expand_depthwise: fuse every block the kernel runs, also those where it measured slower than the
+  // two convolutions apart (stride 2 with a 5x5 window or SiLU/HardSwish); for measuring them (gaf_block_bench).
+  bool conv_expand_depthwise_everywhere = false;
 
   // "cpu-host", "cuda-h200", "ascend910b", or a JSON file with these fields. Throws naming the bad field.
   static Target builtin_or_file(const std::string& name_or_path);

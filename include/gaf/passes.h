@@ -21,6 +21,7 @@ struct PassContext {
   bool verify_each = false;
   bool conv_winograd = false;           // the target runs Winograd convolutions and the rules allow them
   bool conv_expand_depthwise = false;   // the target runs gaf.ExpandDepthwiseConv (Target::conv_expand_depthwise)
+  bool conv_expand_depthwise_everywhere = false;  // also where it measured slower (Target's, for measuring)
   const Target* target = nullptr;       // for rewrites that weigh a benefit (nullptr: Target::cpu_host())
   void count(std::string_view pass, int n = 1) { rewrites[std::string(pass)] += n; }
 };

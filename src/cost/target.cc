@@ -100,9 +100,13 @@ Target Target::builtin_or_file(const std::string& spec) {
     } else if (k == "conv_expand_depthwise") {
       GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_expand_depthwise' must be true or false", spec);
       t.conv_expand_depthwise = it->get<bool>();
+    } else if (k == "conv_expand_depthwise_everywhere") {
+      GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_expand_depthwise_everywhere' must be true or false", spec);
+      t.conv_expand_depthwise_everywhere = it->get<bool>();
     }
     else fail("target file '{}': unknown key '{}' (known: name, dram_bandwidth, onchip_bytes, launch_overhead_s, "
-              "vector_flops, matrix_flops, cores, conv_clip_epilogue, conv_winograd, conv_expand_depthwise)", spec, k);
+              "vector_flops, matrix_flops, cores, conv_clip_epilogue, conv_winograd, conv_expand_depthwise, "
+              "conv_expand_depthwise_everywhere)", spec, k);
   }
   return t;
 }
@@ -117,7 +121,8 @@ std::string Target::to_json() const {
                       {"cores", cores},
                       {"conv_clip_epilogue", conv_clip_epilogue},
                       {"conv_winograd", conv_winograd},
-                      {"conv_expand_depthwise", conv_expand_depthwise}};
+                      {"conv_expand_depthwise", conv_expand_depthwise},
+                      {"conv_expand_depthwise_everywhere", conv_expand_depthwise_everywhere}};
   return j.dump(2);
 }
 

@@ -10,7 +10,8 @@
 // decomposes the op back into the two convolutions (decompose_gaf_ops).
 // Conditions: W1 [E, C, 1, 1] and W2 [E, 1, K, K] constant fp32 (biases constant or absent), K 3 or 5, strides
 // s x s with s 1 or 2, dilations 1, explicit pads below K; the expansion's result and act1's read only by the next
-// op of the pattern and not graph outputs. Runs when the target has the fused kernel
+// op of the pattern and not graph outputs; where the kernel measured slower than the convolutions apart
+// (fused_kernel_pays), only when the target asks for it everywhere. Runs when the target has the fused kernel
 // (Target::conv_expand_depthwise).
 #include <cmath>
 #include <limits>
@@ -91,7 +92,10 @@ class ExpandDepthwiseFusion final : public rewrite::RulePass {
   std::string_view name() const override { return "expand-depthwise-fusion"; }
 
  private:
-  bool enabled(const PassContext& ctx) const override { return ctx.conv_expand_depthwise; }
+  bool enabled(const PassContext& ctx) const override {
+    everywhere_ = ctx.conv_expand_depthwise_everywhere;
+    return ctx.conv_expand_depthwise;
+  }
 
   bool rule(rewrite::Rewriter& rw, Node& dw) override {
     Graph& g = rw.graph();
@@ -140,7 +144,7 @@ class ExpandDepthwiseFusion final : public rewrite::RulePass {
                                   : stage_of(g, act2);
     if (s2) result = act2->output(0);
     else s2 = Stage{};
-    if (!fused_kernel_pays(strides[0], k, s1->act, s2->act)) return false;
+    if (!everywhere_ && !fused_kernel_pays(strides[0], k, s1->act, s2->act)) return false;
 
     auto bias = [&](Value* b, const std::string& base) {
       return b ? b : rw.add_constant(base, Tensor::from<float>({e}, std::vector<float>(size_t(e), 0.f)));
@@ -163,6 +167,8 @@ class ExpandDepthwiseFusion final : public rewrite::RulePass {
     rw.erase_unused(pattern);
     return true;
   }
+
+  mutable bool everywhere_ = false;  // this run's PassContext::conv_expand_depthwise_everywhere (read by enabled())
 };
 
 }  // namespace

@@ -48,6 +48,7 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
   ctx.opt_level = opts.fusion.opt_level;
   ctx.conv_winograd = opts.target.conv_winograd && opts.fusion.rules.winograd;
   ctx.conv_expand_depthwise = opts.target.conv_expand_depthwise;
+  ctx.conv_expand_depthwise_everywhere = opts.target.conv_expand_depthwise_everywhere;
   ctx.target = &opts.target;
   if (!opts.dump_dir.empty()) ctx.dump_dir = (std::filesystem::path(opts.dump_dir) / "passes").string();
   PassManager::for_opt_level(opts.fusion.opt_level).run(g, ctx);

@@ -8,7 +8,7 @@ using testing::header;
 
 const char* kPass = "expand-depthwise-fusion";
 
-testing::Rewritten fuse(const std::string& text, bool enabled = true) {
+testing::Rewritten fuse(const std::string& text, bool enabled = true, bool everywhere = false) {
   std::vector<std::unique_ptr<Pass>> passes;
   passes.push_back(make_layout_nhwc());
   passes.push_back(make_transpose_fold());
@@ -16,6 +16,7 @@ testing::Rewritten fuse(const std::string& text, bool enabled = true) {
   passes.push_back(make_expand_depthwise_fusion());
   PassContext ctx;
   ctx.conv_expand_depthwise = enabled;
+  ctx.conv_expand_depthwise_everywhere = everywhere;
   return testing::rewrite(testing::parse(text), std::move(passes), ctx);
 }
 
@@ -23,7 +24,8 @@ std::string values(int64_t n, int salt) { return testing::test_values(n, salt, 4
 
 struct Block {
   int64_t c = 16, e = 32, h = 10, k = 3, s = 1, dil = 1;
-  std::string act1 = "Clip", act2 = "Clip";  // "Clip" (ReLU6), "Relu", "Silu" (x * Sigmoid(x)), "HardSwish", 
+  std::string act1 = "Clip", act2 = "Clip";  // "Clip" (ReLU6), "Relu", "Silu" (x * Sigmoid(x)), "HardSwish",
+                                               // "Sigmoid", "" (none)
   bool expansion_is_output = false;            // the expanded activation is also a graph output
 };
 
@@ -35,6 +37,7 @@ std::string block(const Block& b) {
     if (kind.empty()) return out + " = Identity(" + in + ")\n";
     if (kind == "Relu") return out + " = Relu(" + in + ")\n";
     if (kind == "HardSwish") return out + " = HardSwish(" + in + ")\n";
+    if (kind == "Sigmoid") return out + " = Sigmoid(" + in + ")\n";
     if (kind == "Silu") return out + "_s = Sigmoid(" + in + ")\n" + out + " = Mul(" + in + ", " + out + "_s)\n";
     return out + " = Clip(" + in + ", lo, hi)\n";
   };
@@ -130,6 +133,37 @@ TEST(ExpandDepthwiseFusion, SiluAndHardSwishActivations) {
     EXPECT_EQ(fused_ops(*d.graph), 0);
     for (const Node* n : d.graph->nodes()) EXPECT_TRUE(n->domain.empty()) << n->describe();
     expect_same_outputs(r.before, d, 1e-4, 1e-5);
+  }
+}
+
+TEST(ExpandDepthwiseFusion, DoesNotFireOutsideWhatTheKernelRunsOrWhereItLoses) {
+  Block shared;  // the expansion is read by a second consumer (a graph output)
+  shared.expansion_is_output = true, shared.act1 = "";
+  Block wide;    // 96 input channels: the expansion is faster on oneDNN
+  wide.c = 96;
+  Block dilated;
+  dilated.dil = 2;
+  Block seven;   // a 7x7 window
+  seven.k = 7;
+  Block sigmoid;  // a Sigmoid after the expansion: not an activation the kernel has
+  sigmoid.act1 = "Sigmoid";
+  Block strided_five;  // stride 2 with a 5x5 window: the convolutions apart are faster (gaf_block_bench)
+  strided_five.k = 5, strided_five.s = 2;
+  Block strided_silu;  // stride 2 with SiLU: likewise
+  strided_silu.s = 2, strided_silu.act1 = strided_silu.act2 = "Silu";
+  for (const Block& b : {shared, wide, dilated, seven, sigmoid, strided_five, strided_silu}) {
+    auto r = fuse(block(b));
+    EXPECT_EQ(r.count(kPass), 0) << r.dump();
+    EXPECT_EQ(fused_ops(*r.after.graph), 0) << r.dump();
+    expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+  }
+  auto off = fuse(block({}), false);  // a target without the kernel
+  EXPECT_EQ(off.count(kPass), 0) << off.dump();
+  // Asked to fuse everywhere (for measuring), the stride-2 blocks the kernel runs but loses on fuse too.
+  for (const Block& b : {strided_five, strided_silu}) {
+    auto r = fuse(block(b), true, true);
+    EXPECT_EQ(r.count(kPass), 1) << r.dump();
+    expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
   }
 }
 

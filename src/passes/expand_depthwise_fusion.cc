@@ -92,10 +92,7 @@ class ExpandDepthwiseFusion final : public rewrite::RulePass {
   std::string_view name() const override { return "expand-depthwise-fusion"; }
 
  private:
-  bool enabled(const PassContext& ctx) const override {
-    everywhere_ = ctx.conv_expand_depthwise_everywhere;
-    return ctx.conv_expand_depthwise;
-  }
+  bool enabled(const PassContext& ctx) const override { return ctx.conv_expand_depthwise; }
 
   bool rule(rewrite::Rewriter& rw, Node& dw) override {
     Graph& g = rw.graph();
@@ -144,7 +141,7 @@ class ExpandDepthwiseFusion final : public rewrite::RulePass {
                                   : stage_of(g, act2);
     if (s2) result = act2->output(0);
     else s2 = Stage{};
-    if (!everywhere_ && !fused_kernel_pays(strides[0], k, s1->act, s2->act)) return false;
+    if (!context().conv_expand_depthwise_everywhere && !fused_kernel_pays(strides[0], k, s1->act, s2->act)) return false;
 
     auto bias = [&](Value* b, const std::string& base) {
       return b ? b : rw.add_constant(base, Tensor::from<float>({e}, std::vector<float>(size_t(e), 0.f)));
@@ -167,8 +164,6 @@ class ExpandDepthwiseFusion final : public rewrite::RulePass {
     rw.erase_unused(pattern);
     return true;
   }
-
-  mutable bool everywhere_ = false;  // this run's PassContext::conv_expand_depthwise_everywhere (read by enabled())
 };
 
 }  // namespace

@@ -117,6 +117,7 @@ class Rewriter {
 class RulePass : public Pass {
  public:
   bool run(Graph& g, PassContext& ctx) final {
+    ctx_ = &ctx;
     if (!enabled(ctx)) return false;
     Rewriter rw(g);
     int count = rw.run([&](Node& n) { return rule(rw, n); });
@@ -128,6 +129,11 @@ class RulePass : public Pass {
   virtual bool rule(Rewriter& rw, Node& n) = 0;
   // Whether the pass applies under these options (target capabilities, rules switches).
   virtual bool enabled(const PassContext&) const { return true; }
+  // The options of the run in progress, for rules that depend on them.
+  const PassContext& context() const { return *ctx_; }
+
+ private:
+  const PassContext* ctx_ = nullptr;
 };
 
 }  // namespace gaf::rewrite

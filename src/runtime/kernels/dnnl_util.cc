@@ -196,10 +196,7 @@ void swish_inplace(float* y, int64_t n, float alpha) {
       i = e;
     }
 #endif
-    for (; i < e; ++i) {  // the same limits as the vector form: 0 once exp(-alpha x) passes 2^126
-      const double t = -double(alpha) * double(y[i]);
-      y[i] = t > 126.0 * 0.69314718055994531 ? 0.0f : float(double(y[i]) / (1.0 + std::exp(t)));
-    }
+    for (; i < e; ++i) y[i] = simd::swish(y[i], alpha);
   });
 }
 #if defined(__AVX512F__)

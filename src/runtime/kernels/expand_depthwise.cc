@@ -187,6 +187,7 @@ ExpandDepthwise::ExpandDepthwise(const float* w1, const float* b1, const float* 
       e_(e),
       c_(c),
       chunk_(best_chunk(g, e, c, omp_get_max_threads())),
+      bands1_(best_bands(g, e, c, 1, chunk_, omp_get_max_threads())),
       expand_(w1, b1, e, c, chunk_) {
   GAF_ASSERT(supports(g, e), "ExpandDepthwise: unsupported geometry");
   const int64_t taps = g.k * g.k, panels = expand_.panels();
@@ -205,7 +206,7 @@ void ExpandDepthwise::run(const float* x, int64_t batch, float* y) const {
   const int64_t k = g_.k, s = g_.stride, oh = g_.oh(), ow = g_.ow(), panels = expand_.panels();
   const int64_t cols = g_.w + g_.pad_left + g_.pad_right, slot = cols * chunk_;
   // Row bands split the output rows further when the channel slices alone would leave threads uneven.
-  const int64_t bands = best_bands(g_, e_, c_, batch, chunk_, omp_get_max_threads());
+  const int64_t bands = batch == 1 ? bands1_ : best_bands(g_, e_, c_, batch, chunk_, omp_get_max_threads());
   const RowFn row = row_kernel(k, s);
   const ActivateFn activate = activate_kernel(clamps_.act2);
   PointwiseConv::Epilogue ep;
@@ -223,7 +224,7 @@ void ExpandDepthwise::run(const float* x, int64_t batch, float* y) const {
       const int64_t n = t / (panels * bands), p = t / bands % panels, band = t % bands;
       const int64_t oy0 = oh * band / bands, oy1 = oh * (band + 1) / bands;
       const int64_t width = expand_.panel_cols(p), nv = (width + 15) / 16, c0 = expand_.panel_start(p);
-      const __mmask16 last = __mmask16(width % 16 == 0 ? 0xFFFF : (1u << (width % 16)) - 1);
+      const __mmask16 last = tail_mask(width);
       const float* xn = x + n * g_.h * g_.w * c_;
       const float* w2 = w2_.data() + p * k * k * chunk_;
       const float* b2 = b2_.data() + p * chunk_;

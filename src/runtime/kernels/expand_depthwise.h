@@ -52,6 +52,7 @@ class ExpandDepthwise {
   Geometry g_;
   Clamps clamps_;
   int64_t e_, c_, chunk_;
+  int64_t bands1_;  // row bands for one image (best_bands), chosen with chunk_ at construction
   PointwiseConv expand_;  // panels of chunk_ channels: one per task's channel slice
   std::vector<float> w2_;  // per panel: [K * K][chunk_] taps, channels innermost
   std::vector<float> b2_;

@@ -166,7 +166,7 @@ void PointwiseConv::run_panel(int64_t panel, const float* x, int64_t pixels, flo
                               const Epilogue& ep) const {
 #if defined(__AVX512F__)
   const int64_t cols = panel_cols_[size_t(panel)], nv = (cols + 15) / 16;
-  const __mmask16 last = __mmask16(cols % 16 == 0 ? 0xFFFF : (1u << (cols % 16)) - 1);
+  const __mmask16 last = tail_mask(cols);
   const float* w = packed_.data() + panel_offset_[size_t(panel)];
   const float* b = bias_.data() + bias_offset_[size_t(panel)];
   const int64_t pb = tile_pixels(int(nv));

@@ -11,15 +11,12 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
-#if defined(__AVX512F__)
 #include "runtime/kernels/simd_exp.h"
-#endif
 
 namespace gaf::runtime {
 
@@ -27,15 +24,18 @@ namespace gaf::runtime {
 // x clamp(x / 6 + 1/2, 0, 1), or none.
 enum class Activation : unsigned char { None, Swish, HardSwish };
 
-// The scalar form (for reference paths): the vector one's limits, 0 once exp(-alpha x) passes 2^126.
+// The scalar form (for reference paths), with the vector one's limits.
 inline float activate(float x, Activation act, float alpha) {
   if (act == Activation::HardSwish) return x * std::min(1.f, std::max(0.f, x * (1.f / 6.f) + 0.5f));
-  if (act != Activation::Swish) return x;
-  const double t = -double(alpha) * double(x);
-  return t > 126.0 * 0.69314718055994531 ? 0.f : float(double(x) / (1.0 + std::exp(t)));
+  return act == Activation::Swish ? simd::swish(x, alpha) : x;
 }
 
 #if defined(__AVX512F__)
+// The lanes of the last of ceil(cols / 16) vectors that hold one of cols channels.
+inline __mmask16 tail_mask(int64_t cols) {
+  return __mmask16(cols % 16 == 0 ? 0xFFFF : (1u << (cols % 16)) - 1);
+}
+
 // activate() on 16 lanes; neg_a_log2e = -alpha log2(e) (simd::swish16).
 inline __m512 activate16(__m512 x, Activation act, __m512 neg_a_log2e) {
   if (act == Activation::Swish) return simd::swish16(x, neg_a_log2e);

@@ -6,6 +6,19 @@
 // exp(x) is exp2_16(x * log2(e)): the rounding of that product adds a relative error of about |t| 6e-8.
 #pragma once
 
+#include <cmath>
+
+namespace gaf::runtime::simd {
+
+// x * sigmoid(alpha x) with swish16's limits, for scalar tails and reference paths: 0 once exp(-alpha x) passes
+// 2^126.
+inline float swish(float x, float alpha) {
+  const double t = -double(alpha) * double(x);
+  return t > 126.0 * 0.69314718055994531 ? 0.f : float(double(x) / (1.0 + std::exp(t)));
+}
+
+}  // namespace gaf::runtime::simd
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 

@@ -77,6 +77,7 @@ struct FusionRules {
   std::vector<FusionRule> rules;
   std::set<std::string> skip_nodes;     // node names never fused
   std::set<std::string> skip_op_types;  // op types never fused
+  std::set<std::string> skip_passes;    // rewrite passes not run (their names as in the report's rewrites[])
 
   // Parses the JSON rules file; unknown keys and bad values are errors naming the key and line.
   static FusionRules parse(const std::string& json_text, const std::string& source = "rules");

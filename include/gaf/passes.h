@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,7 @@ struct PassContext {
   bool conv_expand_depthwise = false;   // the target runs gaf.ExpandDepthwiseConv (Target::conv_expand_depthwise)
   bool conv_expand_depthwise_everywhere = false;  // also where it measured slower (Target's, for measuring)
   const Target* target = nullptr;       // for rewrites that weigh a benefit (nullptr: Target::cpu_host())
+  std::set<std::string> skip_passes;    // passes the PassManager leaves out (the rules' "skip_passes")
   void count(std::string_view pass, int n = 1) { rewrites[std::string(pass)] += n; }
 };
 
@@ -70,6 +72,7 @@ std::unique_ptr<Pass> make_transpose_fold();       // Transposes into Gemm flags
 std::unique_ptr<Pass> make_layout_nhwc();          // Conv -> channels-last gaf.Conv between Transposes (CPU)
 std::unique_ptr<Pass> make_channel_scale_fold();    // Conv(Mul(x, s per channel), W) -> Conv(x, W * s) when cheaper
 std::unique_ptr<Pass> make_expand_depthwise_fusion();  // 1x1 expansion + depthwise gaf.Conv -> gaf.ExpandDepthwiseConv
+std::unique_ptr<Pass> make_squeeze_excitation_fusion();  // pool, 1x1 convs, gate, Mul -> gaf.SqueezeExcitation
 std::unique_ptr<Pass> make_channel_shuffle_fusion();  // Concat -> channel shuffle -> even Slices -> gaf.ChannelShuffle
 std::unique_ptr<Pass> make_conv_winograd();        // 3x3 stride-1 gaf.Conv -> algorithm = "winograd" when it pays
 std::unique_ptr<Pass> make_sibling_matmul_merge();  // MatMuls sharing an input -> MatMul + Split

@@ -68,15 +68,16 @@ void parse_global(const json& g, FusionRules& r, const Source& src) {
       double f = m[1].matched ? std::stod(m[1]) : m[2].matched ? std::stod(m[2]) : 1.0;
       if (!(f > 0 && f <= 1)) src.error(k, "the fraction must be in (0, 1], got {}", f);
       r.onchip_fraction = f;
-    } else if (k == "skip_nodes" || k == "skip_op_types") {
+    } else if (k == "skip_nodes" || k == "skip_op_types" || k == "skip_passes") {
       if (!v.is_array()) src.error(k, "must be a list of strings");
       for (const json& s : v) {
         if (!s.is_string()) src.error(k, "must be a list of strings");
-        (k == "skip_nodes" ? r.skip_nodes : r.skip_op_types).insert(s.get<std::string>());
+        (k == "skip_nodes" ? r.skip_nodes : k == "skip_op_types" ? r.skip_op_types : r.skip_passes)
+            .insert(s.get<std::string>());
       }
     } else {
       src.error(k, "unknown key in \"global\" (known: enable_fusion, precision_mode, max_ops_per_group, "
-                   "max_inputs_per_group, max_rounds, constraint, skip_nodes, skip_op_types, winograd)");
+                   "max_inputs_per_group, max_rounds, constraint, skip_nodes, skip_op_types, skip_passes, winograd)");
     }
   }
 }

@@ -12,6 +12,8 @@
 //   Conv, MaxPool, AveragePool (layout NHWC) -> Transpose(op(Transpose(x, to NCHW)), to NHWC)
 //   ExpandDepthwiseConv   -> Transpose(Act(Conv<group E>(Act(Conv(Transpose(x), W1, B1)), W2, B2))) (NCHW inside),
 //                            Act a Clip and then Silu or HardSwish as above, each where the op has it
+//   SqueezeExcitation     -> Mul(x, Gate(Conv(Act(Conv(ReduceMean(x), W1, B1)), W2, B2))) (the gates alone with
+//                            gate_only), the pooled channels transposed to NCHW and the gates back when channels-last
 //   ChannelShuffle        -> Slice(Reshape(Transpose(Reshape(Concat(X_g)))), one per output) (the channel shuffle)
 //   Attention             -> Transpose(MatMul(Softmax(MatMul(Q', Transpose(K')) * scale [+ mask]), V'), out_perm)
 //                            with Q' = Transpose(Q, q_perm) and so on (a Transpose only where a perm is given)
@@ -107,9 +109,8 @@ class Decomposer {
       if (axis < 0) axis += rank;
       std::vector<int64_t> axes;
       for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
-      std::map<std::string, Attribute> ra{{"axes", axes}, {"keepdims", int64_t(1)}};
-      Value* d = centre ? op(n, "Sub", {x, op(n, "ReduceMean", {x}, ra)}, {}, t) : x;
-      Value* var = op(n, "ReduceMean", {op(n, "Mul", {d, d}, {}, t)}, ra);
+      Value* d = centre ? op(n, "Sub", {x, reduce_mean(n, x, axes)}, {}, t) : x;
+      Value* var = reduce_mean(n, op(n, "Mul", {d, d}, {}, t), axes);
       Value* den = op(n, "Sqrt", {op(n, "Add", {var, scalar(n->attr_float("epsilon", 1e-5f))})});
       Value* y = op(n, "Div", {d, den}, {}, t);
       if (n->input(1)) y = op(n, "Mul", {y, n->input(1)}, {}, t);
@@ -123,6 +124,10 @@ class Decomposer {
     }
     if (kind == "ExpandDepthwiseConv") {
       replace(n, expand_depthwise(n));
+      return true;
+    }
+    if (kind == "SqueezeExcitation") {
+      replace(n, squeeze_excitation(n));
       return true;
     }
     if (kind == "ChannelShuffle") {
@@ -176,6 +181,36 @@ class Decomposer {
     Value* d = op(n, "Conv", {a, n->input(3), n->input(4)},
                   {{"group", e}, {"strides", n->attr_ints("strides")}, {"pads", n->attr_ints("pads")}});
     return op(n, "Transpose", {stage(n, d, "min2", "max2", "activation2")}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+  }
+
+  // ReduceMean<axes, keepdims>(v): axes an attribute before opset 18, an input from it.
+  Value* reduce_mean(Node* n, Value* v, const std::vector<int64_t>& axes) {
+    if (opset_ >= 18) return op(n, "ReduceMean", {v, ints(axes)}, {{"keepdims", int64_t(1)}});
+    return op(n, "ReduceMean", {v}, {{"axes", axes}, {"keepdims", int64_t(1)}});
+  }
+
+  // Mul(x, Gate(Conv(Act(Clip(Conv(mean, W1, B1))), W2, B2))), mean the spatial ReduceMean of x; channels-last,
+  // the pooled [N, 1..., C] is transposed to [N, C, 1...] for the convolutions and the gates back.
+  Value* squeeze_excitation(Node* n) {
+    Value* x = n->input(0);
+    const int rank = x->type.shape ? int(x->type.shape->size()) : -1;
+    GAF_CHECK(rank >= 3, "{}: the rank of X is unknown", n->describe());
+    const bool nhwc = n->attr_string("layout", "NCHW") == "NHWC";
+    std::vector<int64_t> spatial, to_nchw = {0, rank - 1}, to_nhwc = {0};
+    for (int64_t a = nhwc ? 1 : 2; a < (nhwc ? rank - 1 : rank); ++a) spatial.push_back(a);
+    for (int64_t a = 1; a < rank - 1; ++a) to_nchw.push_back(a);
+    for (int64_t a = 2; a < rank; ++a) to_nhwc.push_back(a);
+    to_nhwc.push_back(1);
+    Value* m = reduce_mean(n, x, spatial);
+    if (nhwc) m = op(n, "Transpose", {m}, {{"perm", to_nchw}});
+    Value* h = stage(n, op(n, "Conv", {m, n->input(1), n->input(2)}), "min", "max", "activation");
+    Value* g = op(n, "Conv", {h, n->input(3), n->input(4)});
+    if (n->attr_string("gate", "Sigmoid") == "HardSigmoid")
+      g = op(n, "HardSigmoid", {g}, {{"alpha", n->attr_float("alpha", 0.2f)}, {"beta", n->attr_float("beta", 0.5f)}});
+    else
+      g = op(n, "Sigmoid", {g});
+    if (nhwc) g = op(n, "Transpose", {g}, {{"perm", to_nhwc}});
+    return n->attr_int("gate_only", 0) ? g : op(n, "Mul", {x, g}, {}, &x->type);
   }
 
   Value* ints(const std::vector<int64_t>& v) {

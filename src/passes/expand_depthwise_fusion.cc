@@ -26,6 +26,8 @@ namespace {
 
 using rewrite::all_equal;
 using rewrite::constant_of;
+using rewrite::Stage;
+using rewrite::stage_of;
 
 // The fused kernel computes the expansion on PointwiseConv's register tiles, which beat oneDNN 2.6's 1x1
 // convolution up to 64 input channels and lose beyond (MobileNetV2's 96 -> 576 expansion and 3x3 at 14x14:
@@ -38,42 +40,6 @@ constexpr int64_t kMaxExpansionInputs = 64;
 // gains (MobileNetV2: 0.87-0.94x), at stride 1 it gains or ties (0.79-1.00x).
 bool fused_kernel_pays(int64_t stride, int64_t k, const std::string& act1, const std::string& act2) {
   return stride == 1 || (k == 3 && act1.empty() && act2.empty());
-}
-
-// An activation the fused kernel applies after a convolution: a clamp (Relu, Clip) or a named one.
-struct Stage {
-  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
-  std::string act;  // "Silu", "HardSwish" or empty
-};
-
-// The Stage of a Relu, a Clip with constant (or absent) bounds, a gaf.Silu or a HardSwish; nullopt for anything
-// else.
-std::optional<Stage> stage_of(const Graph& g, const Node* n) {
-  if (!n) return std::nullopt;
-  Stage c;
-  if ((n->domain == rewrite::kGafDomain && n->op_type == "Silu") ||
-      ((n->domain.empty() || n->domain == rewrite::kGafDomain) && n->op_type == "HardSwish")) {
-    c.act = n->op_type;
-    return c;
-  }
-  if (!n->domain.empty()) return std::nullopt;
-  if (n->op_type == "Relu") {
-    c.lo = 0.f;
-    return c;
-  }
-  if (n->op_type != "Clip") return std::nullopt;
-  if (n->opset < 11) {
-    c.lo = n->attr_float("min", c.lo), c.hi = n->attr_float("max", c.hi);
-    return c;
-  }
-  for (int i = 1; i <= 2; ++i) {
-    if (!n->input(i)) continue;
-    const auto v = rewrite::scalar_operand(g, n->input(i), n->input(0));
-    if (!v) return std::nullopt;
-    (i == 1 ? c.lo : c.hi) = float(*v);
-  }
-  if (!(c.lo <= c.hi)) return std::nullopt;  // NaN bounds or min > max: left to the plain ops
-  return c;
 }
 
 bool nhwc_conv(const Node* n) {

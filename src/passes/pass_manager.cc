@@ -11,6 +11,7 @@ bool PassManager::run(Graph& g, PassContext& ctx, int max_iterations) {
   for (int it = 0; it < max_iterations; ++it) {
     bool changed = false;
     for (const auto& p : passes_) {
+      if (ctx.skip_passes.count(std::string(p->name()))) continue;
       bool c = p->run(g, ctx);
       changed |= c;
       if (c && ctx.verify_each) verify(g);
@@ -59,6 +60,8 @@ PassManager PassManager::for_opt_level(int opt_level) {
     pm.add(make_channel_scale_fold());
     pm.add(make_expand_depthwise_fusion());
   }
+  // After channel-scale-fold: where it moved a gate into the projection's weights, only the gates are left.
+  pm.add(make_squeeze_excitation_fusion());
   // After transpose folding, which leaves ShuffleNet's channel shuffles channels-last.
   pm.add(make_channel_shuffle_fusion());
   pm.add(make_matmul_add_to_gemm());

@@ -116,6 +116,34 @@ std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n, i
 
 bool keeps_dims(const Node& reduce) { return reduce.attr_int("keepdims", 1) != 0; }
 
+std::optional<Stage> stage_of(const Graph& g, const Node* n) {
+  if (!n) return std::nullopt;
+  Stage c;
+  if ((n->domain == kGafDomain && n->op_type == "Silu") ||
+      ((n->domain.empty() || n->domain == kGafDomain) && n->op_type == "HardSwish")) {
+    c.act = n->op_type;
+    return c;
+  }
+  if (!n->domain.empty()) return std::nullopt;
+  if (n->op_type == "Relu") {
+    c.lo = 0.f;
+    return c;
+  }
+  if (n->op_type != "Clip") return std::nullopt;
+  if (n->opset < 11) {
+    c.lo = n->attr_float("min", c.lo), c.hi = n->attr_float("max", c.hi);
+    return c;
+  }
+  for (int i = 1; i <= 2; ++i) {
+    if (!n->input(i)) continue;
+    const auto v = scalar_operand(g, n->input(i), n->input(0));
+    if (!v) return std::nullopt;
+    (i == 1 ? c.lo : c.hi) = float(*v);
+  }
+  if (!(c.lo <= c.hi)) return std::nullopt;  // NaN bounds or min > max: left to the plain ops
+  return c;
+}
+
 std::optional<std::vector<double>> per_channel(const Tensor& c, int rank, int64_t m) {
   if (c.dtype() == DType::String || c.rank() > rank) return std::nullopt;
   std::vector<int64_t> dims(size_t(rank - c.rank()), 1);

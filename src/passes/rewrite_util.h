@@ -9,7 +9,9 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <unordered_set>
 #include <utility>
@@ -55,6 +57,15 @@ Value* other_operand(const Node* n, const Value* v);
 // when unknown or when the node reduces nothing (noop_with_empty_axes).
 std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n, int rank);
 bool keeps_dims(const Node& reduce);
+
+// An activation a fused convolution kernel applies after its sum: a clamp (Relu, Clip) or a named one.
+struct Stage {
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  std::string act;  // "Silu", "HardSwish" or empty
+};
+// The Stage of a Relu, a Clip with constant (or absent) bounds, a gaf.Silu or a HardSwish (either domain);
+// nullopt for anything else.
+std::optional<Stage> stage_of(const Graph& g, const Node* n);
 
 // The permutation of the Transpose `t` when valid and known (no perm attribute: the dims reversed).
 std::optional<std::vector<int64_t>> transpose_perm(const Node& t);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "gaf/codegen.h"
 #include "gaf/onnx_io.h"
@@ -50,6 +51,14 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
   ctx.conv_expand_depthwise = opts.target.conv_expand_depthwise;
   ctx.conv_expand_depthwise_everywhere = opts.target.conv_expand_depthwise_everywhere;
   ctx.target = &opts.target;
+  ctx.skip_passes = opts.fusion.rules.skip_passes;
+  if (!ctx.skip_passes.empty()) {
+    const std::vector<std::string> names = PassManager::for_opt_level(3).names();
+    const std::set<std::string> known(names.begin(), names.end());
+    for (const std::string& p : ctx.skip_passes)
+      if (!known.count(p))
+        fail("rules: skip_passes names '{}', which is no rewrite pass (known: {})", p, fmt::join(known, ", "));
+  }
   if (!opts.dump_dir.empty()) ctx.dump_dir = (std::filesystem::path(opts.dump_dir) / "passes").string();
   PassManager::for_opt_level(opts.fusion.opt_level).run(g, ctx);
   r.rewrites = ctx.rewrites;

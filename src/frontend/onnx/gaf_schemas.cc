@@ -291,6 +291,52 @@ onnx::OpSchema channel_shuffle() {
   return s;
 }
 
+// gaf.SqueezeExcitation(X, W1, B1, W2, B2) -> X's shape, or with gate_only the gates: X's shape with every
+// spatial dimension 1.
+void infer_squeeze_excitation(onnx::InferenceContext& ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  if (!onnx::hasInputShape(ctx, 0)) return;
+  const auto& xs = ctx.getInputType(0)->tensor_type().shape();
+  const int rank = xs.dim_size();
+  if (rank < 3) fail_shape_inference("X must have rank 3 or more");
+  auto* out = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  *out = xs;
+  const auto* gate_only = ctx.getAttribute("gate_only");
+  if (!gate_only || gate_only->i() == 0) return;
+  const auto* layout = ctx.getAttribute("layout");
+  const int channels = layout && layout->s() == "NHWC" ? rank - 1 : 1;
+  for (int a = 1; a < rank; ++a)
+    if (a != channels) out->mutable_dim(a)->set_dim_value(1);
+}
+
+onnx::OpSchema squeeze_excitation() {
+  onnx::OpSchema s;
+  s.SetName("SqueezeExcitation")
+      .SetDomain("gaf")
+      .SinceVersion(1)
+      .SetDoc("X * Gate(Conv1x1(Act(Clip(Conv1x1(GlobalAveragePool(X), W1, B1), min, max)), W2, B2)), or the gates "
+              "alone (gate_only).")
+      .Attr("layout", "NCHW (channels second) or NHWC (channels last)", onnx::AttributeProto::STRING,
+            std::string("NCHW"))
+      .Attr("min", "clamp of the hidden layer (ReLU: 0)", onnx::AttributeProto::FLOAT, onnx::OPTIONAL_VALUE)
+      .Attr("max", "clamp of the hidden layer", onnx::AttributeProto::FLOAT, onnx::OPTIONAL_VALUE)
+      .Attr("activation", "Silu or HardSwish after the hidden layer's clamp", onnx::AttributeProto::STRING,
+            onnx::OPTIONAL_VALUE)
+      .Attr("gate", "Sigmoid or HardSigmoid", onnx::AttributeProto::STRING, std::string("Sigmoid"))
+      .Attr("alpha", "HardSigmoid's alpha", onnx::AttributeProto::FLOAT, 0.2f)
+      .Attr("beta", "HardSigmoid's beta", onnx::AttributeProto::FLOAT, 0.5f)
+      .Attr("gate_only", "1: the output is the gates, not X scaled by them", onnx::AttributeProto::INT, int64_t(0))
+      .Input(0, "X", "activations [N, C, spatial...] or [N, spatial..., C]", "T")
+      .Input(1, "W1", "squeeze weights [R, C, 1...]", "T")
+      .Input(2, "B1", "squeeze bias [R]", "T", onnx::OpSchema::Optional)
+      .Input(3, "W2", "excitation weights [C, R, 1...]", "T")
+      .Input(4, "B2", "excitation bias [C]", "T", onnx::OpSchema::Optional)
+      .Output(0, "Y", "X scaled per channel, or the gates", "T")
+      .TypeConstraint("T", {"tensor(float)"}, "float tensors")
+      .TypeAndShapeInferenceFunction(infer_squeeze_excitation);
+  return s;
+}
+
 }  // namespace
 
 void register_gaf_schemas() {
@@ -310,6 +356,7 @@ void register_gaf_schemas() {
     onnx::RegisterSchema(nhwc("AveragePool", false));
     onnx::RegisterSchema(expand_depthwise());
     onnx::RegisterSchema(channel_shuffle());
+    onnx::RegisterSchema(squeeze_excitation());
   });
 }
 

@@ -207,7 +207,7 @@ Model import_model(onnx::ModelProto proto, const std::string& base_dir, const Im
   }
   if (opts.infer_shapes) {
     try {
-      onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), shape_inference_options());
+      onnx::shape_inference::InferShapes(proto, schema_registry(), shape_inference_options());
     } catch (const std::exception& e) {
       fail("ONNX shape inference failed: {}", e.what());
     }
@@ -268,7 +268,7 @@ void infer_types(Model& model) {
   onnx_io::register_gaf_schemas();
   onnx::ModelProto proto = onnx_io::export_model(model);
   try {
-    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), onnx_io::shape_inference_options());
+    onnx::shape_inference::InferShapes(proto, onnx_io::schema_registry(), onnx_io::shape_inference_options());
   } catch (const std::exception& e) {
     fail("ONNX shape inference failed: {}", e.what());
   }

@@ -17,7 +17,7 @@ namespace gaf::onnx_io {
 std::vector<std::optional<TensorType>> infer_node_types(const Node& n) {
   std::vector<std::optional<TensorType>> out(size_t(n.num_outputs()));
   register_gaf_schemas();
-  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(n.op_type, n.opset > 0 ? n.opset : 17, n.domain);
+  const onnx::OpSchema* schema = schema_registry()->GetSchema(n.op_type, n.opset > 0 ? n.opset : 17, n.domain);
   if (!schema || !schema->has_type_and_shape_inference_function()) return out;
 
   onnx::NodeProto np;

@@ -17,6 +17,7 @@ void register_all_op_families(OpRegistry& r) {
   register_extra_ops(r);
   register_attention_ops(r);
   register_expand_depthwise_ops(r);
+  register_squeeze_excitation_ops(r);
 }
 
 }  // namespace gaf::runtime

@@ -19,8 +19,9 @@ void register_misc_ops(OpRegistry& r);           // Constant, Shape, Size, Range
 void register_random_ops(OpRegistry& r);         // RandomUniform/Normal(Like), Bernoulli
 void register_fused_ops(OpRegistry& r);          // gaf.fused nodes
 void register_gaf_ops(OpRegistry& r);            // gaf.Gelu, gaf.LayerNormalization, ... (rewrite results)
-void register_extra_ops(OpRegistry& r);
+void register_extra_ops(OpRegistry& r);          // losses, RNN/GRU/LSTM, string, detection and sampling ops
 void register_expand_depthwise_ops(OpRegistry& r);  // gaf.ExpandDepthwiseConv (expand-depthwise-fusion)
-void register_attention_ops(OpRegistry& r);      // gaf.Attention (flash-style, from attention fusion)          // losses, RNN/GRU/LSTM, string, detection and sampling ops
+void register_squeeze_excitation_ops(OpRegistry& r);  // gaf.SqueezeExcitation (squeeze-excitation-fusion)
+void register_attention_ops(OpRegistry& r);      // gaf.Attention (flash-style, from attention fusion)
 
 }  // namespace gaf::runtime

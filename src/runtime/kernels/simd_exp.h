@@ -50,6 +50,16 @@ inline __m512 swish16(__m512 x, __m512 neg_a_log2e) {
   return _mm512_maskz_mul_ps(_knot_mask16(tiny), x, r);
 }
 
+// sigmoid(x) = 1 / (1 + 2^t), t = -x log2(e) clamped to [-126, 126] (swish16's reciprocal, without the x): 0 <
+// sigmoid(x) <= 1, about 2^-126 for x below -87; NaN stays NaN.
+inline __m512 sigmoid16(__m512 x) {
+  const __m512 tx = _mm512_mul_ps(x, _mm512_set1_ps(-1.4426950408889634f));
+  const __m512 t = _mm512_min_ps(_mm512_set1_ps(126.f), _mm512_max_ps(_mm512_set1_ps(-126.f), tx));
+  const __m512 d = _mm512_add_ps(exp2_16(t), _mm512_set1_ps(1.f));
+  const __m512 r = _mm512_rcp14_ps(d);
+  return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.f)));  // r (2 - d r)
+}
+
 // x * clamp(x / 6 + 1/2, 0, 1), ONNX's HardSwish; the gate's min/max keep NaN out of it, so NaN * gate = NaN.
 inline __m512 hard_swish16(__m512 x) {
   const __m512 gate = _mm512_fmadd_ps(x, _mm512_set1_ps(1.f / 6.f), _mm512_set1_ps(0.5f));

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "gaf/onnx_io.h"
+#include "gaf/session.h"
 #include "gaf/tools.h"
 
 namespace gaf {
@@ -157,6 +158,31 @@ TEST(Import, BadModelsGiveClearErrors) {
   EXPECT_NE(msg("<ir_version: 8, opset_import: [\"\" : 17]> g (float[2] x) => (float[2] y) { y = Relu(z) }"),
             "");
   EXPECT_NE(msg("this is not onnx").find("cannot parse"), std::string::npos);
+}
+
+// ONNX 1.12's convolution and pooling shape inference indexed past its attributes when the input's rank and the
+// window's disagreed, and the import crashed. Such a model imports now (its shapes stay unknown there) and running
+// it names the node and the bad rank.
+TEST(Import, WindowOpsWithTheWrongRankDoNotCrashShapeInference) {
+  const std::string head = "<ir_version: 8, opset_import: [\"\" : 17]> g (float[1,4,3,3] x) => (float[1,2] y) {\n";
+  const std::string conv = head +
+                           "  m = ReduceMean <axes = [2, 3], keepdims = 0> (x)\n"
+                           "  w = Constant <value = float[2,4,1,1] {1,1,1,1,1,1,1,1}> ()\n"
+                           "  y = Conv (m, w)\n}";
+  const std::string pool = head +
+                           "  p = MaxPool <kernel_shape = [2, 2, 2]> (x)\n"
+                           "  y = ReduceMean <axes = [2, 3, 4], keepdims = 0> (p)\n}";
+  for (const std::string& text : {conv, pool}) {
+    Model m = onnx_io::parse_model_text(text);
+    runtime::Session s(*m.graph);
+    std::vector<Tensor> in = {Tensor::from<float>({1, 4, 3, 3}, std::vector<float>(36, 1.f))};
+    try {
+      s.run(in);
+      ADD_FAILURE() << "ran: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("node '"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

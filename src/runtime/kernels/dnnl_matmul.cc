@@ -6,6 +6,7 @@
 #include "runtime/kernels/dnnl_geom.h"
 #include "runtime/kernels/dnnl_kernels.h"
 #include "runtime/kernels/dnnl_util.h"
+#include "runtime/kernels/gemv.h"
 
 namespace gaf::runtime::dnnl_detail {
 
@@ -215,7 +216,16 @@ class MatMulKernel final : public Kernel {
     std::vector<Dims> addend_padded;  // addend dims in oneDNN dst space before any expansion
     std::vector<bool> addend_expand;  // materialise the addend to the full dst first (broadcast fallback)
     ArgCache args;                    // the primitive's arguments, re-pointed each run
+    std::unique_ptr<Gemv> gemv;       // a few rows against constant weights: our kernel instead of the primitive
   };
+
+  // A few dense rows of A against constant B large enough to be a stream over the weights (gemv.h).
+  bool gemv_pays(const Problem& p) const {
+    if (!b_const_.defined() || p.src.size() != 2 || p.src_strides != Dims{p.K, 1}) return false;
+    const bool transposed = p.wei_strides == Dims{1, p.K};
+    if (!transposed && p.wei_strides != Dims{p.N, 1}) return false;
+    return p.src[0] <= Gemv::kMaxRows && p.K * p.N >= (int64_t(1) << 16);
+  }
 
   // Gemm's C must broadcast unidirectionally to [M, N].
   void check_c(const Dims& c, const Dims& out) const {
@@ -267,6 +277,10 @@ class MatMulKernel final : public Kernel {
     for (const Dims& ad : addends) e->addend_padded.push_back(*addend_in_dst(node_, p, ad));
     if (numel_of(p.out) == 0 || p.K == 0) {
       e->degenerate = true;
+      return e;
+    }
+    if (gemv_pays(p)) {
+      e->gemv = std::make_unique<Gemv>(b_const_.data<float>(), p.K, p.N, p.wei_strides == Dims{1, p.K});
       return e;
     }
     using dt = memory::data_type;
@@ -334,12 +348,21 @@ class MatMulKernel final : public Kernel {
     Tensor& Y = ctx.allocate_output(0, A.dtype(), p.out);
     if (Y.numel() == 0) return;
     Tensor Yf = Y.dtype() == DType::Float ? Y : Tensor(DType::Float, p.out, ctx.allocator());
-    if (e.degenerate) {  // K == 0: the product is zero
-      std::fill_n(Yf.data<float>(), Yf.numel(), 0.f);
+    if (e.degenerate || e.gemv) {  // K == 0 (the product is zero), or a few rows: then alpha C and the post-ops
+      if (e.gemv) {
+        Tensor Af = to_float(A, ctx.allocator());
+        e.gemv->run(Af.data<float>(), p.src[0], p.K, Yf.data<float>());
+        if (alpha_ != 1.f)
+          for (int64_t i = 0; i < Yf.numel(); ++i) Yf.data<float>()[i] *= alpha_;
+      } else {
+        std::fill_n(Yf.data<float>(), Yf.numel(), 0.f);
+      }
       if (use_c_) {
         Tensor c = addend_tensor(ctx, -1, C);
         Tensor full = expand_float(c, addend_dims(node_, c.dims(), p.out), p.out, ctx.allocator());
-        std::memcpy(Yf.raw(), full.raw(), full.nbytes());
+        float* y = Yf.data<float>();
+        const float* cf = full.data<float>();
+        for (int64_t i = 0; i < Yf.numel(); ++i) y[i] += cf[i];
       }
       apply_post_ops_ref(node_, user_ops_, ctx, Yf.data<float>(), p.out);
     } else {

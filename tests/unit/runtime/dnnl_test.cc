@@ -507,6 +507,32 @@ TEST(DnnlGemm, NoBiasBetaZeroAndDouble) {
                ref_gemm(Ah, Bh, &Ch, false, false, 1, 1, 8, 4, 16), 2e-3, 2e-3);
 }
 
+// A few rows against constant weights of at least 64K elements run on Gemv (gemv.h), not oneDNN: every row
+// count up to its 8, both weight layouts, column counts that end in a partial panel and a partial vector, alpha,
+// every broadcast of C, and a MatMul whose batch folds into the rows.
+TEST(DnnlGemm, FewRowsAgainstConstantWeights) {
+  uint32_t seed = 90;
+  for (int64_t m : {1, 2, 3, 5, 8})
+    for (bool tb : {false, true})
+      for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1000, 96}, std::pair<int64_t, int64_t>{203, 401}})
+        for (Dims cdims : {Dims{}, Dims{n}, Dims{m, 1}, Dims{m, n}}) {
+          SCOPED_TRACE(fmt::format("M {} N {} K {} tb {} C {}", m, n, k, tb, dims_to_string(cdims)));
+          Tensor A = random_tensor(DType::Float, {m, k}, seed++);
+          Tensor B = random_tensor(DType::Float, tb ? Dims{n, k} : Dims{k, n}, seed++);
+          Tensor C = random_tensor(DType::Float, cdims, seed++);
+          std::map<std::string, Attribute> attrs = {{"transB", int64_t(tb)}, {"alpha", 0.75f}, {"beta", -1.5f}};
+          const bool with_c = !cdims.empty();
+          std::vector<const Tensor*> ins = {&A, &B};
+          if (with_c) ins.push_back(&C);
+          auto want = ref_gemm(A, B, with_c ? &C : nullptr, false, tb, 0.75, with_c ? -1.5 : 0.0, m, n, k);
+          expect_close(run1("Gemm", ins, attrs, {false, true, true}), {m, n}, want);
+        }
+  Tensor a = random_tensor(DType::Float, {2, 1, 300}, seed++), b = random_tensor(DType::Float, {300, 250}, seed++);
+  Dims od;
+  auto want = ref_matmul(as_double(a), a.dims(), as_double(b), b.dims(), &od);
+  expect_close(run1("MatMul", {&a, &b}, {}, {false, true}), od, want);
+}
+
 TEST(DnnlGemm, BadShapes) {
   Tensor A = random_tensor(DType::Float, {4, 3}, 1), B = random_tensor(DType::Float, {4, 5}, 2);
   expect_error("Gemm", {&A, &B}, {}, {"'op'", "inner dimensions"});
@@ -1162,6 +1188,27 @@ TEST(DnnlPostOps, MatMulAndGemmEpilogues) {
   g = ref_gemm(xa, wt, &c, false, false, 0.5, 2.0, 5, 7, 12);
   for (size_t i = 0; i < g.size(); ++i) g[i] = apply_ref(P::swish(), g[i] + rv[i]);
   expect_close(gs, {5, 7}, g, 1e-4, 1e-4);
+}
+
+// The epilogue of a few rows against large constant weights (Gemv, then the chain on the result): a classifier
+// Gemm's bias, ReLU and a residual.
+TEST(DnnlPostOps, FewRowGemmEpilogue) {
+  using P = dnnl_ops::PostOp;
+  Model m;
+  GraphBuilder b(m);
+  Value* w = b.random_constant("w", {1000, 128}, 0.5f);
+  Value* bias = b.random_constant("bias", {1000}, 0.5f);
+  b.output(b.op("Gemm", {b.input("x", DType::Float, {2, 128}), w, bias}, {{"transB", int64_t(1)}, {"alpha", 0.5f}}));
+  b.finish();
+  const Node& gemm = *m.graph->nodes()[0];
+  const Tensor& wt = m.graph->find_value("w")->constant();
+  const Tensor& bt = m.graph->find_value("bias")->constant();
+  Tensor x = random_tensor(DType::Float, {2, 128}, 1), res = random_tensor(DType::Float, {2, 1000}, 2);
+  Tensor y = run_fused(gemm, {&x, &wt, &bt, &res}, {P::relu(), P::add(3)});
+  auto g = ref_gemm(x, wt, &bt, false, true, 0.5, 1.0, 2, 1000, 128);
+  auto rv = as_double(res);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = std::max(g[i], 0.0) + rv[i];
+  expect_close(y, {2, 1000}, g, 1e-4, 1e-4);
 }
 
 TEST(DnnlPostOps, UnaryAndBinaryEpilogues) {

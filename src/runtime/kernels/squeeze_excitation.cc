@@ -26,6 +26,9 @@ namespace {
 // microsecond, a fork and two barriers about as much).
 constexpr int64_t kMinPerThread = 16384;
 
+// From this many weights per layer (R C) the threads compute the gates in slices.
+constexpr int64_t kSplitGates = 16384;
+
 // sum_i a[i] b[i].
 float dot(const float* a, const float* b, int64_t n) {
 #if defined(__AVX512F__)
@@ -110,34 +113,32 @@ SqueezeExcitation::SqueezeExcitation(const float* w1, const float* b1, const flo
   if (b2) std::copy(b2, b2 + c, b2_.begin());
 }
 
-void SqueezeExcitation::gates(const float* sums, int64_t p, float* g) const {
-  thread_local std::vector<float> mean, hidden;
-  mean.resize(size_t(c_));
-  hidden.resize(size_t(r_));
-  const float inv = 1.f / float(p);
-  for (int64_t ch = 0; ch < c_; ++ch) mean[size_t(ch)] = sums[ch] * inv;
-  for (int64_t j = 0; j < r_; ++j) {
-    const float v = b1_[size_t(j)] + dot(w1_.data() + j * c_, mean.data(), c_);
-    hidden[size_t(j)] = activate(std::min(std::max(v, params_.lo), params_.hi), params_.act, params_.alpha);
+void SqueezeExcitation::hidden_rows(const float* sums, float inv_p, int64_t j0, int64_t j1, float* hidden) const {
+  for (int64_t j = j0; j < j1; ++j) {
+    const float v = b1_[size_t(j)] + dot(w1_.data() + j * c_, sums, c_) * inv_p;
+    hidden[j] = activate(std::min(std::max(v, params_.lo), params_.hi), params_.act, params_.alpha);
   }
-  std::copy(b2_.begin(), b2_.end(), g);
+}
+
+void SqueezeExcitation::gate_channels(const float* hidden, int64_t c0, int64_t c1, float* g) const {
+  std::copy(b2_.begin() + c0, b2_.begin() + c1, g + c0);
   for (int64_t j = 0; j < r_; ++j) {
-    const float h = hidden[size_t(j)];
+    const float h = hidden[j];
     const float* __restrict w = w2t_.data() + j * c_;
-    for (int64_t ch = 0; ch < c_; ++ch) g[ch] += w[ch] * h;
+    for (int64_t ch = c0; ch < c1; ++ch) g[ch] += w[ch] * h;
   }
   if (params_.gate == Gate::HardSigmoid) {
     const float a = params_.gate_alpha, b = params_.gate_beta;
-    for (int64_t ch = 0; ch < c_; ++ch) g[ch] = std::min(1.f, std::max(0.f, a * g[ch] + b));
+    for (int64_t ch = c0; ch < c1; ++ch) g[ch] = std::min(1.f, std::max(0.f, a * g[ch] + b));
     return;
   }
 #if defined(__AVX512F__)
-  for (int64_t ch = 0; ch < c_; ch += 16) {
-    const __mmask16 m = ch + 16 <= c_ ? __mmask16(0xFFFF) : tail_mask(c_ - ch);
+  for (int64_t ch = c0; ch < c1; ch += 16) {
+    const __mmask16 m = ch + 16 <= c1 ? __mmask16(0xFFFF) : tail_mask(c1 - ch);
     _mm512_mask_storeu_ps(g + ch, m, simd::sigmoid16(_mm512_maskz_loadu_ps(m, g + ch)));
   }
 #else
-  for (int64_t ch = 0; ch < c_; ++ch) g[ch] = 1.f / (1.f + std::exp(-g[ch]));
+  for (int64_t ch = c0; ch < c1; ++ch) g[ch] = 1.f / (1.f + std::exp(-g[ch]));
 #endif
 }
 
@@ -145,28 +146,49 @@ void SqueezeExcitation::run(const float* x, int64_t n, int64_t p, bool channels_
                             float* y) const {
   const int64_t c = c_, extent = channels_last ? p : c;  // what the threads split: positions or channels
   const int threads = int(std::clamp<int64_t>(p * c / kMinPerThread, 1, std::min<int64_t>(omp_get_max_threads(), extent)));
+  // Large weights (1152 x 48 twice in EfficientNet-B0: 442 KB, mostly not in cache) are read by every thread in
+  // slices; small ones by one thread, which saves two barriers.
+  const bool split_gates = threads > 1 && r_ * c >= kSplitGates;
+  const float inv_p = 1.f / float(p);
   thread_local std::vector<float> scratch;
-  scratch.resize(size_t((threads + 1) * c));
-  float* const partial = scratch.data();           // [threads][C] channel sums (channels-first: row 0 only)
-  float* const gate = scratch.data() + threads * c;  // [C]
+  scratch.resize(size_t((threads + 1) * c + r_));
+  float* const partial = scratch.data();               // [threads][C] channel sums (channels-first: row 0 only)
+  float* const gate = scratch.data() + threads * c;    // [C]
+  float* const hidden = gate + c;                      // [R]
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t lo = extent * t / nt, hi = extent * (t + 1) / nt;  // this thread's band
+    // Its slices of the channels (in whole vectors) and of the hidden layer, when the gates are split.
+    const int64_t c0 = (c / 16) * t / nt * 16, c1 = t + 1 == nt ? c : (c / 16) * (t + 1) / nt * 16;
+    const int64_t j0 = r_ * t / nt, j1 = r_ * (t + 1) / nt;
     for (int64_t i = 0; i < n; ++i) {
       const float* xi = x + i * p * c;
+      float* g = gate_only ? y + i * c : gate;
       if (channels_last)
         sum_rows(xi + lo * c, hi - lo, c, partial + t * c);
       else
         for (int64_t ch = lo; ch < hi; ++ch) partial[ch] = sum(xi + ch * p, p);
 #pragma omp barrier
-#pragma omp single
-      {
+      if (split_gates) {
         if (channels_last)
           for (int k = 1; k < nt; ++k)
-            for (int64_t ch = 0; ch < c; ++ch) partial[ch] += partial[k * c + ch];
-        gates(partial, p, gate_only ? y + i * c : gate);
-      }  // the single's barrier: every thread sees the gates, and partial is free for the next image
+            for (int64_t ch = c0; ch < c1; ++ch) partial[ch] += partial[k * c + ch];
+#pragma omp barrier
+        hidden_rows(partial, inv_p, j0, j1, hidden);
+#pragma omp barrier
+        gate_channels(hidden, c0, c1, g);
+#pragma omp barrier
+      } else {
+#pragma omp single
+        {
+          if (channels_last)
+            for (int k = 1; k < nt; ++k)
+              for (int64_t ch = 0; ch < c; ++ch) partial[ch] += partial[k * c + ch];
+          hidden_rows(partial, inv_p, 0, r_, hidden);
+          gate_channels(hidden, 0, c, g);
+        }  // the single's barrier: every thread sees the gates, and partial is free for the next image
+      }
       if (gate_only) continue;
       float* yi = y + i * p * c;  // may be xi (the kernel's output over its input)
       if (channels_last)

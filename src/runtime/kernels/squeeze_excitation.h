@@ -10,8 +10,9 @@
 // 1x1 convolutions on one pixel and a broadcast Mul: five kernels apart, each a few microseconds of launch for
 // almost no work (EfficientNet-B0's 16 blocks: 0.65 ms of 6.8). Here one parallel region reads x for the sums
 // (each thread a band of positions, or of channels when channels-first), one thread computes the gates from the
-// partial sums (R C multiply-adds twice: at most 0.1 M in these models), and every thread then scales the band
-// it summed, which its cache still holds when the image is small enough.
+// partial sums (R C multiply-adds twice: at most 0.1 M in these models; the threads share that work in slices when
+// the weights are large), and every thread then scales the band it summed, which its cache still holds when the
+// image is small enough.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +42,10 @@ class SqueezeExcitation {
   void run(const float* x, int64_t n, int64_t p, bool channels_last, bool gate_only, float* y) const;
 
  private:
-  // g[c] from the channel sums of one image (sums[C], divided by p here).
-  void gates(const float* sums, int64_t p, float* g) const;
+  // hidden[j] for j in [j0, j1) from the channel sums of one image (sums[C]; inv_p = 1 / P).
+  void hidden_rows(const float* sums, float inv_p, int64_t j0, int64_t j1, float* hidden) const;
+  // g[c] for c in [c0, c1) from the whole hidden layer.
+  void gate_channels(const float* hidden, int64_t c0, int64_t c1, float* g) const;
 
   int64_t c_, r_;
   Params params_;

@@ -1,6 +1,7 @@
 // SqueezeExcitation (squeeze-and-excitation in one kernel) against a double reference: both layouts, the gates
 // alone and x scaled by them, batches, channel counts that are not a multiple of 16, one position to a 112x112
-// map (the one- and two-thread splits), every hidden activation and both gates.
+// map (the one- and two-thread splits, the gates computed by one thread or by all in slices), every hidden
+// activation and both gates.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,7 +74,9 @@ void check(const Case& cs, bool channels_last, bool gate_only, bool bias, const 
 
 TEST(SqueezeExcitation, MatchesTheReferenceInBothLayouts) {
   const Case cases[] = {
-      {1, 49, 1152, 48},   // EfficientNet-B0's last blocks: 2 threads split 49 positions or 1152 channels
+      {1, 49, 1152, 48},   // EfficientNet-B0's last blocks: 2 threads split 49 positions or 1152 channels,
+                           // and the gates' weights
+      {1, 100, 600, 39},   // the gates split at 37.5 vectors of channels and an odd hidden layer
       {1, 12544, 32, 8},   // its first: 112x112 positions of 32 channels, partial sums in 64-row blocks
       {2, 196, 120, 32},   // MobileNetV3-small: 2 images, 120 = 7.5 vectors of channels
       {1, 1, 72, 18},      // one position: one thread

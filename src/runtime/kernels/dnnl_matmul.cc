@@ -168,6 +168,7 @@ class MatMulKernel final : public Kernel {
       chain_.push_back(op);
     }
     swish_ = take_trailing_swish(chain_);
+    if (!swish_) gelu_ = take_trailing_gelu(chain_);
     const Value* b = node.input(1);
     if (b && b->is_constant() && is_dnnl_float(b->constant().dtype())) b_const_ = to_float(b->constant());
     prebuild();
@@ -385,6 +386,7 @@ class MatMulKernel final : public Kernel {
       }
       execute(e.prim, e.scratch, args.args());
       if (swish_) swish_inplace(Yf.data<float>(), Yf.numel(), *swish_);
+      if (gelu_) gelu_inplace(Yf.data<float>(), Yf.numel(), *gelu_ == PostOp::Kind::GeluTanh);
     }
     if (Y.dtype() != DType::Float) store_from_float(Yf.data<float>(), Y);
   }
@@ -452,8 +454,9 @@ class MatMulKernel final : public Kernel {
   const Node& node_;
   bool gemm_;
   std::vector<PostOp> user_ops_;
-  std::vector<PostOp> chain_;    // alpha, C (Gemm) then the user's post-ops, less a trailing Swish
+  std::vector<PostOp> chain_;    // alpha, C (Gemm) then the user's post-ops, less a trailing Swish or GELU
   std::optional<float> swish_;   // that Swish's alpha, applied by swish_inplace after the primitive
+  std::optional<PostOp::Kind> gelu_;  // or a trailing GELU's form, applied by gelu_inplace
   std::vector<int> addend_src_;  // per Add in chain_: context input, -1 = Gemm's beta * C
   std::vector<int> addend_pos_;  // per Add: its position in chain_
   float alpha_ = 1.f, beta_ = 1.f;

@@ -199,6 +199,32 @@ void swish_inplace(float* y, int64_t n, float alpha) {
     for (; i < e; ++i) y[i] = simd::swish(y[i], alpha);
   });
 }
+std::optional<PostOp::Kind> take_trailing_gelu(std::vector<PostOp>& chain) {
+  if (chain.empty()) return std::nullopt;
+  const PostOp::Kind k = chain.back().kind;
+  if (k != PostOp::Kind::GeluErf && k != PostOp::Kind::GeluTanh) return std::nullopt;
+  chain.pop_back();
+  return k;
+}
+
+void gelu_inplace(float* y, int64_t n, bool tanh) {
+  parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+    int64_t i = b;
+#if defined(__AVX512F__)
+    auto f = [tanh](__m512 v) { return tanh ? simd::gelu_tanh16(v) : simd::gelu_erf16(v); };
+    for (; i + 16 <= e; i += 16) _mm512_storeu_ps(y + i, f(_mm512_loadu_ps(y + i)));
+    if (i < e) {
+      const __mmask16 m = __mmask16((1u << (e - i)) - 1);
+      _mm512_mask_storeu_ps(y + i, m, f(_mm512_maskz_loadu_ps(m, y + i)));
+      i = e;
+    }
+#endif
+    for (; i < e; ++i)
+      y[i] = tanh ? 0.5f * y[i] * (1.f + std::tanh(0.79788456080286536f * (y[i] + 0.044715f * y[i] * y[i] * y[i])))
+                  : 0.5f * y[i] * (1.f + std::erf(y[i] * 0.70710678118654752f));
+  });
+}
+
 #if defined(__AVX512F__)
 #pragma GCC diagnostic pop
 #endif

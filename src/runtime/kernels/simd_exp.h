@@ -60,6 +60,40 @@ inline __m512 sigmoid16(__m512 x) {
   return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.f)));  // r (2 - d r)
 }
 
+// GELU, x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), with Phi(-|x|) = erfc(|x| / sqrt 2) / 2 from Abramowitz and
+// Stegun 7.1.26: erfc(z) = t P(t) exp(-z^2), t = 1 / (1 + p z), absolute error below 1.5e-7 (what oneDNN's
+// gelu_erf uses too); the erfc form needs no 1 + erf cancellation for negative x. Measured against double over
+// |x| <= 12: see simd_exp_test.cc. NaN stays NaN.
+inline __m512 gelu_erf16(__m512 x) {
+  const __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.70710678118654752f));
+  const __m512 d = _mm512_fmadd_ps(z, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.f));
+  __m512 t = _mm512_rcp14_ps(d);
+  t = _mm512_mul_ps(t, _mm512_fnmadd_ps(d, t, _mm512_set1_ps(2.f)));  // t (2 - d t)
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.061405429f), t, _mm512_set1_ps(-1.453152027f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+  const __m512 e2 = _mm512_max_ps(_mm512_set1_ps(-150.f),
+                                  _mm512_mul_ps(_mm512_mul_ps(z, z), _mm512_set1_ps(-1.4426950408889634f)));
+  const __m512 q = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(t, p), exp2_16(e2)), _mm512_set1_ps(0.5f));  // Phi(-|x|)
+  const __mmask16 pos = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ);
+  const __m512 phi = _mm512_mask_sub_ps(q, pos, _mm512_set1_ps(1.f), q);  // x > 0: 1 - Phi(-x)
+  return _mm512_mul_ps(x, phi);
+}
+
+// GELU's tanh form, 0.5 x (1 + tanh(u)) = x sigmoid(2 u), u = sqrt(2 / pi) (x + 0.044715 x^3): swish16's
+// reciprocal of 1 + 2^t with t = -2 u log2(e) clamped to [-126, 126].
+inline __m512 gelu_tanh16(__m512 x) {
+  const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+  const __m512 u = _mm512_mul_ps(_mm512_fmadd_ps(x3, _mm512_set1_ps(0.044715f), x),
+                                 _mm512_set1_ps(-2.f * 0.79788456080286536f * 1.4426950408889634f));
+  const __m512 t = _mm512_min_ps(_mm512_set1_ps(126.f), _mm512_max_ps(_mm512_set1_ps(-126.f), u));
+  const __m512 d = _mm512_add_ps(exp2_16(t), _mm512_set1_ps(1.f));
+  __m512 r = _mm512_rcp14_ps(d);
+  r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.f)));
+  return _mm512_mul_ps(x, r);
+}
+
 // x * clamp(x / 6 + 1/2, 0, 1), ONNX's HardSwish; the gate's min/max keep NaN out of it, so NaN * gate = NaN.
 inline __m512 hard_swish16(__m512 x) {
   const __m512 gate = _mm512_fmadd_ps(x, _mm512_set1_ps(1.f / 6.f), _mm512_set1_ps(0.5f));

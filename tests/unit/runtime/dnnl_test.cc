@@ -1184,6 +1184,12 @@ TEST(DnnlPostOps, MatMulAndGemmEpilogues) {
   std::vector<double> want(base.size());
   for (size_t i = 0; i < base.size(); ++i) want[i] = apply_ref(P::swish(1.5f), base[i] + bv[i % 7]);
   expect_close(ys, od, want, 1e-4, 1e-4);
+  // So does a trailing GELU, either form.
+  for (const P& gelu : {P::gelu_erf(), P::gelu_tanh()}) {
+    Tensor yg = run_fused(mm, {&x, &wt, &bias}, {P::add(2), gelu});
+    for (size_t i = 0; i < base.size(); ++i) want[i] = apply_ref(gelu, base[i] + bv[i % 7]);
+    expect_close(yg, od, want, 1e-4, 1e-5);
+  }
   Tensor gs = run_fused(gemm, {&xa, &wt, &c, &res}, {P::add(3), P::swish()});
   g = ref_gemm(xa, wt, &c, false, false, 0.5, 2.0, 5, 7, 12);
   for (size_t i = 0; i < g.size(); ++i) g[i] = apply_ref(P::swish(), g[i] + rv[i]);

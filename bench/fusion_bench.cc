@@ -82,6 +82,26 @@ Case reduce_mean() {
   return c;
 }
 
+// The tail of an EfficientNet-B0 block as it exports: a 3x3 depthwise convolution and SiLU (x * Sigmoid(x)), the
+// squeeze-excitation (global average, 1x1 convolution to R channels, SiLU, 1x1 back to C, Sigmoid, the Mul scaling
+// the activation), the 1x1 projection to C / 6.
+Case squeeze_excitation(int64_t c, int64_t r, int64_t h) {
+  Case cs{fmt::format("dw+SiLU, SE, projection [1,{},{},{}]", c, h, h), {}};
+  GraphBuilder b(cs.model);
+  auto silu = [&](Value* v) { return b.op("Mul", {v, b.op("Sigmoid", {v})}); };
+  Value* d = b.op("Conv", {b.input("x", DType::Float, {1, c, h, h}), b.random_constant("wd", {c, 1, 3, 3}, 0.3f)},
+                  {{"group", c}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  Value* x = silu(d);
+  Value* s = b.op("Conv", {b.op("GlobalAveragePool", {x}), b.random_constant("w1", {r, c, 1, 1}, 0.1f),
+                          b.random_constant("b1", {r}, 0.1f)});
+  Value* g = b.op("Conv", {silu(s), b.random_constant("w2", {c, r, 1, 1}, 0.1f), b.random_constant("b2", {c}, 0.1f)});
+  b.output(b.op("Conv", {b.op("Mul", {x, b.op("Sigmoid", {g})}), b.random_constant("wp", {c / 6, c, 1, 1}, 0.1f)}));
+  b.finish();
+  return cs;
+}
+Case se_late() { return squeeze_excitation(1152, 48, 7); }
+Case se_early() { return squeeze_excitation(144, 6, 56); }
+
 Case softmax_rows() {
   Case c{"scale->Softmax rows [4096,768]", {}};
   GraphBuilder b(c.model);
@@ -255,7 +275,7 @@ int main(int argc, char** argv) {
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
   std::vector<Case (*)()> cases = {elementwise_chain, add_relu_mul, reduce_mean, softmax_rows, layernorm_rows,
                                    matmul_bias_gelu, attention_core, attention_padded, attention_causal,
-                                   attention_layer, bert_layer_dynamic};
+                                   attention_layer, bert_layer_dynamic, se_late, se_early};
   for (const auto& make : cases) {
     Case c = make();
     if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;

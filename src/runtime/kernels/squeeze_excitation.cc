@@ -145,7 +145,8 @@ void SqueezeExcitation::gate_channels(const float* hidden, int64_t c0, int64_t c
 void SqueezeExcitation::run(const float* x, int64_t n, int64_t p, bool channels_last, bool gate_only,
                             float* y) const {
   const int64_t c = c_, extent = channels_last ? p : c;  // what the threads split: positions or channels
-  const int threads = int(std::clamp<int64_t>(p * c / kMinPerThread, 1, std::min<int64_t>(omp_get_max_threads(), extent)));
+  const int64_t most = std::min<int64_t>(omp_get_max_threads(), extent);
+  const int threads = int(std::clamp<int64_t>(p * c / kMinPerThread, 1, most));
   // Large weights (1152 x 48 twice in EfficientNet-B0: 442 KB, mostly not in cache) are read by every thread in
   // slices; small ones by one thread, which saves two barriers.
   const bool split_gates = threads > 1 && r_ * c >= kSplitGates;
@@ -244,8 +245,10 @@ class SqueezeExcitationKernel final : public Kernel {
     GAF_CHECK(w2.rank() >= 2 && w2.dims()[0] == c && w2.dims()[1] == r && w2.numel() == c * r,
               "{}: W2 {} is not a 1x1 convolution from {} back to {} channels", node_.describe(),
               dims_to_string(w2.dims()), r, c);
-    GAF_CHECK(!b1 || b1->numel() == r, "{}: B1 has {} values for {} channels", node_.describe(), b1 ? b1->numel() : 0, r);
-    GAF_CHECK(!b2 || b2->numel() == c, "{}: B2 has {} values for {} channels", node_.describe(), b2 ? b2->numel() : 0, c);
+    GAF_CHECK(!b1 || b1->numel() == r, "{}: B1 has {} values for {} channels", node_.describe(),
+              b1 ? b1->numel() : 0, r);
+    GAF_CHECK(!b2 || b2->numel() == c, "{}: B2 has {} values for {} channels", node_.describe(),
+              b2 ? b2->numel() : 0, c);
     GAF_CHECK(p > 0, "{}: X {} has no positions to average", node_.describe(), dims_to_string(x.dims()));
     std::vector<int64_t> out = x.dims();
     if (gate_only_)
@@ -282,7 +285,8 @@ class SqueezeExcitationKernel final : public Kernel {
 void register_squeeze_excitation_ops(OpRegistry& r) {
   r.add("SqueezeExcitation", OpKind::Opaque, "gaf")
       .set_flags(kPrecisionSensitive)
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<SqueezeExcitationKernel>(n); });
+      .set_kernel(
+          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<SqueezeExcitationKernel>(n); });
 }
 
 }  // namespace gaf::runtime

@@ -32,7 +32,8 @@ struct Se {
     const int64_t r = c / 4;
     Value* in = b.input("in", DType::Float, {n, c, h, h});
     Value* x = b.op("Conv", {in, b.random_constant("w0", {c, c, 1, 1}, 0.3f)});
-    Value* mv = mean == "GlobalAveragePool" ? b.op("GlobalAveragePool", {x}) : b.op("ReduceMean", {x}, {{"axes", axes}});
+    Value* mv = mean == "GlobalAveragePool" ? b.op("GlobalAveragePool", {x})
+                                            : b.op("ReduceMean", {x}, {{"axes", axes}});
     std::vector<Value*> c1 = {mv, w1_input ? b.input("w1", DType::Float, {r, c, k1, k1})
                                             : b.random_constant("w1", {r, c, k1, k1}, 0.3f)};
     if (biases) c1.push_back(b.random_constant("b1", {r}, 0.2f));

@@ -44,6 +44,9 @@ inline T from_arith(arith_t<T> v) {
 // Maps a possibly negative axis into [0, rank); throws naming the node when out of range.
 int normalize_axis(int64_t axis, int rank, const Node& node);
 
+// Throws naming the node unless every input the op was given is fp32 (the fused kernels of our own ops).
+void check_float_inputs(const KernelContext& ctx, const Node& node);
+
 // Numpy broadcast of two or more shapes; throws naming the node when incompatible.
 std::vector<int64_t> broadcast_shape(std::span<const std::vector<int64_t>> shapes, const Node& node);
 std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b,

@@ -184,21 +184,38 @@ std::optional<float> take_trailing_swish(std::vector<PostOp>& chain) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-void swish_inplace(float* y, int64_t n, float alpha) {
+namespace {
+float eltwise_ref(const PostOp& op, float x);  // below
+
+// y[i] = f(y[i]) over n floats in place, across the OpenMP threads: f16 on 16 lanes (the last vector masked) with
+// AVX-512, f1 one at a time otherwise.
+template <class F16, class F1>
+void map_inplace(float* y, int64_t n, [[maybe_unused]] F16 f16, F1 f1) {
   parallel_for(n, 16384, [&](int64_t b, int64_t e) {
     int64_t i = b;
 #if defined(__AVX512F__)
-    const __m512 c = _mm512_set1_ps(-alpha * 1.44269504088896341f);
-    for (; i + 16 <= e; i += 16) _mm512_storeu_ps(y + i, simd::swish16(_mm512_loadu_ps(y + i), c));
+    for (; i + 16 <= e; i += 16) _mm512_storeu_ps(y + i, f16(_mm512_loadu_ps(y + i)));
     if (i < e) {
       const __mmask16 m = __mmask16((1u << (e - i)) - 1);
-      _mm512_mask_storeu_ps(y + i, m, simd::swish16(_mm512_maskz_loadu_ps(m, y + i), c));
+      _mm512_mask_storeu_ps(y + i, m, f16(_mm512_maskz_loadu_ps(m, y + i)));
       i = e;
     }
 #endif
-    for (; i < e; ++i) y[i] = simd::swish(y[i], alpha);
+    for (; i < e; ++i) y[i] = f1(y[i]);
   });
 }
+}  // namespace
+
+void swish_inplace(float* y, int64_t n, float alpha) {
+#if defined(__AVX512F__)
+  const __m512 c = _mm512_set1_ps(-alpha * 1.44269504088896341f);
+  auto f16 = [c](__m512 v) { return simd::swish16(v, c); };
+#else
+  auto f16 = nullptr;
+#endif
+  map_inplace(y, n, f16, [alpha](float v) { return simd::swish(v, alpha); });
+}
+
 std::optional<PostOp::Kind> take_trailing_gelu(std::vector<PostOp>& chain) {
   if (chain.empty()) return std::nullopt;
   const PostOp::Kind k = chain.back().kind;
@@ -208,21 +225,13 @@ std::optional<PostOp::Kind> take_trailing_gelu(std::vector<PostOp>& chain) {
 }
 
 void gelu_inplace(float* y, int64_t n, bool tanh) {
-  parallel_for(n, 16384, [&](int64_t b, int64_t e) {
-    int64_t i = b;
 #if defined(__AVX512F__)
-    auto f = [tanh](__m512 v) { return tanh ? simd::gelu_tanh16(v) : simd::gelu_erf16(v); };
-    for (; i + 16 <= e; i += 16) _mm512_storeu_ps(y + i, f(_mm512_loadu_ps(y + i)));
-    if (i < e) {
-      const __mmask16 m = __mmask16((1u << (e - i)) - 1);
-      _mm512_mask_storeu_ps(y + i, m, f(_mm512_maskz_loadu_ps(m, y + i)));
-      i = e;
-    }
+  auto f16 = [tanh](__m512 v) { return tanh ? simd::gelu_tanh16(v) : simd::gelu_erf16(v); };
+#else
+  auto f16 = nullptr;
 #endif
-    for (; i < e; ++i)
-      y[i] = tanh ? 0.5f * y[i] * (1.f + std::tanh(0.79788456080286536f * (y[i] + 0.044715f * y[i] * y[i] * y[i])))
-                  : 0.5f * y[i] * (1.f + std::erf(y[i] * 0.70710678118654752f));
-  });
+  const PostOp op = tanh ? PostOp::gelu_tanh() : PostOp::gelu_erf();
+  map_inplace(y, n, f16, [&op](float v) { return eltwise_ref(op, v); });
 }
 
 #if defined(__AVX512F__)

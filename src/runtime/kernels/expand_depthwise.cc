@@ -253,14 +253,6 @@ void ExpandDepthwise::run(const float* x, int64_t batch, float* y) const {
 
 namespace {
 
-// The activation attribute `name` names: "Silu", "HardSwish", or none when absent.
-Activation activation(const Node& node, const char* name) {
-  const std::string a = node.attr_string(name, "");
-  GAF_CHECK(a.empty() || a == "Silu" || a == "HardSwish", "{}: {} '{}' is not Silu or HardSwish", node.describe(),
-            name, a);
-  return a.empty() ? Activation::None : a == "Silu" ? Activation::Swish : Activation::HardSwish;
-}
-
 // gaf.ExpandDepthwiseConv(X [N, H, W, C], W1 [E, C, 1, 1], B1, W2 [E, 1, K, K], B2) -> Y [N, OH, OW, E]; clamp
 // bounds as attributes (min1/max1 after the expansion, min2/max2 after the depthwise convolution) and the
 // activations after them (activation1, activation2), strides and pads of the depthwise convolution.
@@ -275,7 +267,7 @@ class ExpandDepthwiseKernel final : public Kernel {
     geom_.pad_top = pads[0], geom_.pad_left = pads[1], geom_.pad_bottom = pads[2], geom_.pad_right = pads[3];
     clamps_.lo1 = node.attr_float("min1", clamps_.lo1), clamps_.hi1 = node.attr_float("max1", clamps_.hi1);
     clamps_.lo2 = node.attr_float("min2", clamps_.lo2), clamps_.hi2 = node.attr_float("max2", clamps_.hi2);
-    clamps_.act1 = activation(node, "activation1"), clamps_.act2 = activation(node, "activation2");
+    clamps_.act1 = activation_attribute(node, "activation1"), clamps_.act2 = activation_attribute(node, "activation2");
   }
 
   void run(KernelContext& ctx) override {
@@ -284,8 +276,7 @@ class ExpandDepthwiseKernel final : public Kernel {
     const Tensor& w2 = ctx.in(3);
     const Tensor* b1 = ctx.input(2);
     const Tensor* b2 = ctx.input(4);
-    for (const Tensor* t : {&x, &w1, b1, &w2, b2})
-      GAF_CHECK(!t || t->dtype() == DType::Float, "{}: float tensors only", node_.describe());
+    check_float_inputs(ctx, node_);
     GAF_CHECK(x.rank() == 4 && w1.rank() == 4 && w2.rank() == 4, "{}: X, W1 and W2 must have rank 4",
               node_.describe());
     const int64_t e = w1.dims()[0], c = w1.dims()[1], k = w2.dims()[2];

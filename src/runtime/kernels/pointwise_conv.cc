@@ -179,4 +179,11 @@ void PointwiseConv::run_panel(int64_t panel, const float* x, int64_t pixels, flo
 #endif
 }
 
+Activation activation_attribute(const Node& node, const char* name) {
+  const std::string a = node.attr_string(name, "");
+  GAF_CHECK(a.empty() || a == "Silu" || a == "HardSwish", "{}: {} '{}' is not Silu or HardSwish", node.describe(),
+            name, a);
+  return a.empty() ? Activation::None : a == "Silu" ? Activation::Swish : Activation::HardSwish;
+}
+
 }  // namespace gaf::runtime

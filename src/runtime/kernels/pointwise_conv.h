@@ -16,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "gaf/graph.h"
 #include "runtime/kernels/simd_exp.h"
 
 namespace gaf::runtime {
@@ -23,6 +24,10 @@ namespace gaf::runtime {
 // An activation a convolution epilogue applies: Swish x sigmoid(alpha x) (SiLU at alpha 1), HardSwish
 // x clamp(x / 6 + 1/2, 0, 1), or none.
 enum class Activation : unsigned char { None, Swish, HardSwish };
+
+// The activation a fused op's string attribute `name` names: "Silu" (Swish at alpha 1), "HardSwish", or none when
+// absent; anything else throws naming the node (gaf.ExpandDepthwiseConv, gaf.SqueezeExcitation).
+Activation activation_attribute(const Node& node, const char* name);
 
 // The scalar form (for reference paths), with the vector one's limits.
 inline float activate(float x, Activation act, float alpha) {

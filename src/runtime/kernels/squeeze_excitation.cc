@@ -214,10 +214,7 @@ class SqueezeExcitationKernel final : public Kernel {
     channels_last_ = layout == "NHWC";
     gate_only_ = node.attr_int("gate_only", 0) != 0;
     params_.lo = node.attr_float("min", params_.lo), params_.hi = node.attr_float("max", params_.hi);
-    const std::string act = node.attr_string("activation", "");
-    GAF_CHECK(act.empty() || act == "Silu" || act == "HardSwish", "{}: activation '{}' is not Silu or HardSwish",
-              node.describe(), act);
-    params_.act = act.empty() ? Activation::None : act == "Silu" ? Activation::Swish : Activation::HardSwish;
+    params_.act = activation_attribute(node, "activation");
     const std::string gate = node.attr_string("gate", "Sigmoid");
     GAF_CHECK(gate == "Sigmoid" || gate == "HardSigmoid", "{}: gate '{}' is not Sigmoid or HardSigmoid",
               node.describe(), gate);
@@ -232,8 +229,7 @@ class SqueezeExcitationKernel final : public Kernel {
     const Tensor& w2 = ctx.in(3);
     const Tensor* b1 = ctx.input(2);
     const Tensor* b2 = ctx.input(4);
-    for (const Tensor* t : {&x, &w1, b1, &w2, b2})
-      GAF_CHECK(!t || t->dtype() == DType::Float, "{}: float tensors only", node_.describe());
+    check_float_inputs(ctx, node_);
     const int rank = x.rank();
     GAF_CHECK(rank >= 3, "{}: X must have rank 3 or more, has {}", node_.describe(), rank);
     const int64_t c = x.dims()[channels_last_ ? size_t(rank - 1) : 1];

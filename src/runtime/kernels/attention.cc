@@ -13,7 +13,7 @@
 // O (fp32), rescaled by exp(m_old - m_new) when the maximum grows (online softmax; m and the scores are kept in
 // log2 units). The [Lq, Lk] score matrix is never materialised, only one [kBlockQ, kBlockK] tile per thread.
 // Tasks are claimed by the OpenMP threads as they finish (parallel_tasks); each runs single-threaded. With
-// AVX-512 the two products per tile are simd::gemm_bcast's register tiles: Kᵀ is packed once per key tile,
+// AVX-512 or AVX2 (simd_vec.h) the two products per tile are simd::gemm_bcast's register tiles: Kᵀ is packed once per key tile,
 // Q, the probabilities and V are read in place, and the scores' epilogue adds the mask and keeps each row's
 // maximum as it stores them, so the softmax reads the tile once; with a single key tile (up to kBlockK keys)
 // the second product's epilogue writes the normalised output rows. Elsewhere (or with V stored transposed) they
@@ -42,7 +42,7 @@ namespace gaf::runtime {
 
 // Rows are scanned last to first, and a row's end only down to the largest end found so far: a causal block's
 // last row, scanned first, bounds the others, so the block costs one scan of its dead keys, not one per row.
-// Contiguous rows are compared 16 keys at a time (AVX-512).
+// Contiguous rows are compared a vector of keys at a time.
 std::pair<int64_t, int64_t> attention_live_keys(const float* mb, int64_t mrs, int64_t mcs, int64_t rows, int64_t lk) {
   constexpr float kDead = -1e30f;
   if (!mb) return {0, lk};
@@ -51,11 +51,11 @@ std::pair<int64_t, int64_t> attention_live_keys(const float* mb, int64_t mrs, in
   for (int64_t i = (mrs == 0 ? 1 : rows) - 1; i >= 0; --i) {
     const float* r = mb + i * mrs;
     int64_t first = 0;
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
     if (mcs == 1) {
-      const __m512 dead = _mm512_set1_ps(kDead);
-      for (; first + 16 <= lk; first += 16)
-        if (__mmask16 k = _mm512_cmp_ps_mask(_mm512_loadu_ps(r + first), dead, _CMP_NLE_UQ)) {
+      const simd::vf dead = simd::set1(kDead);
+      for (; first + simd::kW <= lk; first += simd::kW)
+        if (unsigned k = simd::bits(simd::nle(simd::loadu(r + first), dead))) {
           first += __builtin_ctz(k);
           break;
         }
@@ -66,12 +66,12 @@ std::pair<int64_t, int64_t> attention_live_keys(const float* mb, int64_t mrs, in
     // The row's last live key is at or after `first`; below `hi` it no longer matters.
     const int64_t stop = std::max(hi, first + 1);
     int64_t last = lk;
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
     if (mcs == 1) {
-      const __m512 dead = _mm512_set1_ps(kDead);
-      for (; last - 16 >= stop; last -= 16)
-        if (__mmask16 k = _mm512_cmp_ps_mask(_mm512_loadu_ps(r + last - 16), dead, _CMP_NLE_UQ)) {
-          last = last - 16 + (32 - __builtin_clz(unsigned(k)));
+      const simd::vf dead = simd::set1(kDead);
+      for (; last - simd::kW >= stop; last -= simd::kW)
+        if (unsigned k = simd::bits(simd::nle(simd::loadu(r + last - simd::kW), dead))) {
+          last = last - simd::kW + (32 - __builtin_clz(k));
           break;
         }
     }
@@ -103,54 +103,52 @@ inline float masked_score(float m, float s) {
              : x;
 }
 
-#if defined(__AVX512F__)
-// The scores' epilogue in the AVX-512 path: masked_score on 16 lanes as the product is stored, and each row's
+#if defined(GAF_SIMD)
+// The scores' epilogue in the vector path: masked_score on kW lanes as the product is stored, and each row's
 // running maximum by lane (a NaN score leaves it as it was, as std::max does in the portable path). kClamp: the
 // mask has finite values so low that m log2(e) overflows (finfo.min), which masked_score keeps finite.
 template <bool kClamp>
 struct ScoreEpilogue {
   const float* mask;  // row i of the mask at mask + i * mrs, contiguous; null: no mask
   int64_t mrs;
-  float* vmax;  // [rows][16]
+  float* vmax;  // [rows][kW]
   template <int NC>
-  void operator()(int64_t i, int64_t j, const __m512 (&x)[NC], __mmask16 tail, float* c) const {
-    __m512 y[NC];
+  void operator()(int64_t i, int64_t j, const simd::vf (&x)[NC], simd::lanes_t tail, float* c) const {
+    using namespace simd;
+    vf y[NC];
 #pragma GCC unroll 8
     for (int v = 0; v < NC; ++v) {
-      const __mmask16 valid = simd::lanes<NC>(v, tail);
       y[v] = x[v];
       if (mask) {
-        const __m512 m = _mm512_maskz_loadu_ps(valid, mask + i * mrs + j + 16 * v);
-        y[v] = _mm512_fmadd_ps(m, _mm512_set1_ps(kLog2e), y[v]);
+        const vf m = load_lanes<NC>(mask + i * mrs + j, v, tail);
+        y[v] = fmadd(m, set1(kLog2e), y[v]);
         if constexpr (kClamp) {
-          const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::max());
-          const __mmask16 clamp =
-              _mm512_cmp_ps_mask(y[v], lowest, _CMP_LT_OQ) &
-              _mm512_cmp_ps_mask(m, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_GT_OQ);
-          y[v] = _mm512_mask_mov_ps(y[v], clamp, lowest);
+          const vf lowest = set1(-std::numeric_limits<float>::max());
+          const lanes_t clamp = land(lt(y[v], lowest), gt(m, set1(-std::numeric_limits<float>::infinity())));
+          y[v] = select(clamp, lowest, y[v]);
         }
       }
-      _mm512_mask_storeu_ps(c + 16 * v, valid, y[v]);
+      store_lanes<NC>(c, v, y[v], tail);
     }
     // The row's maximum: the last vector's invalid lanes are left out, a NaN lane too (max returns the second).
-    __m512 top = _mm512_loadu_ps(vmax + i * 16);
+    vf top = loadu(vmax + i * kW);
 #pragma GCC unroll 8
-    for (int v = 0; v < NC; ++v) top = _mm512_mask_max_ps(top, simd::lanes<NC>(v, tail), y[v], top);
-    _mm512_storeu_ps(vmax + i * 16, top);
+    for (int v = 0; v < NC; ++v) {
+      const vf t = max(y[v], top);
+      top = partial<NC>(v, tail) ? select(tail, t, top) : t;
+    }
+    storeu(vmax + i * kW, top);
   }
 };
 
-#endif
-
-#if defined(__AVX512F__)
 // The output epilogue of a single key tile: row i of P V times inv[i], 1 / its softmax sum.
 struct ScaleRows {
   const float* inv;
   template <int NC>
-  void operator()(int64_t i, int64_t, const __m512 (&x)[NC], __mmask16 tail, float* c) const {
-    const __m512 f = _mm512_set1_ps(inv[i]);
+  void operator()(int64_t i, int64_t, const simd::vf (&x)[NC], simd::lanes_t tail, float* c) const {
+    const simd::vf f = simd::set1(inv[i]);
 #pragma GCC unroll 8
-    for (int v = 0; v < NC; ++v) _mm512_mask_storeu_ps(c + 16 * v, simd::lanes<NC>(v, tail), _mm512_mul_ps(x[v], f));
+    for (int v = 0; v < NC; ++v) simd::store_lanes<NC>(c, v, simd::mul(x[v], f), tail);
   }
 };
 #endif
@@ -210,36 +208,32 @@ void gemm(View a, View b, float alpha, float beta, float* c, int64_t ldc, std::v
 
 // row[j] = 2^(row[j] - m) for j < n (row[j] - m <= 0 or NaN); returns the sum. The softmax half of each tile,
 // whose scores are in log2 units (the kernel folds log2(e) into the score scale and the mask, which saves a
-// multiply per score): with AVX-512, 16 lanes by simd::exp2_16 (underflow to 0, -inf -> 0, NaN propagates); the
-// portable path by rn::exp_nonpos. Error: exp2_16's 1.7e-7 relative plus the rounding of t = x - m (6e-8 |t|);
+// multiply per score): in the vector path by simd::exp2v (underflow to 0, -inf -> 0, NaN propagates); the
+// portable path by rn::exp_nonpos. Error: exp2v's 1.7e-7 relative plus the rounding of t = x - m (6e-8 |t|);
 // an fp32 score itself carries more (its GEMM rounding, about 1e-5 absolute at scores near 10).
-#if defined(__AVX512F__)
-#pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 float exp_shift_sum(float* row, int64_t n, float m) {
-#if defined(__AVX512F__)
-  const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(-150.0f);
-  auto ex = [&](__m512 x) {  // a NaN operand stays NaN through the max
-    return simd::exp2_16(_mm512_max_ps(lo, _mm512_sub_ps(x, vm)));
+#if defined(GAF_SIMD)
+  using namespace simd;
+  const vf vm = set1(m), lo = set1(-150.0f);
+  auto ex = [&](vf x) {  // a NaN operand stays NaN through the max
+    return exp2v(max(lo, sub(x, vm)));
   };
-  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  vf s0 = zero(), s1 = zero();
   int64_t j = 0;
-  for (; j + 32 <= n; j += 32) {
-    const __m512 e0 = ex(_mm512_loadu_ps(row + j)), e1 = ex(_mm512_loadu_ps(row + j + 16));
-    _mm512_storeu_ps(row + j, e0);
-    _mm512_storeu_ps(row + j + 16, e1);
-    s0 = _mm512_add_ps(s0, e0);
-    s1 = _mm512_add_ps(s1, e1);
+  for (; j + 2 * kW <= n; j += 2 * kW) {
+    const vf e0 = ex(loadu(row + j)), e1 = ex(loadu(row + j + kW));
+    storeu(row + j, e0);
+    storeu(row + j + kW, e1);
+    s0 = add(s0, e0);
+    s1 = add(s1, e1);
   }
-  for (; j < n; j += 16) {
-    const __mmask16 k = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
-    const __m512 e = ex(_mm512_maskz_loadu_ps(k, row + j));
-    _mm512_mask_storeu_ps(row + j, k, e);
-    s0 = _mm512_add_ps(s0, _mm512_maskz_mov_ps(k, e));
+  for (; j < n; j += kW) {
+    const lanes_t k = first(n - j);
+    const vf e = select(k, ex(loadu(row + j, k)), zero());
+    storeu(row + j, e, k);
+    s0 = add(s0, e);
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+  return reduce_add(add(s0, s1));
 #else
   float sum = 0;
 #pragma omp simd reduction(+ : sum)
@@ -251,9 +245,6 @@ float exp_shift_sum(float* row, int64_t n, float m) {
   return sum;
 #endif
 }
-#if defined(__AVX512F__)
-#pragma GCC diagnostic pop
-#endif
 
 struct Operand {
   const float* data = nullptr;
@@ -358,18 +349,18 @@ void attention(KernelContext& ctx) {
   parallel_tasks(nbatch * qblocks, [&](auto claim) {
     std::vector<float> s(size_t(kBlockQ * kBlockK)), o(size_t(kBlockQ * dv)), rmax(kBlockQ), rsum(kBlockQ);
     std::vector<float> pack_a, pack_b;
-#if defined(__AVX512F__)
-    std::vector<float> kt(size_t(kBlockK * d));  // one key tile of Kᵀ in panels of 64 keys
+#if defined(GAF_SIMD)
+    std::vector<float> kt(size_t(kBlockK * d));  // one key tile of Kᵀ in panels of simd::kPanel keys
+    std::vector<float> vmax(size_t(kBlockQ * simd::kW));  // per row, the largest scores by lane
 #endif
-    std::vector<float> vmax(size_t(kBlockQ * 16));  // per row, the largest scores by lane (AVX-512 path)
-    std::vector<float> inv(kBlockQ);                // per row, 1 / its softmax sum (AVX-512 path, one key tile)
+    std::vector<float> inv(kBlockQ);  // per row, 1 / its softmax sum (vector path, one key tile)
     struct Rows {
       int64_t r0, r1, lo, hi;  // rows [r0, r1) of the block attend to keys [lo, hi) at most
     };
     struct Plan {
       int64_t rows = 0, klo = 0, khi = 0;  // the block's length and the union of its groups' keys
       std::vector<Rows> groups;
-      bool clamp = false;  // the block's mask holds finfo.min-like values (the AVX-512 epilogue clamps)
+      bool clamp = false;  // the block's mask holds finfo.min-like values (the vector epilogue clamps)
     };
     std::unordered_map<const float*, Plan> memo;  // by mask block
     Plan single;
@@ -415,7 +406,7 @@ void attention(KernelContext& ctx) {
       // One key tile (every sequence up to kBlockK keys): a row's softmax is complete before its product with V,
       // whose epilogue then writes the normalised output rows in place (no accumulator, no final pass). Every
       // row group meets that tile (a group's live keys are never empty when there are keys).
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
       const bool direct = khi > klo && khi - klo <= kBlockK && v.strides.back() == 1 && ocs == 1;
 #else
       const bool direct = false;
@@ -424,7 +415,7 @@ void attention(KernelContext& ctx) {
       // Key tiles in order; within a tile each row group's live keys: the online softmax per row.
       for (int64_t k0 = klo; k0 < khi; k0 += kBlockK) {
         const int64_t bk = std::min(kBlockK, khi - k0);
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
         simd::pack_transposed_panels(kb + k0 * rk, bk, d, rk, k.strides.back(), kt.data());
 #endif
         for (const Rows& g : groups) {
@@ -434,16 +425,17 @@ void attention(KernelContext& ctx) {
           const int64_t nr = g.r1 - g.r0;
           // s = log2(e) scale Q Kᵀ (+ log2(e) mask) over keys [a, e); tmax(i): row i's largest score
           const float* mr = mb ? mb + g.r0 * mrs : nullptr;
-#if defined(__AVX512F__)
-          a = k0 + (a - k0) / 64 * 64;  // from a panel's first key: the keys before `a` are masked out anyway
+#if defined(GAF_SIMD)
+          // From a panel's first key: the keys before `a` are masked out anyway.
+          a = k0 + (a - k0) / simd::kPanel * simd::kPanel;
           const int64_t ns = e - a;
           const bool fused_mask = !mr || mcs == 1;  // a contiguous mask row is added as the scores are stored
           auto scores = [&](const auto& epilogue) {
             simd::gemm_bcast(nr, ns, d, scale * kLog2e, qv.p + g.r0 * qv.rs, qv.rs, qv.cs, kt.data() + (a - k0) * d,
-                             64, 64 * d, s.data(), ns, epilogue);
+                             simd::kPanel, simd::kPanel * d, s.data(), ns, epilogue);
           };
           if (fused_mask) {
-            std::fill(vmax.begin(), vmax.begin() + nr * 16, -std::numeric_limits<float>::infinity());
+            std::fill(vmax.begin(), vmax.begin() + nr * simd::kW, -std::numeric_limits<float>::infinity());
             const float* ma = mr ? mr + a : nullptr;
             if (clamp)
               scores(ScoreEpilogue<true>{ma, mrs, vmax.data()});
@@ -463,7 +455,9 @@ void attention(KernelContext& ctx) {
             float* row = s.data() + i * ns;
             float tmax = -std::numeric_limits<float>::infinity();
             if (fused_mask) {
-              for (int l = 0; l < 16; ++l) tmax = std::max(tmax, vmax[size_t(i * 16 + l)]);
+#if defined(GAF_SIMD)
+              for (int l = 0; l < simd::kW; ++l) tmax = std::max(tmax, vmax[size_t(i * simd::kW + l)]);
+#endif
             } else if (mr && mcs == 1) {  // a contiguous mask row (padding or causal masks)
               const float* mrow = mr + i * mrs + a;
 #pragma omp simd reduction(max : tmax)
@@ -497,16 +491,16 @@ void attention(KernelContext& ctx) {
             rmax[ri] = mnew;
           }
           // o += P V
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
           if (direct) {  // output rows = P V / rowsum
             for (int64_t i = 0; i < nr; ++i) inv[size_t(i)] = softmax_norm(rsum[size_t(g.r0 + i)]);
-            simd::gemm_bcast(nr, dv, ns, 1.0f, s.data(), ns, 1, vb + a * rv, rv, 64, ob + g.r0 * ors, ors,
+            simd::gemm_bcast(nr, dv, ns, 1.0f, s.data(), ns, 1, vb + a * rv, rv, simd::kPanel, ob + g.r0 * ors, ors,
                              ScaleRows{inv.data()});
             continue;
           }
           if (v.strides.back() == 1) {
-            simd::gemm_bcast(nr, dv, ns, 1.0f, s.data(), ns, 1, vb + a * rv, rv, 64, o.data() + g.r0 * dv, dv,
-                             simd::AddToC{});
+            simd::gemm_bcast(nr, dv, ns, 1.0f, s.data(), ns, 1, vb + a * rv, rv, simd::kPanel, o.data() + g.r0 * dv,
+                             dv, simd::AddToC{});
             continue;
           }
 #endif

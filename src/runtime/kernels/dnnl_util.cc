@@ -179,25 +179,20 @@ std::optional<float> take_trailing_swish(std::vector<PostOp>& chain) {
   return alpha;
 }
 
-#if defined(__AVX512F__)
-#pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace {
 float eltwise_ref(const PostOp& op, float x);  // below
 
-// y[i] = f(y[i]) over n floats in place, across the OpenMP threads: f16 on 16 lanes (the last vector masked) with
-// AVX-512, f1 one at a time otherwise.
-template <class F16, class F1>
-void map_inplace(float* y, int64_t n, [[maybe_unused]] F16 f16, F1 f1) {
+// y[i] = f(y[i]) over n floats in place, across the OpenMP threads: fv on simd::kW lanes (the last vector
+// masked) where simd_vec.h has a vector, f1 one at a time otherwise.
+template <class FV, class F1>
+void map_inplace(float* y, int64_t n, [[maybe_unused]] FV fv, F1 f1) {
   parallel_for(n, 16384, [&](int64_t b, int64_t e) {
     int64_t i = b;
-#if defined(__AVX512F__)
-    for (; i + 16 <= e; i += 16) _mm512_storeu_ps(y + i, f16(_mm512_loadu_ps(y + i)));
+#if defined(GAF_SIMD)
+    for (; i + simd::kW <= e; i += simd::kW) simd::storeu(y + i, fv(simd::loadu(y + i)));
     if (i < e) {
-      const __mmask16 m = __mmask16((1u << (e - i)) - 1);
-      _mm512_mask_storeu_ps(y + i, m, f16(_mm512_maskz_loadu_ps(m, y + i)));
+      const simd::lanes_t m = simd::first(e - i);
+      simd::storeu(y + i, fv(simd::loadu(y + i, m)), m);
       i = e;
     }
 #endif
@@ -207,13 +202,13 @@ void map_inplace(float* y, int64_t n, [[maybe_unused]] F16 f16, F1 f1) {
 }  // namespace
 
 void swish_inplace(float* y, int64_t n, float alpha) {
-#if defined(__AVX512F__)
-  const __m512 c = _mm512_set1_ps(-alpha * 1.44269504088896341f);
-  auto f16 = [c](__m512 v) { return simd::swish16(v, c); };
+#if defined(GAF_SIMD)
+  const simd::vf c = simd::set1(-alpha * 1.44269504088896341f);
+  auto fv = [c](simd::vf v) { return simd::swishv(v, c); };
 #else
-  auto f16 = nullptr;
+  auto fv = nullptr;
 #endif
-  map_inplace(y, n, f16, [alpha](float v) { return simd::swish(v, alpha); });
+  map_inplace(y, n, fv, [alpha](float v) { return simd::swish(v, alpha); });
 }
 
 std::optional<PostOp::Kind> take_trailing_gelu(std::vector<PostOp>& chain) {
@@ -225,18 +220,14 @@ std::optional<PostOp::Kind> take_trailing_gelu(std::vector<PostOp>& chain) {
 }
 
 void gelu_inplace(float* y, int64_t n, bool tanh) {
-#if defined(__AVX512F__)
-  auto f16 = [tanh](__m512 v) { return tanh ? simd::gelu_tanh16(v) : simd::gelu_erf16(v); };
+#if defined(GAF_SIMD)
+  auto fv = [tanh](simd::vf v) { return tanh ? simd::gelu_tanhv(v) : simd::gelu_erfv(v); };
 #else
-  auto f16 = nullptr;
+  auto fv = nullptr;
 #endif
   const PostOp op = tanh ? PostOp::gelu_tanh() : PostOp::gelu_erf();
-  map_inplace(y, n, f16, [&op](float v) { return eltwise_ref(op, v); });
+  map_inplace(y, n, fv, [&op](float v) { return eltwise_ref(op, v); });
 }
-
-#if defined(__AVX512F__)
-#pragma GCC diagnostic pop
-#endif
 
 void ArgCache::bind(int arg, const memory::desc& md, const void* data) {
   auto it = args_.find(arg);

@@ -8,13 +8,12 @@
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 namespace gaf::runtime {
 
 namespace {
+
+constexpr int64_t kLanes = PointwiseConv::kLanes, kMaxPanel = PointwiseConv::kMaxPanel;
 
 // How the work splits into tasks: slices of `chunk` expanded channels (the last one narrower) by `bands` bands of
 // output rows, over `batch` images, in that order, parallel_for's static split giving each thread a run of them.
@@ -27,13 +26,13 @@ double split_cost(const ExpandDepthwise::Geometry& g, int64_t e, int64_t c, int6
   const int64_t panels = (e + chunk - 1) / chunk, oh = g.oh(), ow = g.ow(), tasks = batch * panels * bands;
   std::vector<double> task(size_t(panels * bands));
   for (int64_t p = 0; p < panels; ++p) {
-    const int64_t nv = (std::min(chunk, e - p * chunk) + 15) / 16;
+    const int64_t nv = (std::min(chunk, e - p * chunk) + kLanes - 1) / kLanes;
     const double eff = nv == 1 ? 2.0 : nv == 2 ? 1.33 : 1.0;
     for (int64_t band = 0; band < bands; ++band) {
       const int64_t oy0 = oh * band / bands, oy1 = oh * (band + 1) / bands;
       const int64_t r0 = std::max<int64_t>(0, oy0 * g.stride - g.pad_top);
       const int64_t r1 = std::min(g.h, (oy1 - 1) * g.stride - g.pad_top + g.k);
-      task[size_t(p * bands + band)] = double(16 * nv) * (double(std::max<int64_t>(0, r1 - r0) * g.w * c) * eff +
+      task[size_t(p * bands + band)] = double(kLanes * nv) * (double(std::max<int64_t>(0, r1 - r0) * g.w * c) * eff +
                                                           double((oy1 - oy0) * ow * g.k * g.k));
     }
   }
@@ -59,13 +58,13 @@ int64_t best_bands(const ExpandDepthwise::Geometry& g, int64_t e, int64_t c, int
   return best;
 }
 
-// The slice width (a multiple of 16 up to 96, PointwiseConv's panels) whose best split gives the busiest thread
-// the least work for one image; the widest within 2% of it. MobileNetV3's 240 channels over 2 threads: 64-channel
-// slices (4 tasks) where 96 gave 3 slices and uneven bands.
+// The slice width (a multiple of kLanes up to kMaxPanel, PointwiseConv's panels) whose best split gives the
+// busiest thread the least work for one image; the widest within 2% of it. MobileNetV3's 240 channels over 2
+// threads (AVX-512): 64-channel slices (4 tasks) where 96 gave 3 slices and uneven bands.
 int64_t best_chunk(const ExpandDepthwise::Geometry& g, int64_t e, int64_t c, int64_t threads) {
   int64_t best = 0;
   double best_cost = 0;
-  for (int64_t chunk = std::min<int64_t>(96, (e + 15) / 16 * 16); chunk >= 16; chunk -= 16) {
+  for (int64_t chunk = std::min(kMaxPanel, (e + kLanes - 1) / kLanes * kLanes); chunk >= kLanes; chunk -= kLanes) {
     double cst = 0;
     best_bands(g, e, c, 1, chunk, threads, &cst);
     if (best == 0 || cst < best_cost * 0.98) best = chunk, best_cost = cst;
@@ -73,11 +72,12 @@ int64_t best_chunk(const ExpandDepthwise::Geometry& g, int64_t e, int64_t c, int
   return best;
 }
 
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
 #pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// One output row of the depthwise convolution for nv vectors of 16 channels, with its clamp (the activation
+using simd::kW;
+// One output row of the depthwise convolution for nv vectors of kW channels, with its clamp (the activation
 // after it is activate_row's). rows[u]: expanded row u of the window, padded (column 0 is input column
 // -pad_left), pixels `ld` floats apart; w: [K * K][ld] taps; y: the row's first output pixel at this slice's first
 // channel, pixels ldy apart; `last` masks the stores of vector nv - 1 (masked stores only there: dearer on this
@@ -85,55 +85,55 @@ int64_t best_chunk(const ExpandDepthwise::Geometry& g, int64_t e, int64_t c, int
 // 4 * K FMAs.
 template <int K, int S>
 void depthwise_row(const float* const* rows, int64_t ld, const float* w, const float* b, float* y, int64_t ldy,
-                   int64_t ow, int64_t nv, __mmask16 last, float lo, float hi) {
+                   int64_t ow, int64_t nv, simd::lanes_t last, float lo, float hi) {
+  using namespace simd;
   constexpr int kBlock = 4, kCols = kBlock * S + K - S;
-  // 3x3: the 9 taps stay in registers; 5x5: a window row's 5 taps are loaded with it (25 would not fit).
-  constexpr bool kTapsInRegs = K == 3;
-  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  // 3x3 with AVX-512: the 9 taps stay in registers; otherwise a window row's taps are loaded with it (25, or
+  // 9 of 16 registers, would not fit), as are the columns with AVX2.
+  constexpr bool kTapsInRegs = K == 3 && kW == 16, kColsInRegs = kW == 16;
+  const vf vlo = set1(lo), vhi = set1(hi);
   for (int64_t j = 0; j < nv; ++j) {
-    const __mmask16 m = j == nv - 1 ? last : __mmask16(0xFFFF);
-    auto store = [&](float* at, __m512 acc) {
-      const __m512 v = _mm512_min_ps(_mm512_max_ps(acc, vlo), vhi);
-      if (m == __mmask16(0xFFFF))
-        _mm512_storeu_ps(at, v);
+    const bool full = j < nv - 1 || is_all(last);
+    auto store = [&](float* at, vf acc) {
+      const vf v = min(max(acc, vlo), vhi);
+      if (full)
+        storeu(at, v);
       else
-        _mm512_mask_storeu_ps(at, m, v);
+        storeu(at, v, last);
     };
-    __m512 wv[K * K];
+    vf wv[K * K];
     if constexpr (kTapsInRegs)
-      for (int t = 0; t < K * K; ++t) wv[t] = _mm512_loadu_ps(w + t * ld + 16 * j);
-    const __m512 bv = _mm512_loadu_ps(b + 16 * j);
+      for (int t = 0; t < K * K; ++t) wv[t] = loadu(w + t * ld + kW * j);
+    const vf bv = loadu(b + kW * j);
     int64_t ox = 0;
     for (; ox + kBlock <= ow; ox += kBlock) {
-      __m512 acc[kBlock];
+      vf acc[kBlock];
       for (int i = 0; i < kBlock; ++i) acc[i] = bv;
 #pragma GCC unroll 5
       for (int u = 0; u < K; ++u) {
-        const float* r = rows[u] + ox * S * ld + 16 * j;
+        const float* r = rows[u] + ox * S * ld + kW * j;
         // Each column once into a register: left to itself GCC 12 folds the loads into the FMAs, one per FMA.
-        __m512 col[kCols];
+        vf col[kCols];
         for (int c = 0; c < kCols; ++c) {
-          col[c] = _mm512_loadu_ps(r + c * ld);
-          asm("" : "+v"(col[c]));
+          col[c] = loadu(r + c * ld);
+          if constexpr (kColsInRegs) asm("" : "+v"(col[c]));
         }
-        __m512 tap[K];
-        for (int v = 0; v < K; ++v)
-          tap[v] = kTapsInRegs ? wv[u * K + v] : _mm512_loadu_ps(w + (u * K + v) * ld + 16 * j);
+        vf tap[K];
+        for (int v = 0; v < K; ++v) tap[v] = kTapsInRegs ? wv[u * K + v] : loadu(w + (u * K + v) * ld + kW * j);
 #pragma GCC unroll 5
         for (int v = 0; v < K; ++v)
 #pragma GCC unroll 4
-          for (int i = 0; i < kBlock; ++i) acc[i] = _mm512_fmadd_ps(col[i * S + v], tap[v], acc[i]);
+          for (int i = 0; i < kBlock; ++i) acc[i] = fmadd(col[i * S + v], tap[v], acc[i]);
       }
-      for (int i = 0; i < kBlock; ++i) store(y + (ox + i) * ldy + 16 * j, acc[i]);
+      for (int i = 0; i < kBlock; ++i) store(y + (ox + i) * ldy + kW * j, acc[i]);
     }
     for (; ox < ow; ++ox) {
-      __m512 acc = bv;
+      vf acc = bv;
       for (int u = 0; u < K; ++u) {
-        const float* r = rows[u] + ox * S * ld + 16 * j;
-        for (int v = 0; v < K; ++v)
-          acc = _mm512_fmadd_ps(_mm512_loadu_ps(r + v * ld), _mm512_loadu_ps(w + (u * K + v) * ld + 16 * j), acc);
+        const float* r = rows[u] + ox * S * ld + kW * j;
+        for (int v = 0; v < K; ++v) acc = fmadd(loadu(r + v * ld), loadu(w + (u * K + v) * ld + kW * j), acc);
       }
-      store(y + ox * ldy + 16 * j, acc);
+      store(y + ox * ldy + kW * j, acc);
     }
   }
 }
@@ -141,22 +141,20 @@ void depthwise_row(const float* const* rows, int64_t ld, const float* w, const f
 // The activation of one output row, in place, after depthwise_row (in its loop, SiLU's registers spilled the taps
 // and columns): y's pixels ldy floats apart, nv vectors, `last` masking vector nv - 1.
 template <Activation kAct>
-void activate_row(float* y, int64_t ldy, int64_t ow, int64_t nv, __mmask16 last, float alpha) {
-  const __m512 neg_a_log2e = _mm512_set1_ps(-alpha * 1.44269504088896341f);
-  const int64_t full = last == __mmask16(0xFFFF) ? nv : nv - 1;
+void activate_row(float* y, int64_t ldy, int64_t ow, int64_t nv, simd::lanes_t last, float alpha) {
+  using namespace simd;
+  const vf neg_a_log2e = set1(-alpha * 1.44269504088896341f);
+  const int64_t full = is_all(last) ? nv : nv - 1;
   for (int64_t ox = 0; ox < ow; ++ox, y += ldy) {
-    for (int64_t j = 0; j < full; ++j)
-      _mm512_storeu_ps(y + 16 * j, activate16(_mm512_loadu_ps(y + 16 * j), kAct, neg_a_log2e));
-    if (full < nv)
-      _mm512_mask_storeu_ps(y + 16 * full, last,
-                            activate16(_mm512_maskz_loadu_ps(last, y + 16 * full), kAct, neg_a_log2e));
+    for (int64_t j = 0; j < full; ++j) storeu(y + kW * j, activatev(loadu(y + kW * j), kAct, neg_a_log2e));
+    if (full < nv) storeu(y + kW * full, activatev(loadu(y + kW * full, last), kAct, neg_a_log2e), last);
   }
 }
 #pragma GCC diagnostic pop
 
 using RowFn = void (*)(const float* const*, int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t,
-                       __mmask16, float, float);
-using ActivateFn = void (*)(float*, int64_t, int64_t, int64_t, __mmask16, float);
+                       simd::lanes_t, float, float);
+using ActivateFn = void (*)(float*, int64_t, int64_t, int64_t, simd::lanes_t, float);
 
 RowFn row_kernel(int64_t k, int64_t s) {
   if (k == 3) return s == 1 ? depthwise_row<3, 1> : depthwise_row<3, 2>;
@@ -202,7 +200,7 @@ ExpandDepthwise::ExpandDepthwise(const float* w1, const float* b1, const float* 
 }
 
 void ExpandDepthwise::run(const float* x, int64_t batch, float* y) const {
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
   const int64_t k = g_.k, s = g_.stride, oh = g_.oh(), ow = g_.ow(), panels = expand_.panels();
   const int64_t cols = g_.w + g_.pad_left + g_.pad_right, slot = cols * chunk_;
   // Row bands split the output rows further when the channel slices alone would leave threads uneven.
@@ -223,8 +221,8 @@ void ExpandDepthwise::run(const float* x, int64_t batch, float* y) const {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t n = t / (panels * bands), p = t / bands % panels, band = t % bands;
       const int64_t oy0 = oh * band / bands, oy1 = oh * (band + 1) / bands;
-      const int64_t width = expand_.panel_cols(p), nv = (width + 15) / 16, c0 = expand_.panel_start(p);
-      const __mmask16 last = tail_mask(width);
+      const int64_t width = expand_.panel_cols(p), nv = (width + kW - 1) / kW, c0 = expand_.panel_start(p);
+      const simd::lanes_t last = simd::tail_lanes(width);
       const float* xn = x + n * g_.h * g_.w * c_;
       const float* w2 = w2_.data() + p * k * k * chunk_;
       const float* b2 = b2_.data() + p * chunk_;
@@ -247,7 +245,7 @@ void ExpandDepthwise::run(const float* x, int64_t batch, float* y) const {
   });
 #else
   (void)x, (void)batch, (void)y;
-  GAF_ASSERT(false, "ExpandDepthwise needs AVX-512");
+  GAF_ASSERT(false, "ExpandDepthwise needs AVX-512 or AVX2");
 #endif
 }
 

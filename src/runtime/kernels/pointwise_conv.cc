@@ -7,73 +7,79 @@
 
 #include "runtime/kernels/common.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 namespace gaf::runtime {
 
 namespace {
 
-constexpr int64_t kMaxPanel = 96;  // output channels per panel: at most 6 vectors of 16
 constexpr int64_t kChunk = 48;  // about this many pixels per task
 
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
 #pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+using simd::kW;
 // Pixels per tile for NV vectors of output channels: NV x PB accumulators plus NV weights and a broadcast stay
-// within the 32 vector registers (3 x 6 measured faster than 4 x 6, whose 31 registers leave no slack).
-constexpr int tile_pixels(int nv) { return nv >= 5 ? 3 : nv == 4 ? 4 : nv == 3 ? 6 : nv == 2 ? 8 : 12; }
+// within the vector registers. AVX-512 (32): 3 x 6 measured faster than 4 x 6, whose 31 registers leave no
+// slack. AVX2 (16): the weights are left in memory (FMA operands) from 4 vectors on.
+constexpr int tile_pixels(int nv) {
+  if constexpr (kW == 16) return nv >= 5 ? 3 : nv == 4 ? 4 : nv == 3 ? 6 : nv == 2 ? 8 : 12;
+  return nv >= 5 ? 2 : nv == 4 ? 3 : nv == 3 ? 4 : nv == 2 ? 6 : 12;
+}
+// Whether the NV weights of a channel are pinned in registers.
+constexpr bool weights_in_registers(int nv) { return nv * tile_pixels(nv) + nv + 1 <= (kW == 16 ? 32 : 16); }
 
-// `tiles` tiles one after another, each PB pixels from x (row stride k) by NV x 16 output channels of a panel w
-// ([k][NV x 16]); y and the addend have row stride ldy, `off` is the first tile's element offset in them, `last`
-// masks the last vector's lanes. The activation is a template argument: a run-time choice kept GCC from unrolling
+// `tiles` tiles one after another, each PB pixels from x (row stride k) by NV x kW output channels of a panel w
+// ([k][NV x kW]); y and the addend have row stride ldy, `off` is the first tile's element offset in them,
+// last_lanes counts the lanes of the last vector. The activation is a template argument: a run-time choice kept GCC from unrolling
 // the epilogue, which spilled the accumulators (MobileNetV2 1.15x slower).
 template <int NV, int PB, bool kAdd, Activation kAct>
 void tile(const float* x, int64_t k, const float* w, const float* bias, float* y, int64_t ldy, int64_t off,
-          __mmask16 last, const PointwiseConv::Epilogue& ep, int64_t tiles) {
-  const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
-  const __m512 lo2 = _mm512_set1_ps(ep.lo2), hi2 = _mm512_set1_ps(ep.hi2);
-  const __m512 neg_a_log2e = _mm512_set1_ps(-ep.alpha * 1.44269504088896341f);
+          int64_t last_lanes, const PointwiseConv::Epilogue& ep, int64_t tiles) {
+  using namespace simd;
+  const lanes_t last = first(last_lanes);
+  const vf lo = set1(ep.lo), hi = set1(ep.hi);
+  const vf lo2 = set1(ep.lo2), hi2 = set1(ep.hi2);
+  const vf neg_a_log2e = set1(-ep.alpha * 1.44269504088896341f);
+  const bool full = is_all(last);
   for (int64_t t = 0; t < tiles; ++t, x += PB * k, off += PB * ldy) {
-    __m512 acc[PB][NV];
+    vf acc[PB][NV];
     for (int j = 0; j < NV; ++j) {
-      const __m512 b = _mm512_loadu_ps(bias + 16 * j);
+      const vf b = loadu(bias + kW * j);
       for (int i = 0; i < PB; ++i) acc[i][j] = b;
     }
     for (int64_t c = 0; c < k; ++c) {
-      __m512 wv[NV];
+      vf wv[NV];
       for (int j = 0; j < NV; ++j) {
-        wv[j] = _mm512_loadu_ps(w + c * NV * 16 + 16 * j);
+        wv[j] = loadu(w + c * NV * kW + kW * j);
         // Keep the weights in registers: left to itself GCC 12 folds them into every FMA as a memory operand,
         // and the loads (NV x PB per channel instead of NV) then bound the tile at half the FMA rate.
-        asm("" : "+v"(wv[j]));
+        if constexpr (weights_in_registers(NV)) asm("" : "+v"(wv[j]));
       }
       for (int i = 0; i < PB; ++i) {
-        const __m512 xv = _mm512_set1_ps(x[i * k + c]);
-        for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+        const vf xv = set1(x[i * k + c]);
+        for (int j = 0; j < NV; ++j) acc[i][j] = fmadd(xv, wv[j], acc[i][j]);
       }
     }
     for (int i = 0; i < PB; ++i)
       for (int j = 0; j < NV; ++j) {
-        // Masked loads and stores only where needed: on this AMD machine they cost more than plain ones.
-        const bool partial = j == NV - 1 && last != __mmask16(0xFFFF);
-        const int64_t at = off + i * ldy + 16 * j;
-        __m512 v = activate16(_mm512_min_ps(_mm512_max_ps(acc[i][j], lo), hi), kAct, neg_a_log2e);
+        // Masked loads and stores only where needed: on AMD machines they cost more than plain ones.
+        const bool partial = j == NV - 1 && !full;
+        const int64_t at = off + i * ldy + kW * j;
+        vf v = activatev(min(max(acc[i][j], lo), hi), kAct, neg_a_log2e);
         if constexpr (kAdd) {
-          const __m512 a = partial ? _mm512_maskz_loadu_ps(last, ep.addend + at) : _mm512_loadu_ps(ep.addend + at);
-          v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, a), lo2), hi2);
+          const vf a = partial ? loadu(ep.addend + at, last) : loadu(ep.addend + at);
+          v = min(max(add(v, a), lo2), hi2);
         }
         if (partial)
-          _mm512_mask_storeu_ps(y + at, last, v);
+          storeu(y + at, v, last);
         else
-          _mm512_storeu_ps(y + at, v);
+          storeu(y + at, v);
       }
   }
 }
 
-using TileFn = void (*)(const float*, int64_t, const float*, const float*, float*, int64_t, int64_t, __mmask16,
+using TileFn = void (*)(const float*, int64_t, const float*, const float*, float*, int64_t, int64_t, int64_t,
                         const PointwiseConv::Epilogue&, int64_t);
 
 // For each epilogue form (addend or not, activation): tiles of full height by vectors - 1; and for the
@@ -118,7 +124,7 @@ TileFn tile_fn(const PointwiseConv::Epilogue& ep, int64_t nv, int64_t r) {
 }  // namespace
 
 bool PointwiseConv::available() {
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
   return true;
 #else
   return false;
@@ -127,9 +133,10 @@ bool PointwiseConv::available() {
 
 PointwiseConv::PointwiseConv(const float* w, const float* bias, int64_t n, int64_t k, int64_t panel_width)
     : n_(n), k_(k) {
-  GAF_ASSERT(panel_width > 0 && panel_width % 16 == 0 && panel_width <= kMaxPanel, "PointwiseConv: panel width");
+  if (panel_width == 0) panel_width = kMaxPanel;
+  GAF_ASSERT(panel_width > 0 && panel_width % kLanes == 0 && panel_width <= kMaxPanel, "PointwiseConv: panel width");
   for (int64_t s = 0; s < n; s += panel_width) {
-    const int64_t cols = std::min(panel_width, n - s), width = (cols + 15) / 16 * 16;
+    const int64_t cols = std::min(panel_width, n - s), width = (cols + kLanes - 1) / kLanes * kLanes;
     panel_start_.push_back(s);
     panel_cols_.push_back(cols);
     panel_offset_.push_back(packed_.size());
@@ -143,7 +150,7 @@ PointwiseConv::PointwiseConv(const float* w, const float* bias, int64_t n, int64
 }
 
 void PointwiseConv::run(const float* x, int64_t pixels, float* y, const Epilogue& ep) const {
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
   // Chunks of about kChunk pixels, of equal size; tasks chunk by chunk (all panels of a chunk together), so each
   // thread gets an even share of the pixels and writes whole output rows.
   const int64_t chunks = std::max<int64_t>(1, (pixels + kChunk - 1) / kChunk), panels = int64_t(panel_cols_.size());
@@ -158,15 +165,15 @@ void PointwiseConv::run(const float* x, int64_t pixels, float* y, const Epilogue
   });
 #else
   (void)x, (void)pixels, (void)y, (void)ep;
-  GAF_ASSERT(false, "PointwiseConv needs AVX-512");
+  GAF_ASSERT(false, "PointwiseConv needs AVX-512 or AVX2");
 #endif
 }
 
 void PointwiseConv::run_panel(int64_t panel, const float* x, int64_t pixels, float* y, int64_t ldy,
                               const Epilogue& ep) const {
-#if defined(__AVX512F__)
-  const int64_t cols = panel_cols_[size_t(panel)], nv = (cols + 15) / 16;
-  const __mmask16 last = tail_mask(cols);
+#if defined(GAF_SIMD)
+  const int64_t cols = panel_cols_[size_t(panel)], nv = (cols + kW - 1) / kW;
+  const int64_t last = cols - (nv - 1) * kW;  // lanes of the last vector
   const float* w = packed_.data() + panel_offset_[size_t(panel)];
   const float* b = bias_.data() + bias_offset_[size_t(panel)];
   const int64_t pb = tile_pixels(int(nv));
@@ -175,7 +182,7 @@ void PointwiseConv::run_panel(int64_t panel, const float* x, int64_t pixels, flo
   if (pixels > p) tile_fn(ep, nv, pixels - p)(x + p * k_, k_, w, b, y, ldy, p * ldy, last, ep, 1);
 #else
   (void)panel, (void)x, (void)pixels, (void)y, (void)ldy, (void)ep;
-  GAF_ASSERT(false, "PointwiseConv needs AVX-512");
+  GAF_ASSERT(false, "PointwiseConv needs AVX-512 or AVX2");
 #endif
 }
 

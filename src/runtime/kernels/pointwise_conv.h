@@ -1,10 +1,10 @@
-// A 1x1 convolution over channels-last fp32 activations, with its epilogue, on AVX-512 register tiles:
+// A 1x1 convolution over channels-last fp32 activations, with its epilogue, on register tiles (simd_vec.h):
 //   y[p, n] = ops(b[n] + sum_k x[p, k] w[n, k])   for p < pixels, n < N   (x [pixels, K], y [pixels, N])
 // ops: clamp(act(clamp(v, lo, hi)) + addend, lo2, hi2), act an activation (Swish, HardSwish or none), the addend a
 // residual [pixels, N] like y (or none): Relu, Clip, SiLU, HardSwish, a residual Add, and clamps on either side.
 //
 // What it is for: the pointwise convolutions of MobileNet-style blocks, a GEMM of many pixels by few channels.
-// Each tile keeps 3 to 12 pixels by up to 96 output channels in registers, the weights of one input channel in
+// Each tile keeps 3 to 12 pixels by up to 6 vectors of output channels in registers, the weights of one input channel in
 // registers too, and streams the pixels' inputs as broadcasts: two FMAs per cycle where oneDNN 2.6's 1x1
 // convolution measured 60-75% of that on such shapes (MobileNetV2's 112x112, 16 -> 96 expansion: 82 us against
 // oneDNN's 133 us). The weights are packed once into panels of up to 96 output channels.
@@ -35,16 +35,11 @@ inline float activate(float x, Activation act, float alpha) {
   return act == Activation::Swish ? simd::swish(x, alpha) : x;
 }
 
-#if defined(__AVX512F__)
-// The lanes of the last of ceil(cols / 16) vectors that hold one of cols channels.
-inline __mmask16 tail_mask(int64_t cols) {
-  return __mmask16(cols % 16 == 0 ? 0xFFFF : (1u << (cols % 16)) - 1);
-}
-
-// activate() on 16 lanes; neg_a_log2e = -alpha log2(e) (simd::swish16).
-inline __m512 activate16(__m512 x, Activation act, __m512 neg_a_log2e) {
-  if (act == Activation::Swish) return simd::swish16(x, neg_a_log2e);
-  if (act == Activation::HardSwish) return simd::hard_swish16(x);
+#if defined(GAF_SIMD)
+// activate() on simd::kW lanes; neg_a_log2e = -alpha log2(e) (simd::swishv).
+inline simd::vf activatev(simd::vf x, Activation act, simd::vf neg_a_log2e) {
+  if (act == Activation::Swish) return simd::swishv(x, neg_a_log2e);
+  if (act == Activation::HardSwish) return simd::hard_swishv(x);
   return x;
 }
 #endif
@@ -59,12 +54,20 @@ class PointwiseConv {
     float lo2 = -std::numeric_limits<float>::infinity(), hi2 = std::numeric_limits<float>::infinity();
   };
 
-  // Whether this build has the kernel (it needs AVX-512).
+  // Whether this build has the kernel (it needs AVX-512 or AVX2).
   static bool available();
 
+  // Channels per vector (16 with AVX-512, 8 with AVX2) and per panel at most (6 vectors).
+#if defined(GAF_SIMD)
+  static constexpr int64_t kLanes = simd::kW;
+#else
+  static constexpr int64_t kLanes = 16;
+#endif
+  static constexpr int64_t kMaxPanel = 6 * kLanes;
+
   // w: [N, K] (ONNX's [M, C, 1, 1]); bias: [N] or null. The output channels are computed in panels of
-  // panel_width (a multiple of 16, at most 96) channels, the last one narrower.
-  PointwiseConv(const float* w, const float* bias, int64_t n, int64_t k, int64_t panel_width = 96);
+  // panel_width (a multiple of kLanes, at most kMaxPanel; 0: kMaxPanel) channels, the last one narrower.
+  PointwiseConv(const float* w, const float* bias, int64_t n, int64_t k, int64_t panel_width = 0);
 
   // y may be the addend (read before written, element by element).
   void run(const float* x, int64_t pixels, float* y, const Epilogue& ep) const;
@@ -81,9 +84,9 @@ class PointwiseConv {
 
  private:
   int64_t n_, k_;
-  std::vector<int64_t> panel_cols_;   // output channels per panel (96, ..., the rest)
+  std::vector<int64_t> panel_cols_;   // output channels per panel (kMaxPanel, ..., the rest)
   std::vector<int64_t> panel_start_;  // first output channel of each panel
-  std::vector<size_t> panel_offset_;  // each panel's [K][width rounded up to 16] weights in packed_
+  std::vector<size_t> panel_offset_;  // each panel's [K][width rounded up to kLanes] weights in packed_
   std::vector<size_t> bias_offset_;   // each panel's bias in bias_
   std::vector<float> packed_, bias_;  // bias_ zero-padded to the panels' width
 };

@@ -8,11 +8,9 @@
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "runtime/kernels/simd_vec.h"
 
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
 #pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -29,43 +27,44 @@ constexpr int64_t kMinPerThread = 16384;
 // From this many weights per layer (R C) the threads compute the gates in slices.
 constexpr int64_t kSplitGates = 16384;
 
-// sum_i a[i] b[i].
+// sum_i a[i] b[i], on 2 kW lanes of partial sums (32 or 16; 8 without a vector unit).
 float dot(const float* a, const float* b, int64_t n) {
-#if defined(__AVX512F__)
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+#if defined(GAF_SIMD)
+  using namespace simd;
+  vf acc0 = zero(), acc1 = zero();
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+  for (; i + 2 * kW <= n; i += 2 * kW) {
+    acc0 = fmadd(loadu(a + i), loadu(b + i), acc0);
+    acc1 = fmadd(loadu(a + i + kW), loadu(b + i + kW), acc1);
   }
-  for (; i < n; i += 16) {
-    const __mmask16 m = i + 16 <= n ? __mmask16(0xFFFF) : tail_mask(n - i);
-    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
+  for (; i < n; i += kW) {
+    const lanes_t m = first(n - i);
+    acc0 = fmadd(loadu(a + i, m), loadu(b + i, m), acc0);
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return reduce_add(add(acc0, acc1));
 #else
-  float s = 0.f;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+  float s[8] = {};
+  for (int64_t i = 0; i < n; ++i) s[i % 8] += a[i] * b[i];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 #endif
 }
 
-// sum_i a[i], on 32 lanes of partial sums (each of them adds n / 32 values).
+// sum_i a[i], on 2 kW lanes of partial sums (each of them adds n / 2 kW values).
 float sum(const float* a, int64_t n) {
-#if defined(__AVX512F__)
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+#if defined(GAF_SIMD)
+  using namespace simd;
+  vf acc0 = zero(), acc1 = zero();
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm512_add_ps(acc0, _mm512_loadu_ps(a + i));
-    acc1 = _mm512_add_ps(acc1, _mm512_loadu_ps(a + i + 16));
+  for (; i + 2 * kW <= n; i += 2 * kW) {
+    acc0 = add(acc0, loadu(a + i));
+    acc1 = add(acc1, loadu(a + i + kW));
   }
-  for (; i < n; i += 16)
-    acc0 = _mm512_add_ps(acc0, _mm512_maskz_loadu_ps(i + 16 <= n ? __mmask16(0xFFFF) : tail_mask(n - i), a + i));
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  for (; i < n; i += kW) acc0 = add(acc0, loadu(a + i, first(n - i)));
+  return reduce_add(add(acc0, acc1));
 #else
-  float s = 0.f;
-  for (int64_t i = 0; i < n; ++i) s += a[i];
-  return s;
+  float s[8] = {};
+  for (int64_t i = 0; i < n; ++i) s[i % 8] += a[i];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 #endif
 }
 
@@ -90,12 +89,14 @@ void sum_rows(const float* __restrict x, int64_t rows, int64_t c, float* __restr
 
 // y[i] = x[i] g[i] for i < n, y == x allowed; with g_step 0, y[i] = x[i] g[0].
 void scale(const float* x, const float* g, int64_t g_step, int64_t n, float* y) {
-#if defined(__AVX512F__)
-  const __m512 s = _mm512_set1_ps(*g);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = i + 16 <= n ? __mmask16(0xFFFF) : tail_mask(n - i);
-    const __m512 f = g_step ? _mm512_maskz_loadu_ps(m, g + i) : s;
-    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), f));
+#if defined(GAF_SIMD)
+  using namespace simd;
+  const vf s = set1(*g);
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) storeu(y + i, mul(loadu(x + i), g_step ? loadu(g + i) : s));
+  if (i < n) {
+    const lanes_t m = first(n - i);
+    storeu(y + i, mul(loadu(x + i, m), g_step ? loadu(g + i, m) : s), m);
   }
 #else
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * g[i * g_step];
@@ -132,10 +133,10 @@ void SqueezeExcitation::gate_channels(const float* hidden, int64_t c0, int64_t c
     for (int64_t ch = c0; ch < c1; ++ch) g[ch] = std::min(1.f, std::max(0.f, a * g[ch] + b));
     return;
   }
-#if defined(__AVX512F__)
-  for (int64_t ch = c0; ch < c1; ch += 16) {
-    const __mmask16 m = ch + 16 <= c1 ? __mmask16(0xFFFF) : tail_mask(c1 - ch);
-    _mm512_mask_storeu_ps(g + ch, m, simd::sigmoid16(_mm512_maskz_loadu_ps(m, g + ch)));
+#if defined(GAF_SIMD)
+  for (int64_t ch = c0; ch < c1; ch += simd::kW) {
+    const simd::lanes_t m = simd::first(c1 - ch);
+    simd::storeu(g + ch, simd::sigmoidv(simd::loadu(g + ch, m)), m);
   }
 #else
   for (int64_t ch = c0; ch < c1; ++ch) g[ch] = 1.f / (1.f + std::exp(-g[ch]));
@@ -287,6 +288,6 @@ void register_squeeze_excitation_ops(OpRegistry& r) {
 
 }  // namespace gaf::runtime
 
-#if defined(__AVX512F__)
+#if defined(GAF_SIMD)
 #pragma GCC diagnostic pop
 #endif

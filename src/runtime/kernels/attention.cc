@@ -13,11 +13,11 @@
 // O (fp32), rescaled by exp(m_old - m_new) when the maximum grows (online softmax; m and the scores are kept in
 // log2 units). The [Lq, Lk] score matrix is never materialised, only one [kBlockQ, kBlockK] tile per thread.
 // Tasks are claimed by the OpenMP threads as they finish (parallel_tasks); each runs single-threaded. With
-// AVX-512 or AVX2 (simd_vec.h) the two products per tile are simd::gemm_bcast's register tiles: Kᵀ is packed once per key tile,
-// Q, the probabilities and V are read in place, and the scores' epilogue adds the mask and keeps each row's
-// maximum as it stores them, so the softmax reads the tile once; with a single key tile (up to kBlockK keys)
-// the second product's epilogue writes the normalised output rows. Elsewhere (or with V stored transposed) they
-// go through oneDNN's sgemm.
+// AVX-512 or AVX2 (simd_vec.h) the two products per tile are simd::gemm_bcast's register tiles: Kᵀ is packed
+// once per key tile, Q, the probabilities and V are read in place, and the scores' epilogue adds the mask and
+// keeps each row's maximum as it stores them, so the softmax reads the tile once; with a single key tile (up to
+// kBlockK keys) the second product's epilogue writes the normalised output rows. Elsewhere (or with V stored
+// transposed) they go through oneDNN's sgemm.
 // A row whose every score is -inf has no softmax (ONNX Softmax gives NaN there); it comes out NaN too. Keys that
 // the mask removes from every row of a block (padding, a causal block's future) are skipped (attention_live_keys).
 #include <fmt/ranges.h>

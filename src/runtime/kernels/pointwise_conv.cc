@@ -31,8 +31,8 @@ constexpr bool weights_in_registers(int nv) { return nv * tile_pixels(nv) + nv +
 
 // `tiles` tiles one after another, each PB pixels from x (row stride k) by NV x kW output channels of a panel w
 // ([k][NV x kW]); y and the addend have row stride ldy, `off` is the first tile's element offset in them,
-// last_lanes counts the lanes of the last vector. The activation is a template argument: a run-time choice kept GCC from unrolling
-// the epilogue, which spilled the accumulators (MobileNetV2 1.15x slower).
+// last_lanes counts the lanes of the last vector. The activation is a template argument: a run-time choice kept
+// GCC from unrolling the epilogue, which spilled the accumulators (MobileNetV2 1.15x slower).
 template <int NV, int PB, bool kAdd, Activation kAct>
 void tile(const float* x, int64_t k, const float* w, const float* bias, float* y, int64_t ldy, int64_t off,
           int64_t last_lanes, const PointwiseConv::Epilogue& ep, int64_t tiles) {

@@ -4,10 +4,11 @@
 // residual [pixels, N] like y (or none): Relu, Clip, SiLU, HardSwish, a residual Add, and clamps on either side.
 //
 // What it is for: the pointwise convolutions of MobileNet-style blocks, a GEMM of many pixels by few channels.
-// Each tile keeps 3 to 12 pixels by up to 6 vectors of output channels in registers, the weights of one input channel in
-// registers too, and streams the pixels' inputs as broadcasts: two FMAs per cycle where oneDNN 2.6's 1x1
-// convolution measured 60-75% of that on such shapes (MobileNetV2's 112x112, 16 -> 96 expansion: 82 us against
-// oneDNN's 133 us). The weights are packed once into panels of up to 96 output channels.
+// Each tile keeps 2 to 12 pixels by up to 6 vectors of output channels in registers, the weights of one input
+// channel in registers too (with AVX2 where they fit), and streams the pixels' inputs as broadcasts: two FMAs per
+// cycle where oneDNN 2.6's 1x1 convolution measured 60-75% of that on such shapes (AVX-512, MobileNetV2's
+// 112x112, 16 -> 96 expansion: 82 us against oneDNN's 133 us). The weights are packed once into panels of up to
+// kMaxPanel output channels.
 #pragma once
 
 #include <algorithm>

@@ -208,15 +208,18 @@ void gemm(View a, View b, float alpha, float beta, float* c, int64_t ldc, std::v
 
 // row[j] = 2^(row[j] - m) for j < n (row[j] - m <= 0 or NaN); returns the sum. The softmax half of each tile,
 // whose scores are in log2 units (the kernel folds log2(e) into the score scale and the mask, which saves a
-// multiply per score): in the vector path by simd::exp2v (underflow to 0, -inf -> 0, NaN propagates); the
-// portable path by rn::exp_nonpos. Error: exp2v's 1.7e-7 relative plus the rounding of t = x - m (6e-8 |t|);
+// multiply per score): in the vector path by simd::exp2v, flushed to 0 below 2^-126 (-inf -> 0, NaN propagates);
+// the portable path by rn::exp_nonpos. Subnormal probabilities would add nothing to the row's sum (at least 1)
+// but cost a microcode assist per multiply in the product with V on Intel cores: Swin's -100 window masks made
+// its attention ten times slower. Error: exp2v's 1.7e-7 relative plus the rounding of t = x - m (6e-8 |t|);
 // an fp32 score itself carries more (its GEMM rounding, about 1e-5 absolute at scores near 10).
 float exp_shift_sum(float* row, int64_t n, float m) {
 #if defined(GAF_SIMD)
   using namespace simd;
-  const vf vm = set1(m), lo = set1(-150.0f);
-  auto ex = [&](vf x) {  // a NaN operand stays NaN through the max
-    return exp2v(max(lo, sub(x, vm)));
+  const vf vm = set1(m), lo = set1(-126.0f);
+  auto ex = [&](vf x) {  // 0 below 2^-126, not a subnormal; a NaN operand stays NaN through the max and select
+    const vf t = sub(x, vm);
+    return select(lt(t, lo), zero(), exp2v(max(lo, t)));
   };
   vf s0 = zero(), s1 = zero();
   int64_t j = 0;

@@ -43,7 +43,7 @@ int winograd_convs(const Graph& g) {
 }
 
 TEST(ConvWinograd, MarksThreeByThreeStrideOneConvolutions) {
-  auto r = winograd(conv(32, 32, 24));  // 2 * 32 * 32 * 9 * 24 * 24 = 10.6 MFLOP
+  auto r = winograd(conv(32, 64, 18));  // 2 * 32 * 64 * 9 * 18 * 18 = 11.9 MFLOP
   EXPECT_EQ(r.count(kPass), 1) << r.dump();
   EXPECT_EQ(winograd_convs(*r.after.graph), 1) << r.dump();
   expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
@@ -56,16 +56,16 @@ TEST(ConvWinograd, MarksThreeByThreeStrideOneConvolutions) {
 
 // A symbolic batch counts as one image for the work threshold: what pays for one image pays for more.
 TEST(ConvWinograd, SymbolicBatch) {
-  auto r = winograd(conv(32, 32, 24, 3, 1, 1, "N"));
+  auto r = winograd(conv(32, 64, 18, 3, 1, 1, "N"));
   EXPECT_EQ(r.count(kPass), 1) << r.dump();
   expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
 }
 
 TEST(ConvWinograd, FusedWithEpiloguesAtOptLevelThree) {
   // Two 3x3 convolutions and a residual add: Winograd kernels with ReLU and sum epilogues.
-  std::string text = header() + "g (float[1,32,24,24] x) => (float[1,32,24,24] y) {\n" +
-                     "w1 = Constant <value = float[32,32,3,3] {" + weights(32 * 32 * 9, 1) + "}> ()\n" +
-                     "w2 = Constant <value = float[32,32,3,3] {" + weights(32 * 32 * 9, 7) + "}> ()\n" + R"(
+  std::string text = header() + "g (float[1,64,14,14] x) => (float[1,64,14,14] y) {\n" +
+                     "w1 = Constant <value = float[64,64,3,3] {" + weights(64 * 64 * 9, 1) + "}> ()\n" +
+                     "w2 = Constant <value = float[64,64,3,3] {" + weights(64 * 64 * 9, 7) + "}> ()\n" + R"(
       c1 = Conv <pads = [1, 1, 1, 1]> (x, w1)  r1 = Relu(c1)
       c2 = Conv <pads = [1, 1, 1, 1]> (r1, w2)  s = Add(c2, x)  y = Relu(s) })";
   Model m = testing::parse(text);
@@ -89,19 +89,20 @@ TEST(ConvWinograd, FusedWithEpiloguesAtOptLevelThree) {
 
 TEST(ConvWinograd, DoesNotFire) {
   const std::string cases[] = {
-      conv(32, 32, 24, 3, 2),     // strided
-      conv(32, 32, 24, 1),        // 1x1
-      conv(32, 32, 24, 5),        // 5x5
-      conv(32, 32, 24, 3, 1, 2),  // grouped
+      conv(32, 64, 18, 3, 2),     // strided
+      conv(32, 64, 18, 1),        // 1x1
+      conv(32, 64, 18, 5),        // 5x5
+      conv(32, 64, 18, 3, 1, 2),  // grouped
       conv(8, 64, 40),            // too few input channels (the transforms cost more than they save)
-      conv(32, 32, 12),           // too little work: 2.7 MFLOP
-      conv(32, 32, -1, 3, 1, 1, "N"),  // a symbolic spatial size: the work is unknown
+      conv(128, 32, 24),          // too few output channels (DenseNet's growth convolutions)
+      conv(32, 64, 12),           // too little work: 5.3 MFLOP
+      conv(32, 64, -1, 3, 1, 1, "N"),  // a symbolic spatial size: the work is unknown
   };
   for (const auto& c : cases) {
     auto r = winograd(c);
     EXPECT_EQ(r.count(kPass), 0) << r.dump();
   }
-  auto off = winograd(conv(32, 32, 24), false);  // target without Winograd convolutions, or the rules say no
+  auto off = winograd(conv(32, 64, 18), false);  // target without Winograd convolutions, or the rules say no
   EXPECT_EQ(off.count(kPass), 0) << off.dump();
 }
 

@@ -93,7 +93,7 @@ TEST(ConvWinograd, DoesNotFire) {
       conv(32, 64, 18, 1),        // 1x1
       conv(32, 64, 18, 5),        // 5x5
       conv(32, 64, 18, 3, 1, 2),  // grouped
-      conv(8, 64, 40),            // too few input channels (the transforms cost more than they save)
+      conv(16, 64, 40),           // too few input channels (the transforms cost more than they save)
       conv(128, 32, 24),          // too few output channels (DenseNet's growth convolutions)
       conv(32, 64, 12),           // too little work: 5.3 MFLOP
       conv(32, 64, -1, 3, 1, 1, "N"),  // a symbolic spatial size: the work is unknown

@@ -414,8 +414,13 @@ class ConvKernel final : public Kernel {
   // (`profile --top 0`, 2 threads): few input channels, the expansions (112x112, 16 -> 96: 0.14 -> 0.11 ms;
   // 28x28, 32 -> 192: 26 -> 22 us); the whole model 3% faster. With many input channels (the projections, 144 to
   // 960 -> 24 to 320) oneDNN's blocking over them wins by 10-25%; with 16 output channels or fewer a tile is
-  // bound by its broadcasts.
-  static bool pointwise_pays(const ConvShape& s) { return s.M > 16 && s.C <= 64; }
+  // bound by its broadcasts. That was AMD's Zen 4. On Intel's Sapphire Rapids oneDNN's 1x1 convolution (brgconv)
+  // runs near the FMA peak and wins from 24 input channels on (24 -> 144, 56x56: 0.21 -> 0.19 ms; ResNet-50's
+  // 64 -> 256, 56x56: 0.38 -> 0.31 ms); with 16 it ties or loses (16 -> 96, 112x112: 0.40 -> 0.45 ms).
+  static bool pointwise_pays(const ConvShape& s) {
+    static const bool intel = __builtin_cpu_is("intel");
+    return s.M > 16 && s.C <= (intel ? 16 : 64);
+  }
 
   // PointwiseConv with the post-op chain as its epilogue; false (nothing done) for a chain it does not have.
   bool run_pointwise(KernelContext& ctx, Entry& e, const Tensor& X) {

@@ -1092,13 +1092,13 @@ TEST(DnnlPostOps, ConvWithResidualAndActivations) {
   check_conv_post_ops({1, 32, 7, 7}, 24, 1);
 }
 
-// A channels-last 1x1 convolution takes PointwiseConv's path (few input channels), the chain as its epilogue
+// A channels-last 1x1 convolution takes PointwiseConv's path (16 input channels), the chain as its epilogue
 // where PointwiseConv has it: a clamp, then HardSwish or a trailing Swish on the tile in registers, a residual
 // after; other orders (an activation after the residual, a clamp after HardSwish) fall back to oneDNN and the
 // swish pass. Every chain against the double reference.
 TEST(DnnlPostOps, ChannelsLastPointwiseActivations) {
   using P = dnnl_ops::PostOp;
-  const int64_t H = 5, W = 7, C = 24, M = 40;
+  const int64_t H = 5, W = 7, C = 16, M = 40;
   Model m;
   GraphBuilder b(m);
   Value* xv = b.input("x", DType::Float, {1, C, H, W});

@@ -17,7 +17,8 @@
 // reshapes stayed unfused).
 // Dims may be symbols; a dim that cannot be known stays unknown. Only unknown ranks and unknown dims are filled:
 // a known dim is never changed, and an inference that contradicts it is dropped (the runtime reports the
-// mismatch with the node's name). Each value whose type gained something counts as one rewrite.
+// mismatch with the node's name). An unknown element type (a value a rewrite made without one, as
+// decompose_gaf_ops does) comes from ONNX's inference. Each value whose type gained something counts as one rewrite.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -593,7 +594,8 @@ class ShapeInference final : public Pass {
     for (Node* n : g.nodes()) {
       inf.track(*n);
       bool todo = false;
-      for (const Value* o : n->outputs()) todo |= !o->absent_output && !complete(o->type);
+      for (const Value* o : n->outputs())
+        todo |= !o->absent_output && (!complete(o->type) || o->type.dtype == DType::Undefined);
       if (!todo) continue;
       auto shapes = inf.infer(*n);
       std::optional<std::vector<std::optional<TensorType>>> onnx_types;  // asked once, for what our rules leave
@@ -601,7 +603,9 @@ class ShapeInference final : public Pass {
         Value* o = n->output(k);
         if (o->absent_output) continue;
         if (shapes[size_t(k)] && merge(o->type, *shapes[size_t(k)])) ++count;
-        if (complete(o->type) || n->domain == "gaf.fused") continue;
+        // ONNX's inference for what our rules leave: unknown dims, or the element type of a value a rewrite made
+        // without one (decompose_gaf_ops' outputs, typed here so the written model lists them)
+        if ((complete(o->type) && o->type.dtype != DType::Undefined) || n->domain == "gaf.fused") continue;
         if (!onnx_types) onnx_types = onnx_io::infer_node_types(*n);
         const auto& t = (*onnx_types)[size_t(k)];
         if (!t || (o->type.dtype != DType::Undefined && t->dtype != o->type.dtype)) continue;

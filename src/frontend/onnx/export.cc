@@ -241,6 +241,8 @@ onnx::ModelProto portable_proto(const Model& m) {
   Model copy = import_model(p, "", ImportOptions{false, false, ""});
   auto it = copy.opsets.find("");
   decompose_gaf_ops(*copy.graph, it == copy.opsets.end() ? 13 : int(it->second));
+  PassContext ctx;  // the decomposed ops' values get their shapes, like every other value of the written model
+  make_shape_inference()->run(*copy.graph, ctx);
   copy.opsets.erase("gaf");
   return export_model(copy);
 }

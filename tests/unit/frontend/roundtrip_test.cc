@@ -185,5 +185,36 @@ TEST(Import, WindowOpsWithTheWrongRankDoNotCrashShapeInference) {
   }
 }
 
+// The written model types every value: those of our ops written back as standard ONNX (attention's MatMuls and
+// Softmax here) too, so tools that read shapes from value_info (bench/peers' flop count) see the whole model.
+TEST(Export, DecomposedOpsKeepTheirTypes) {
+  fs::path p = fs::path(GAF_SHARED_MODELS) / "transformer_layer" / "model.onnx";
+  if (!fs::exists(p)) GTEST_SKIP() << "shared models not present at " << p;
+  Model m = onnx_io::load_model(p.string());
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 1;  // rewrites only: gaf.Attention and gaf.LayerNormalization in the graph itself
+  tools::fuse_model(m, opts);
+  fs::path out = fs::temp_directory_path() / "gaf_decomposed_types.onnx";
+  onnx_io::save_model(m, out.string());
+  onnx::ModelProto proto = read_proto(out);
+  fs::remove(out);
+  std::map<std::string, const onnx::ValueInfoProto*> typed;
+  for (const auto& v : proto.graph().value_info()) typed[v.name()] = &v;
+  for (const auto& v : proto.graph().output()) typed[v.name()] = &v;
+  int decomposed = 0;
+  for (const auto& n : proto.graph().node()) {
+    decomposed += n.name().find("Attention/") != std::string::npos;
+    for (const std::string& o : n.output()) {
+      auto it = typed.find(o);
+      ASSERT_NE(it, typed.end()) << n.op_type() << " " << n.name() << ": output " << o << " has no value_info";
+      const auto& t = it->second->type().tensor_type();
+      EXPECT_NE(t.elem_type(), 0) << o;
+      ASSERT_TRUE(t.has_shape()) << o;
+      for (const auto& d : t.shape().dim()) EXPECT_TRUE(d.has_dim_value() || d.has_dim_param()) << o;
+    }
+  }
+  EXPECT_GE(decomposed, 4);  // attention's Transposes, MatMuls and Softmax
+}
+
 }  // namespace
 }  // namespace gaf

@@ -130,7 +130,7 @@ for model in "$models"/*/model.onnx; do
   fi
   j=$(node "$here/onnx_tool.js" flops "$w/shapes.onnx")
   flops=$(json "$j" flops)
-  [[ $(json "$j" unknown) == "" ]] || echo "   flops: no static shapes for $(json "$j" unknown) (not counted)" >&2
+  [[ $(json "$j" unknown) == "" ]] || echo "== $name flops: no static shapes for $(json "$j" unknown) (not counted)" >&2
   ms=$(ours_run "$model" 3 "" 0 "${in[@]}")
   n=$(iterations "$ms")
   echo "== $name: $n runs per batch" >&2

@@ -96,6 +96,7 @@ TEST(ConvWinograd, DoesNotFire) {
       conv(16, 64, 40),           // too few input channels (the transforms cost more than they save)
       conv(128, 32, 24),          // too few output channels (DenseNet's growth convolutions)
       conv(32, 64, 12),           // too little work: 5.3 MFLOP
+      conv(128, 128, 12),         // 42 MFLOP on 12x12 pixels: the larger transformed weights cost more
       conv(32, 64, -1, 3, 1, 1, "N"),  // a symbolic spatial size: the work is unknown
   };
   for (const auto& c : cases) {

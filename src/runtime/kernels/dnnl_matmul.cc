@@ -216,6 +216,7 @@ class MatMulKernel final : public Kernel {
     std::vector<memory::desc> addend_mds;
     std::vector<Dims> addend_padded;  // addend dims in oneDNN dst space before any expansion
     std::vector<bool> addend_expand;  // materialise the addend to the full dst first (broadcast fallback)
+    bool bias = false;                // the first addend, a row of N leading the chain, is the primitive's bias
     ArgCache args;                    // the primitive's arguments, re-pointed each run
     std::unique_ptr<Gemv> gemv;       // a few rows against constant weights: our kernel instead of the primitive
   };
@@ -292,16 +293,39 @@ class MatMulKernel final : public Kernel {
     memory::desc wei_req =
         pack ? memory::desc(memory::dims(p.wei.begin(), p.wei.end()), dt::f32, memory::format_tag::any)
              : wei_user;
-    auto make_pd = [&](const std::vector<bool>& expand) {
+    auto make_pd = [&](const std::vector<bool>& expand, bool bias = false) {
       e->addend_mds.clear();
       for (size_t i = 0; i < addends.size(); ++i)
         e->addend_mds.push_back(plain_desc(expand[i] ? p.dst : e->addend_padded[i]));
       dnnl::primitive_attr attr = base_attr();
+      if (bias) {
+        append_post_ops(attr, std::vector<PostOp>(chain_.begin() + 1, chain_.end()),
+                        std::vector<memory::desc>(e->addend_mds.begin() + 1, e->addend_mds.end()));
+        return dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->src_md, wei_req, e->addend_mds[0], e->dst_md), attr,
+                                            engine());
+      }
       append_post_ops(attr, chain_, e->addend_mds);
       return dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->src_md, wei_req, e->dst_md), attr, engine());
     };
+    // A chain that starts by adding a row of N (a Linear's bias, Gemm's C of [N]) gives it to the primitive as its
+    // bias, added in the kernel: 2-3% faster than the same add as a binary post-op (256x1024x4096, Sapphire
+    // Rapids).
+    const Dims& first = e->addend_padded.empty() ? p.dst : e->addend_padded[0];
+    const bool row = !addend_pos_.empty() && addend_pos_[0] == 0 && chain_[0].kind == PostOp::Kind::Add &&
+                     first.size() == p.dst.size() && first.back() == p.dst.back() &&
+                     std::all_of(first.begin(), first.end() - 1, [](int64_t d) { return d == 1; });
     dnnl::matmul::primitive_desc pd = dnnl_try(node_, "build this MatMul", [&] {
       e->addend_expand.assign(addends.size(), false);
+      if (row) {
+        try {
+          auto pd_bias = make_pd(e->addend_expand, true);
+          if (!is_reference_impl(pd_bias)) {
+            e->bias = true;
+            return pd_bias;
+          }
+        } catch (const dnnl::error&) {  // no implementation with this bias: the post-op path below
+        }
+      }
       auto pd0 = make_pd(e->addend_expand);
       bool broadcast = false;
       for (const Dims& d : e->addend_padded) broadcast |= d != p.dst;
@@ -381,7 +405,10 @@ class MatMulKernel final : public Kernel {
       for (size_t i = 0; i < addend_src_.size(); ++i) {
         Tensor t = addend_tensor(ctx, addend_src_[i], C);
         if (e.addend_expand[i]) t = expand_float(t, e.addend_padded[i], p.dst, ctx.allocator());
-        args.bind(post_op_src1_arg(addend_pos_[i]), e.addend_mds[i], t.raw());
+        if (i == 0 && e.bias)
+          args.bind(DNNL_ARG_BIAS, e.addend_mds[0], t.raw());
+        else
+          args.bind(post_op_src1_arg(addend_pos_[i] - (e.bias ? 1 : 0)), e.addend_mds[i], t.raw());
         keep.push_back(std::move(t));
       }
       execute(e.prim, e.scratch, args.args());

@@ -105,6 +105,24 @@ TEST(LayoutNhwc, SymbolicBatch) {
   }
 }
 
+// Channels-last max pools run max_pool_nhwc: against the NCHW pool on windows with padding, a ceil_mode overhang,
+// dilations, asymmetric pads and stride 1, on channel counts with and without a partial vector. Exact: a maximum
+// is one of its inputs.
+TEST(LayoutNhwc, MaxPoolWindows) {
+  for (int c : {3, 20, 37}) {
+    SCOPED_TRACE(c);
+    const std::string cs = std::to_string(c);
+    auto r = layout(header() + "g (float[2," + cs + ",13,11] x) => (float[2," + cs + ",7,6] a, float[2," + cs +
+                    ",7,6] b, float[2," + cs + ",6,5] d, float[2," + cs + ",13,10] e) {" + R"(
+        a = MaxPool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]> (x)
+        b = MaxPool <kernel_shape = [2, 2], strides = [2, 2], ceil_mode = 1> (x)
+        d = MaxPool <kernel_shape = [2, 2], strides = [2, 2], dilations = [2, 2]> (x)
+        e = MaxPool <kernel_shape = [2, 3], pads = [1, 0, 0, 1]> (x) })");
+    EXPECT_EQ(r.count(kPass), 4) << r.dump();
+    expect_same_outputs(r.before, r.after, 0, 0);
+  }
+}
+
 TEST(LayoutNhwc, DoesNotFire) {
   const std::string cases[] = {
       // weights fed at run time

@@ -37,8 +37,10 @@ namespace {
 
 using MaybeShape = std::optional<Shape>;
 
-bool complete(const TensorType& t) {
-  return t.shape && std::all_of(t.shape->begin(), t.shape->end(), [](const Dim& d) { return d.is_known(); });
+// Nothing left to infer: every dim known and the element type too (a rewrite may leave it unset).
+bool typed(const TensorType& t) {
+  return t.dtype != DType::Undefined && t.shape &&
+         std::all_of(t.shape->begin(), t.shape->end(), [](const Dim& d) { return d.is_known(); });
 }
 
 // "min(L,1024)": a dim that a slice of a static dim by a symbolic end gives (see symbolic_slice).
@@ -594,8 +596,7 @@ class ShapeInference final : public Pass {
     for (Node* n : g.nodes()) {
       inf.track(*n);
       bool todo = false;
-      for (const Value* o : n->outputs())
-        todo |= !o->absent_output && (!complete(o->type) || o->type.dtype == DType::Undefined);
+      for (const Value* o : n->outputs()) todo |= !o->absent_output && !typed(o->type);
       if (!todo) continue;
       auto shapes = inf.infer(*n);
       std::optional<std::vector<std::optional<TensorType>>> onnx_types;  // asked once, for what our rules leave
@@ -605,7 +606,7 @@ class ShapeInference final : public Pass {
         if (shapes[size_t(k)] && merge(o->type, *shapes[size_t(k)])) ++count;
         // ONNX's inference for what our rules leave: unknown dims, or the element type of a value a rewrite made
         // without one (decompose_gaf_ops' outputs, typed here so the written model lists them)
-        if ((complete(o->type) && o->type.dtype != DType::Undefined) || n->domain == "gaf.fused") continue;
+        if (typed(o->type) || n->domain == "gaf.fused") continue;
         if (!onnx_types) onnx_types = onnx_io::infer_node_types(*n);
         const auto& t = (*onnx_types)[size_t(k)];
         if (!t || (o->type.dtype != DType::Undefined && t->dtype != o->type.dtype)) continue;

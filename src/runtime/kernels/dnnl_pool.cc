@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "runtime/kernels/dnnl_geom.h"
@@ -130,6 +131,14 @@ void ref_pool(const PoolDims& c, PoolKind kind, bool count_include_pad, double p
 // compares greater (a NaN is kept only where it comes first, as there). oneDNN 2.6's channels-last pooling scales
 // poorly (ResNet's 3x3/2 pool over 112x112x64: 0.150 ms with 2 threads, 0.193 with one, standalone); in ResNet-50
 // on Sapphire Rapids this takes 0.129 ms where oneDNN took 0.158 (4 MB moved: near the copy bandwidth).
+// The taps [k0, k1) of a window of k taps d apart, the first at `start`, that land inside [0, size).
+std::pair<int64_t, int64_t> taps_inside(int64_t start, int64_t k, int64_t d, int64_t size) {
+  int64_t k0 = 0, k1 = k;
+  while (k0 < k1 && start + k0 * d < 0) ++k0;
+  while (k1 > k0 && start + (k1 - 1) * d >= size) --k1;
+  return {k0, k1};
+}
+
 void max_pool_nhwc(const Window& w, int64_t n, int64_t c, const float* x, float* y) {
   const int64_t ih = w.in[0], iw = w.in[1], oh = w.out[0], ow = w.out[1];
   const int64_t row_work = ow * w.k[0] * w.k[1] * c;
@@ -137,17 +146,12 @@ void max_pool_nhwc(const Window& w, int64_t n, int64_t c, const float* x, float*
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / oh, oy = r % oh;
       const int64_t h0 = oy * w.s[0] - w.pb[0];
-      // The window's rows inside the input: h0 + kh d >= 0 and < ih.
-      int64_t kh0 = 0, kh1 = w.k[0];
-      while (kh0 < kh1 && h0 + kh0 * w.d[0] < 0) ++kh0;
-      while (kh1 > kh0 && h0 + (kh1 - 1) * w.d[0] >= ih) --kh1;
+      const auto [kh0, kh1] = taps_inside(h0, w.k[0], w.d[0], ih);
       const float* xb = x + b * ih * iw * c;
       float* yr = y + r * ow * c;
       for (int64_t ox = 0; ox < ow; ++ox) {
         const int64_t w0 = ox * w.s[1] - w.pb[1];
-        int64_t kw0 = 0, kw1 = w.k[1];
-        while (kw0 < kw1 && w0 + kw0 * w.d[1] < 0) ++kw0;
-        while (kw1 > kw0 && w0 + (kw1 - 1) * w.d[1] >= iw) --kw1;
+        const auto [kw0, kw1] = taps_inside(w0, w.k[1], w.d[1], iw);
         float* yp = yr + ox * c;
         if (kh0 >= kh1 || kw0 >= kw1) {  // a window wholly in the padding (ref_pool: -inf)
           std::fill(yp, yp + c, -std::numeric_limits<float>::infinity());

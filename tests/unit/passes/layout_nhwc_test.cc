@@ -109,7 +109,7 @@ TEST(LayoutNhwc, SymbolicBatch) {
 // dilations, asymmetric pads and stride 1, on channel counts with and without a partial vector. Exact: a maximum
 // is one of its inputs.
 TEST(LayoutNhwc, MaxPoolWindows) {
-  for (int c : {3, 20, 37}) {
+  for (int c : {3, 20, 37, 77, 130}) {  // 77, 130: whole blocks of four vectors and a rest
     SCOPED_TRACE(c);
     const std::string cs = std::to_string(c);
     auto r = layout(header() + "g (float[2," + cs + ",13,11] x) => (float[2," + cs + ",7,6] a, float[2," + cs +

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gaf/graph.h"
+#include "runtime/kernels/line_vector.h"
 #include "runtime/kernels/simd_exp.h"
 
 namespace gaf::runtime {
@@ -89,7 +90,7 @@ class PointwiseConv {
   std::vector<int64_t> panel_start_;  // first output channel of each panel
   std::vector<size_t> panel_offset_;  // each panel's [K][width rounded up to kLanes] weights in packed_
   std::vector<size_t> bias_offset_;   // each panel's bias in bias_
-  std::vector<float> packed_, bias_;  // bias_ zero-padded to the panels' width
+  line_vector<float> packed_, bias_;  // bias_ zero-padded to the panels' width
 };
 
 }  // namespace gaf::runtime

@@ -1,5 +1,6 @@
 // line_vector: a std::vector of whole 64-byte cache lines, for packed operands the vector kernels load a vector
-// at a time (a std::vector's 16-byte alignment makes three in four 64-byte loads straddle two lines).
+// at a time (a plain std::vector's buffer is 16-byte aligned: three times in four, every 64-byte load from it
+// straddles two lines).
 #pragma once
 
 #include <cstddef>

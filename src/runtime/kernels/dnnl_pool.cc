@@ -125,12 +125,6 @@ void ref_pool(const PoolDims& c, PoolKind kind, bool count_include_pad, double p
                });
 }
 
-// 2-D max pooling of channels-last fp32 [N, H, W, C]: each output pixel is the lanewise maximum of its window's
-// input pixels that lie inside the input (padding never wins), up to four vectors of channels at a time, the rows of output
-// pixels split across the threads. The maximum keeps ref_pool's order: the first pixel, then each later one that
-// compares greater (a NaN is kept only where it comes first, as there). oneDNN 2.6's channels-last pooling scales
-// poorly (ResNet's 3x3/2 pool over 112x112x64: 0.150 ms with 2 threads, 0.193 with one, standalone); in ResNet-50
-// on Sapphire Rapids this takes 0.101 ms where oneDNN took 0.158.
 // The taps [k0, k1) of a window of k taps d apart, the first at `start`, that land inside [0, size).
 std::pair<int64_t, int64_t> taps_inside(int64_t start, int64_t k, int64_t d, int64_t size) {
   int64_t k0 = 0, k1 = k;
@@ -139,6 +133,12 @@ std::pair<int64_t, int64_t> taps_inside(int64_t start, int64_t k, int64_t d, int
   return {k0, k1};
 }
 
+// 2-D max pooling of channels-last fp32 [N, H, W, C]: each output pixel is the lanewise maximum of its window's
+// input pixels that lie inside the input (padding never wins), up to four vectors of channels at a time, the rows
+// of output pixels split across the threads. The maximum keeps ref_pool's order: the first pixel, then each later
+// one that compares greater (a NaN is kept only where it comes first, as there). oneDNN 2.6's channels-last
+// pooling scales poorly (ResNet's 3x3/2 pool over 112x112x64: 0.150 ms with 2 threads, 0.193 with one,
+// standalone); in ResNet-50 on Sapphire Rapids this takes 0.101 ms where oneDNN took 0.158.
 void max_pool_nhwc(const Window& w, int64_t n, int64_t c, const float* x, float* y) {
   const int64_t ih = w.in[0], iw = w.in[1], oh = w.out[0], ow = w.out[1];
   const int64_t row_work = ow * w.k[0] * w.k[1] * c;

@@ -46,15 +46,19 @@ inline simd::vf activatev(simd::vf x, Activation act, simd::vf neg_a_log2e) {
 }
 #endif
 
+// What a convolution kernel of our own applies to each output v (PointwiseConv, DirectConv):
+//   clamp(act(clamp(v, lo, hi)) + addend, lo2, hi2)
+struct ConvEpilogue {
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  Activation act = Activation::None;  // after the clamp, before the addend
+  float alpha = 1.f;                  // Swish's
+  const float* addend = nullptr;      // like y: [pixels, N]
+  float lo2 = -std::numeric_limits<float>::infinity(), hi2 = std::numeric_limits<float>::infinity();
+};
+
 class PointwiseConv {
  public:
-  struct Epilogue {
-    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
-    Activation act = Activation::None;  // after the clamp, before the addend
-    float alpha = 1.f;                  // Swish's
-    const float* addend = nullptr;  // [pixels, N], like y
-    float lo2 = -std::numeric_limits<float>::infinity(), hi2 = std::numeric_limits<float>::infinity();
-  };
+  using Epilogue = ConvEpilogue;
 
   // Whether this build has the kernel (it needs AVX-512 or AVX2).
   static bool available();

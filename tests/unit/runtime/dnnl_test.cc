@@ -1133,6 +1133,60 @@ TEST(DnnlPostOps, ChannelsLastPointwiseActivations) {
   }
 }
 
+// A channels-last convolution of few output pixels and many channels takes DirectConv's path (3x3, 7x7 pixels,
+// 64 -> 160 channels, 360 KiB of weights; stride 1 and 2), the chain as its epilogue where DirectConv has it, and
+// falls back to oneDNN where it does not (an activation after the residual). Every chain against the double
+// reference.
+TEST(DnnlPostOps, ChannelsLastDirectConvEpilogues) {
+  using P = dnnl_ops::PostOp;
+  const int64_t C = 64, M = 160;
+  for (int64_t stride : {1, 2}) {
+    SCOPED_TRACE("stride " + std::to_string(stride));
+    const int64_t H = stride == 1 ? 7 : 13, OH = (H + 2 - 3) / stride + 1;
+    Model m;
+    GraphBuilder b(m);
+    Value* xv = b.input("x", DType::Float, {1, C, H, H});
+    b.output(b.op("Conv", {xv, b.random_constant("w", {M, C, 3, 3}, 0.1f), b.random_constant("b", {M}, 0.5f)},
+                  {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"strides", std::vector<int64_t>{stride, stride}}}));
+    b.finish();
+    Node& conv = *m.graph->nodes()[0];
+    conv.domain = "gaf";
+    conv.attrs["layout"] = std::string("NHWC");
+    const Tensor& w = m.graph->find_value("w")->constant();
+    const Tensor& bias = m.graph->find_value("b")->constant();
+    Tensor x = random_tensor(DType::Float, {1, H, H, C}, 1, -3.0, 3.0);
+    Tensor residual = random_tensor(DType::Float, {1, OH, OH, M}, 2);
+    const auto xd = as_double(x), wd = as_double(w), bd = as_double(bias), rd = as_double(residual);
+    const std::vector<std::vector<P>> chains = {{},
+                                                {P::relu()},
+                                                {P::add(3), P::relu()},
+                                                {P::clip(-1.f, 2.f), P::hard_swish()},
+                                                {P::swish(1.f)},
+                                                {P::add(3), P::swish(1.f)}};
+    for (const auto& chain : chains) {
+      std::string name;
+      for (const P& op : chain) name += std::string(dnnl_ops::post_op_name(op.kind)) + " ";
+      SCOPED_TRACE(name);
+      Tensor y = run_fused(conv, {&x, &w, &bias, &residual}, chain);
+      std::vector<double> want(size_t(OH * OH * M));
+      for (int64_t p = 0; p < OH * OH; ++p)
+        for (int64_t o = 0; o < M; ++o) {
+          double v = bd[size_t(o)];
+          for (int64_t kh = 0; kh < 3; ++kh)
+            for (int64_t kw = 0; kw < 3; ++kw) {
+              const int64_t ih = p / OH * stride + kh - 1, iw = p % OH * stride + kw - 1;
+              if (ih < 0 || ih >= H || iw < 0 || iw >= H) continue;
+              for (int64_t k = 0; k < C; ++k)
+                v += xd[size_t((ih * H + iw) * C + k)] * wd[size_t(((o * C + k) * 3 + kh) * 3 + kw)];
+            }
+          for (const P& op : chain) v = op.kind == P::Kind::Add ? v + rd[size_t(p * M + o)] : apply_ref(op, v);
+          want[size_t(p * M + o)] = v;
+        }
+      expect_close(y, {1, OH, OH, M}, want, 1e-4, 1e-5);
+    }
+  }
+}
+
 TEST(DnnlPostOps, MatMulAndGemmEpilogues) {
   using P = dnnl_ops::PostOp;
   Model m;

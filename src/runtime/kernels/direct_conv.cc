@@ -22,9 +22,10 @@ constexpr int kTileWidth = 7;            // output pixels per register tile
 using simd::kW;
 constexpr int kVectors = int(DirectConv::kPanel / kW);
 
-// R pixels (x, pixel stride ldp) by the panel (7 x 4 accumulators, 4 weights and a broadcast: GCC keeps one
-// accumulator in memory, measured as fast as leaving one weight vector there): acc[R][kPanel] += sum_{k < kc} x[i ldp + k] w[k][kPanel], while
-// prefetching npf lines from pf into L2, one per step.
+// R pixels (x, pixel stride ldp) by the panel:
+//   acc[R][kPanel] += sum_{k < kc} x[i ldp + k] w[k][kPanel]
+// while prefetching npf lines from pf into L2, one per step. 7 x 4 accumulators, 4 weights and a broadcast: GCC
+// keeps one accumulator in memory, measured as fast as leaving one weight vector there instead.
 template <int R>
 void tile(const float* x, int64_t ldp, const float* w, int64_t kc, float* acc_mem, const float* pf, int64_t npf) {
   using namespace simd;

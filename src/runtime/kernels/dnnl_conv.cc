@@ -164,8 +164,9 @@ class ConvKernel final : public Kernel {
     if (e->pointwise && !pw_)
       pw_ = std::make_unique<PointwiseConv>(w_const_.data<float>(), b_const_.defined() ? b_const_.data<float>() : nullptr,
                                             s.M, s.C);
-    e->direct = !e->pointwise && !degenerate && nhwc_ && !transpose_ && s.G == 1 && dtype == DType::Float &&
-                w_const_.defined() && s.win.rank() == 2 && DirectConv::available() && direct_pays(s);
+    e->direct = !e->pointwise && !degenerate && nhwc_ && !transpose_ && !winograd_ && s.G == 1 &&
+                dtype == DType::Float && w_const_.defined() && s.win.rank() == 2 && DirectConv::available() &&
+                direct_pays(s);
     for (int i = 0; i < s.win.rank() && e->direct; ++i)
       e->direct = s.win.d[size_t(i)] == 1 && s.win.pb[size_t(i)] >= 0 && s.win.pe[size_t(i)] >= 0;
     if (e->direct) {

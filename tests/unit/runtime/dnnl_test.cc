@@ -1092,17 +1092,17 @@ TEST(DnnlPostOps, ConvWithResidualAndActivations) {
   check_conv_post_ops({1, 32, 7, 7}, 24, 1);
 }
 
-// A channels-last 1x1 convolution takes PointwiseConv's path (16 input channels), the chain as its epilogue
-// where PointwiseConv has it: a clamp, then HardSwish or a trailing Swish on the tile in registers, a residual
-// after; other orders (an activation after the residual, a clamp after HardSwish) fall back to oneDNN and the
-// swish pass. Every chain against the double reference.
-TEST(DnnlPostOps, ChannelsLastPointwiseActivations) {
+// A channels-last gaf.Conv, x [1, H, W, C] -> [1, OH, OW, M] (k x k, pads k / 2, the stride given), with random
+// weights, bias, input and residual, run with each post-op chain against the double reference.
+void check_channels_last_chains(int64_t H, int64_t W, int64_t C, int64_t M, int64_t k, int64_t stride, float scale,
+                                const std::vector<std::vector<dnnl_ops::PostOp>>& chains) {
   using P = dnnl_ops::PostOp;
-  const int64_t H = 5, W = 7, C = 16, M = 40;
+  const int64_t pad = k / 2, OH = (H + 2 * pad - k) / stride + 1, OW = (W + 2 * pad - k) / stride + 1;
   Model m;
   GraphBuilder b(m);
   Value* xv = b.input("x", DType::Float, {1, C, H, W});
-  b.output(b.op("Conv", {xv, b.random_constant("w", {M, C, 1, 1}, 0.3f), b.random_constant("b", {M}, 0.5f)}));
+  b.output(b.op("Conv", {xv, b.random_constant("w", {M, C, k, k}, scale), b.random_constant("b", {M}, 0.5f)},
+                {{"pads", Dims{pad, pad, pad, pad}}, {"strides", Dims{stride, stride}}}));
   b.finish();
   Node& conv = *m.graph->nodes()[0];
   conv.domain = "gaf";
@@ -1110,81 +1110,62 @@ TEST(DnnlPostOps, ChannelsLastPointwiseActivations) {
   const Tensor& w = m.graph->find_value("w")->constant();
   const Tensor& bias = m.graph->find_value("b")->constant();
   Tensor x = random_tensor(DType::Float, {1, H, W, C}, 1, -3.0, 3.0);
-  Tensor residual = random_tensor(DType::Float, {1, H, W, M}, 2);
+  Tensor residual = random_tensor(DType::Float, {1, OH, OW, M}, 2);
   const auto xd = as_double(x), wd = as_double(w), bd = as_double(bias), rd = as_double(residual);
-  const std::vector<std::vector<P>> chains = {
-      {P::hard_swish()},          {P::swish(1.f)},          {P::swish(1.5f)}, {P::clip(-1.f, 2.f), P::hard_swish()},
-      {P::relu(), P::swish(1.f)}, {P::hard_swish(), P::add(3)}, {P::swish(1.f), P::add(3), P::relu()},
-      {P::add(3), P::swish(1.f)}, {P::hard_swish(), P::clip(0.f, 1.f)}};
+  std::vector<double> base(size_t(OH * OW * M));
+  for (int64_t p = 0; p < OH * OW; ++p)
+    for (int64_t o = 0; o < M; ++o) {
+      double v = bd[size_t(o)];
+      for (int64_t kh = 0; kh < k; ++kh)
+        for (int64_t kw = 0; kw < k; ++kw) {
+          const int64_t ih = p / OW * stride + kh - pad, iw = p % OW * stride + kw - pad;
+          if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+          for (int64_t c = 0; c < C; ++c)
+            v += xd[size_t((ih * W + iw) * C + c)] * wd[size_t(((o * C + c) * k + kh) * k + kw)];
+        }
+      base[size_t(p * M + o)] = v;
+    }
   for (const auto& chain : chains) {
     std::string name;
     for (const P& op : chain) name += std::string(dnnl_ops::post_op_name(op.kind)) + " ";
     SCOPED_TRACE(name);
     Tensor y = run_fused(conv, {&x, &w, &bias, &residual}, chain);
-    std::vector<double> want(size_t(H * W * M));
-    for (int64_t p = 0; p < H * W; ++p)
-      for (int64_t o = 0; o < M; ++o) {
-        double v = bd[size_t(o)];
-        for (int64_t k = 0; k < C; ++k) v += xd[size_t(p * C + k)] * wd[size_t(o * C + k)];
-        for (const P& op : chain) v = op.kind == P::Kind::Add ? v + rd[size_t(p * M + o)] : apply_ref(op, v);
-        want[size_t(p * M + o)] = v;
-      }
-    expect_close(y, {1, H, W, M}, want, 1e-4, 1e-5);
+    std::vector<double> want = base;
+    for (size_t i = 0; i < want.size(); ++i)
+      for (const P& op : chain) want[i] = op.kind == P::Kind::Add ? want[i] + rd[i] : apply_ref(op, want[i]);
+    expect_close(y, {1, OH, OW, M}, want, 1e-4, 1e-5);
   }
 }
 
+// A channels-last 1x1 convolution takes PointwiseConv's path (16 input channels), the chain as its epilogue
+// where PointwiseConv has it: a clamp, then HardSwish or a trailing Swish on the tile in registers, a residual
+// after; other orders (an activation after the residual, a clamp after HardSwish) fall back to oneDNN and the
+// swish pass.
+TEST(DnnlPostOps, ChannelsLastPointwiseActivations) {
+  using P = dnnl_ops::PostOp;
+  check_channels_last_chains(5, 7, 16, 40, 1, 1, 0.3f,
+                             {{P::hard_swish()},
+                              {P::swish(1.f)},
+                              {P::swish(1.5f)},
+                              {P::clip(-1.f, 2.f), P::hard_swish()},
+                              {P::relu(), P::swish(1.f)},
+                              {P::hard_swish(), P::add(3)},
+                              {P::swish(1.f), P::add(3), P::relu()},
+                              {P::add(3), P::swish(1.f)},
+                              {P::hard_swish(), P::clip(0.f, 1.f)}});
+}
+
 // A channels-last convolution of few output pixels and many channels takes DirectConv's path (3x3, 7x7 pixels,
-// 64 -> 160 channels, 360 KiB of weights; stride 1 and 2), the chain as its epilogue where DirectConv has it, and
-// falls back to oneDNN where it does not (an activation after the residual). Every chain against the double
-// reference.
+// 64 -> 192 channels, 432 KiB of weights; stride 1 and 2), the chain as its epilogue where DirectConv has it, and
+// falls back to oneDNN where it does not (an activation after the residual).
 TEST(DnnlPostOps, ChannelsLastDirectConvEpilogues) {
   using P = dnnl_ops::PostOp;
-  const int64_t C = 64, M = 160;
-  for (int64_t stride : {1, 2}) {
-    SCOPED_TRACE("stride " + std::to_string(stride));
-    const int64_t H = stride == 1 ? 7 : 13, OH = (H + 2 - 3) / stride + 1;
-    Model m;
-    GraphBuilder b(m);
-    Value* xv = b.input("x", DType::Float, {1, C, H, H});
-    b.output(b.op("Conv", {xv, b.random_constant("w", {M, C, 3, 3}, 0.1f), b.random_constant("b", {M}, 0.5f)},
-                  {{"pads", std::vector<int64_t>{1, 1, 1, 1}}, {"strides", std::vector<int64_t>{stride, stride}}}));
-    b.finish();
-    Node& conv = *m.graph->nodes()[0];
-    conv.domain = "gaf";
-    conv.attrs["layout"] = std::string("NHWC");
-    const Tensor& w = m.graph->find_value("w")->constant();
-    const Tensor& bias = m.graph->find_value("b")->constant();
-    Tensor x = random_tensor(DType::Float, {1, H, H, C}, 1, -3.0, 3.0);
-    Tensor residual = random_tensor(DType::Float, {1, OH, OH, M}, 2);
-    const auto xd = as_double(x), wd = as_double(w), bd = as_double(bias), rd = as_double(residual);
-    const std::vector<std::vector<P>> chains = {{},
-                                                {P::relu()},
-                                                {P::add(3), P::relu()},
-                                                {P::clip(-1.f, 2.f), P::hard_swish()},
-                                                {P::swish(1.f)},
-                                                {P::add(3), P::swish(1.f)}};
-    for (const auto& chain : chains) {
-      std::string name;
-      for (const P& op : chain) name += std::string(dnnl_ops::post_op_name(op.kind)) + " ";
-      SCOPED_TRACE(name);
-      Tensor y = run_fused(conv, {&x, &w, &bias, &residual}, chain);
-      std::vector<double> want(size_t(OH * OH * M));
-      for (int64_t p = 0; p < OH * OH; ++p)
-        for (int64_t o = 0; o < M; ++o) {
-          double v = bd[size_t(o)];
-          for (int64_t kh = 0; kh < 3; ++kh)
-            for (int64_t kw = 0; kw < 3; ++kw) {
-              const int64_t ih = p / OH * stride + kh - 1, iw = p % OH * stride + kw - 1;
-              if (ih < 0 || ih >= H || iw < 0 || iw >= H) continue;
-              for (int64_t k = 0; k < C; ++k)
-                v += xd[size_t((ih * H + iw) * C + k)] * wd[size_t(((o * C + k) * 3 + kh) * 3 + kw)];
-            }
-          for (const P& op : chain) v = op.kind == P::Kind::Add ? v + rd[size_t(p * M + o)] : apply_ref(op, v);
-          want[size_t(p * M + o)] = v;
-        }
-      expect_close(y, {1, OH, OH, M}, want, 1e-4, 1e-5);
-    }
-  }
+  const std::vector<std::vector<P>> chains = {
+      {}, {P::relu()}, {P::add(3), P::relu()}, {P::clip(-1.f, 2.f), P::hard_swish()}, {P::swish(1.f)},
+      {P::add(3), P::swish(1.f)}};
+  check_channels_last_chains(7, 7, 64, 192, 3, 1, 0.1f, chains);
+  check_channels_last_chains(13, 13, 64, 192, 3, 2, 0.1f, chains);
+  check_channels_last_chains(7, 7, 64, 160, 3, 1, 0.1f, chains);  // not whole panels: oneDNN's
 }
 
 TEST(DnnlPostOps, MatMulAndGemmEpilogues) {

@@ -41,9 +41,6 @@ class DirectConv {
   // g.n * g.oh * g.ow <= kMaxPixels. y may be the addend (read before written, element by element).
   void run(const float* x, const Geometry& g, float* y, const ConvEpilogue& ep) const;
 
-  int64_t m() const { return m_; }
-  int64_t c() const { return c_; }
-
  private:
   void run_panel(int64_t panel, const float* x, const Geometry& g, float* y, const ConvEpilogue& ep) const;
 

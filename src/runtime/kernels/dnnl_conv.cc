@@ -14,9 +14,9 @@
 // streams its weights from memory faster.
 #include <type_traits>
 
+#include "runtime/kernels/direct_conv.h"
 #include "runtime/kernels/dnnl_geom.h"
 #include "runtime/kernels/dnnl_kernels.h"
-#include "runtime/kernels/direct_conv.h"
 #include "runtime/kernels/dnnl_ref.h"
 #include "runtime/kernels/dnnl_util.h"
 #include "runtime/kernels/pointwise_conv.h"
@@ -441,7 +441,7 @@ class ConvKernel final : public Kernel {
   }
 
   // Where DirectConv beats oneDNN's direct convolution (Sapphire Rapids, 2 threads, weights from memory as in a
-  // whole network; `bench` of a chain of distinct weights): at 7x7 outputs, ResNet-50's 512ch 3x3 0.99 -> 0.78 ms,
+  // whole network; a standalone chain of distinct weights): at 7x7 outputs, ResNet-50's 512ch 3x3 0.99 -> 0.78 ms,
   // its 2048 -> 512 1x1 0.49 -> 0.38 ms, the stride-2 ones 1.10 -> 0.85 (3x3) and 1.00 -> 0.78 ms (1x1 to 2048),
   // GoogLeNet's 832 -> 384 0.13 -> 0.11 ms, MobileNetV2's 320 -> 1280 0.20 -> 0.14 ms; 1024 -> 128 ties. At 14x14
   // (196 pixels) oneDNN's blocking over the pixels wins by 3-5%. Weights under 256 KiB are left to oneDNN (nothing

@@ -1111,20 +1111,17 @@ void check_channels_last_chains(int64_t H, int64_t W, int64_t C, int64_t M, int6
   const Tensor& bias = m.graph->find_value("b")->constant();
   Tensor x = random_tensor(DType::Float, {1, H, W, C}, 1, -3.0, 3.0);
   Tensor residual = random_tensor(DType::Float, {1, OH, OW, M}, 2);
-  const auto xd = as_double(x), wd = as_double(w), bd = as_double(bias), rd = as_double(residual);
-  std::vector<double> base(size_t(OH * OW * M));
+  const auto xd = as_double(x), bd = as_double(bias), rd = as_double(residual);
+  // ref_conv's NCHW convolution, its input and output through channels-last.
+  std::vector<double> xc(xd.size());
+  for (int64_t p = 0; p < H * W; ++p)
+    for (int64_t c = 0; c < C; ++c) xc[size_t(c * H * W + p)] = xd[size_t(p * C + c)];
+  Dims od;
+  const auto nchw = ref_conv(xc, {1, C, H, W}, as_double(w), w.dims(), &bd,
+                             {{stride, stride}, {pad, pad, pad, pad}, {1, 1}, 1}, &od);
+  std::vector<double> base(nchw.size());
   for (int64_t p = 0; p < OH * OW; ++p)
-    for (int64_t o = 0; o < M; ++o) {
-      double v = bd[size_t(o)];
-      for (int64_t kh = 0; kh < k; ++kh)
-        for (int64_t kw = 0; kw < k; ++kw) {
-          const int64_t ih = p / OW * stride + kh - pad, iw = p % OW * stride + kw - pad;
-          if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-          for (int64_t c = 0; c < C; ++c)
-            v += xd[size_t((ih * W + iw) * C + c)] * wd[size_t(((o * C + c) * k + kh) * k + kw)];
-        }
-      base[size_t(p * M + o)] = v;
-    }
+    for (int64_t o = 0; o < M; ++o) base[size_t(p * M + o)] = nchw[size_t(o * OH * OW + p)];
   for (const auto& chain : chains) {
     std::string name;
     for (const P& op : chain) name += std::string(dnnl_ops::post_op_name(op.kind)) + " ";

@@ -100,8 +100,7 @@ class ConvKernel final : public Kernel {
     Dims out_physical;       // the output's dims as stored (NHWC: channels last)
     bool reference = false;  // plain loops
     bool pointwise = false;  // a 1x1 NHWC convolution PointwiseConv runs (when its epilogue is one it has)
-    bool direct = false;     // an NHWC convolution DirectConv runs (likewise), on this geometry
-    DirectConv::Geometry geometry;
+    bool direct = false;     // an NHWC convolution DirectConv runs (likewise)
     dnnl::primitive prim;
     size_t scratch = 0;
     memory::desc src_user, src_md, wei_user, wei_md, bias_md, dst_user, dst_md;
@@ -169,14 +168,10 @@ class ConvKernel final : public Kernel {
                 direct_pays(s);
     for (int i = 0; i < s.win.rank() && e->direct; ++i)
       e->direct = s.win.d[size_t(i)] == 1 && s.win.pb[size_t(i)] >= 0 && s.win.pe[size_t(i)] >= 0;
-    if (e->direct) {
-      e->geometry = {.n = s.N, .h = s.win.in[0], .w = s.win.in[1], .oh = s.win.out[0], .ow = s.win.out[1],
-                     .sh = s.win.s[0], .sw = s.win.s[1], .ph = s.win.pb[0], .pw = s.win.pb[1]};
-      if (!direct_)
-        direct_ = std::make_unique<DirectConv>(w_const_.data<float>(),
-                                               b_const_.defined() ? b_const_.data<float>() : nullptr, s.M, s.C,
-                                               s.win.k[0], s.win.k[1]);
-    }
+    if (e->direct && !direct_)
+      direct_ = std::make_unique<DirectConv>(w_const_.data<float>(),
+                                             b_const_.defined() ? b_const_.data<float>() : nullptr, s.M, s.C,
+                                             s.win.k[0], s.win.k[1]);
     if (!is_dnnl_float(dtype) || s.win.rank() > 3 || degenerate) {
       if (s.win.rank() > 3)
         unsupported("{}: {} spatial dimensions are not supported (at most 3)", node_.describe(),
@@ -450,7 +445,7 @@ class ConvKernel final : public Kernel {
   static bool direct_pays(const ConvShape& s) {
     const int64_t pixels = numel_of(s.out) / std::max<int64_t>(1, s.M);
     return pixels <= DirectConv::kMaxPixels && s.M >= 2 * DirectConv::kPanel && s.M % DirectConv::kPanel == 0 &&
-           s.M * s.C * numel_of(Dims(s.win.k.begin(), s.win.k.end())) * 4 >= (256 << 10);
+           s.M * s.C * numel_of(s.win.k) * 4 >= (256 << 10);
   }
 
   // PointwiseConv or DirectConv with the post-op chain as its epilogue; false (nothing done) for a chain it does
@@ -489,10 +484,15 @@ class ConvKernel final : public Kernel {
     if (swish_in_tile) ep.act = Activation::Swish, ep.alpha = *swish_;
     if (take >= 0) ctx.set_output(0, ctx.in(take));  // a dying residual's buffer: read, then overwritten in place
     Tensor& Y = take >= 0 ? ctx.output(0) : ctx.allocate_output(0, DType::Float, e.out_physical);
-    if (e.pointwise)
+    if (e.pointwise) {
       pw_->run(X.data<float>(), X.numel() / pw_->k(), Y.data<float>(), ep);
-    else
-      direct_->run(X.data<float>(), e.geometry, Y.data<float>(), ep);
+    } else {
+      const Window& w = e.s.win;
+      direct_->run(X.data<float>(),
+                   {.n = e.s.N, .h = w.in[0], .w = w.in[1], .oh = w.out[0], .ow = w.out[1], .sh = w.s[0],
+                    .sw = w.s[1], .ph = w.pb[0], .pw = w.pb[1]},
+                   Y.data<float>(), ep);
+    }
     if (swish_ && !swish_in_tile) swish_inplace(Y.data<float>(), Y.numel(), *swish_);
     return true;
   }

@@ -6,7 +6,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libcli11-dev
-      libfmt-dev
+      libfmt-dev libssl-dev
       libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata graphviz)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,35 +1,98 @@
-// Compiler driver and kernel cache. A translation unit is compiled once per (source, flags, compiler) and kept
-// under the cache folder as <hash>.so. Several processes may share the cache: each compiles to a private temporary
-// name and renames it into place (rename is atomic), so a reader never sees a half-written library.
+// Compiler driver and kernel cache.
+//
+// A translation unit is compiled once per (source, flags, compiler) and kept under the cache folder:
+//
+//     <cache>/<kk>/<key>.entry           "gaf-kernel-cache 1\n<sha256 of the library>\n<size in bytes>\n"
+//     <cache>/<kk>/<key>.<sha:16>.so     the library, named by its own content
+//     <cache>/<kk>/<key>.cpp             the source it was built from (for reading, never loaded)
+//
+// Invariants:
+// - Nothing is loaded that was not verified: the entry must parse, the library must be a regular file owned
+// by us
+//   and writable by nobody else, of the recorded size, a sane ELF shared object for this machine, and hash to
+//   the recorded SHA-256, read through one open descriptor whose inode the loaded path must still name. A bad
+//   entry is deleted and rebuilt with a one-line warning.
+// - Writers never expose half a file: each process compiles under private temporary names, fsyncs, then
+// renames the
+//   library into place and then the entry (rename is atomic). The entry names the library by content, so two
+//   processes racing on one key leave an entry that matches the library it names, whichever rename lands
+//   last.
+// - The compiler runs from an argument vector (posix_spawnp), never through a shell: any path works, none
+// runs
+//   commands. Temporary files of processes that were killed are removed the next time a process opens the
+//   cache.
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
+#include <sstream>
 
 #include "gaf/codegen.h"
 #include "gaf/onnx_io.h"
 
+extern char** environ;
+
 namespace gaf::codegen {
+
+namespace fs = std::filesystem;
 
 namespace {
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
+constexpr const char* kEntryMagic = "gaf-kernel-cache 1";
+
+std::string sha256_hex(const void* data, size_t n) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+  unsigned len = 0;
+  GAF_CHECK(EVP_Digest(data, n, md.data(), &len, EVP_sha256(), nullptr) == 1, "SHA-256 failed (OpenSSL)");
+  std::string hex;
+  for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
+  return hex;
 }
 
 std::string compiler() {
   const char* env = std::getenv("GAF_CXX");
   return env && *env ? env : "c++";
+}
+
+std::string join(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+// Runs argv[0] (searched on PATH) with its stdout and stderr on `out_fd`; returns its exit status, or -1 when
+// it could not be started or did not exit normally.
+int run_process(const std::vector<std::string>& argv, int out_fd) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, STDERR_FILENO);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // First line of `<compiler> --version`, or "" when the compiler cannot be run.
@@ -38,23 +101,222 @@ std::string compiler_version(const std::string& cxx) {
   static std::map<std::string, std::string> cache;
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = cache.find(cxx); it != cache.end()) return it->second;
-  std::string cmd = "'" + cxx + "' --version 2>/dev/null";
   std::string line;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    std::array<char, 256> buf{};
-    if (fgets(buf.data(), int(buf.size()), p)) line = buf.data();
-    if (pclose(p) != 0) line.clear();
+  if (FILE* out = std::tmpfile()) {
+    if (run_process({cxx, "--version"}, fileno(out)) == 0) {
+      std::rewind(out);
+      std::array<char, 256> buf{};
+      if (std::fgets(buf.data(), int(buf.size()), out)) line = buf.data();
+    }
+    std::fclose(out);
   }
   return cache[cxx] = line;
 }
 
-// -ffp-contract=off: each op rounds its result to float as the op-by-op runtime does. Contracting a*b - c into
-// an FMA across ops skips that rounding, and a value computed twice (a reduction and its broadcast consumer)
-// can then differ from itself: x*y - relu(x*y) came out 1e-8 instead of 0 (found by selftest, seed 2).
-std::string flags(const CompileOptions& o) {
-  return o.debug ? "-std=c++17 -O0 -g -march=native -fopenmp -fno-math-errno -ffp-contract=off -shared -fPIC -w"
-                 : "-std=c++17 -O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off "
-                   "-shared -fPIC -w";
+// -ffp-contract=off: each op rounds its result to float as the op-by-op runtime does. Contracting a*b - c
+// into an FMA across ops skips that rounding, and a value computed twice (a reduction and its broadcast
+// consumer) can then differ from itself: x*y - relu(x*y) came out 1e-8 instead of 0 (found by selftest, seed
+// 2).
+std::vector<std::string> flags(const CompileOptions& o) {
+  if (o.debug)
+    return {"-std=c++17", "-O0",   "-g", "-march=native", "-fopenmp", "-fno-math-errno", "-ffp-contract=off",
+            "-shared",    "-fPIC", "-w"};
+  return {
+      "-std=c++17",        "-O3",     "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
+      "-ffp-contract=off", "-shared", "-fPIC",         "-w"};
+}
+
+bool process_alive(long pid) { return ::kill(pid_t(pid), 0) == 0 || errno == EPERM; }
+
+// Temporary files are named <key>.tmp.<pid>.<what>. Those of a process that no longer runs (killed
+// mid-compile), or older than a day (its pid may have been reused), are removed; so are libraries no entry
+// names any more (left by two processes racing on one key). Once per process and cache folder.
+void sweep_stale(const fs::path& root) {
+  static std::mutex mu;
+  static std::set<std::string> swept;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!swept.insert(root.string()).second) return;
+  std::error_code ec;
+  auto day_ago = fs::file_time_type::clock::now() - std::chrono::hours(24);
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    std::string name = it->path().filename().string();
+    size_t at = name.find(".tmp.");
+    if (at == std::string::npos) continue;
+    long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
+    std::error_code tec;
+    bool old = fs::last_write_time(it->path(), tec) < day_ago;
+    if (pid > 0 && (!process_alive(pid) || (!tec && old))) fs::remove(it->path(), tec);
+  }
+}
+
+struct Entry {
+  std::string sha;
+  uint64_t size = 0;
+};
+
+std::optional<Entry> read_entry(const fs::path& path) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;
+  std::string magic;
+  Entry e;
+  if (!std::getline(f, magic) || magic != kEntryMagic || !(f >> e.sha >> e.size) || e.sha.size() != 64)
+    return Entry{};  // present but unreadable: a damaged entry
+  return e;
+}
+
+fs::path library_path(const fs::path& dir, const std::string& key, const std::string& sha) {
+  return dir / fmt::format("{}.{}.so", key, sha.substr(0, 16));
+}
+
+// Checks the library open on `fd` against its entry; "" when it may be loaded, else what is wrong with it.
+std::string check_library(int fd, const Entry& e) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return fmt::format("cannot stat it: {}", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (st.st_uid != geteuid()) return "owned by another user";
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) return "writable by other users";
+  if (uint64_t(st.st_size) != e.size)
+    return fmt::format("{} bytes where its entry records {} (truncated?)", st.st_size, e.size);
+  std::string bytes(size_t(st.st_size), '\0');
+  if (pread(fd, bytes.data(), bytes.size(), 0) != ssize_t(bytes.size())) return "cannot read it";
+  if (bytes.size() < sizeof(Elf64_Ehdr)) return "too short for an ELF header";
+  Elf64_Ehdr h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+#if defined(__x86_64__)
+  constexpr int kMachine = EM_X86_64;
+#elif defined(__aarch64__)
+  constexpr int kMachine = EM_AARCH64;
+#else
+  constexpr int kMachine = EM_NONE;
+#endif
+  if (std::memcmp(h.e_ident, ELFMAG, SELFMAG) != 0 || h.e_ident[EI_CLASS] != ELFCLASS64 ||
+      h.e_type != ET_DYN || (kMachine != EM_NONE && h.e_machine != kMachine))
+    return "not an ELF shared object for this machine";
+  auto fits = [&](uint64_t off, uint64_t n, uint64_t each) {
+    return off <= e.size && n * each <= e.size - off;
+  };
+  if (!fits(h.e_phoff, h.e_phnum, h.e_phentsize) || !fits(h.e_shoff, h.e_shnum, h.e_shentsize))
+    return "its ELF tables reach past the end of the file (truncated?)";
+  if (sha256_hex(bytes.data(), bytes.size()) != e.sha)
+    return "its content does not match the recorded SHA-256";
+  return "";
+}
+
+void remove_entry(const fs::path& entry, const std::optional<Entry>& e, const fs::path& dir,
+                  const std::string& key) {
+  std::error_code ec;
+  if (e && !e->sha.empty()) fs::remove(library_path(dir, key, e->sha), ec);
+  fs::remove(entry, ec);
+}
+
+// Loads the cached library of `key`; null when there is none or it failed its checks (then it is removed and
+// a warning printed, so the caller rebuilds it).
+void* load_cached(const fs::path& dir, const std::string& key, std::string* path) {
+  fs::path entry_path = dir / (key + ".entry");
+  std::optional<Entry> e = read_entry(entry_path);
+  if (!e) return nullptr;
+  std::string why;
+  void* handle = nullptr;
+  if (e->sha.empty()) {
+    why = "its entry file is damaged";
+  } else {
+    fs::path lib = library_path(dir, key, e->sha);
+    int fd = ::open(lib.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      why = fmt::format("its library '{}' cannot be opened: {}", lib.string(), std::strerror(errno));
+    } else {
+      why = check_library(fd, *e);
+      // dlopen takes a path; it must still name the file just checked (not one renamed over it meanwhile).
+      struct stat checked {
+      }, named{};
+      if (why.empty() && (fstat(fd, &checked) != 0 || stat(lib.c_str(), &named) != 0 ||
+                          checked.st_ino != named.st_ino || checked.st_dev != named.st_dev))
+        why = "it was replaced while being checked";
+      if (why.empty()) {
+        handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!handle) why = fmt::format("it does not load: {}", dlerror());
+        *path = lib.string();
+      }
+      ::close(fd);
+    }
+  }
+  if (handle) return handle;
+  std::fprintf(stderr, "graph-autofusion: warning: kernel cache entry '%s' is damaged (%s); rebuilding it\n",
+               entry_path.c_str(), why.c_str());
+  remove_entry(entry_path, e, dir, key);
+  return nullptr;
+}
+
+// Writes `bytes` to `path` (a new file of ours) and fsyncs it.
+bool write_synced(const fs::path& path, const std::string& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()) && ::fsync(fd) == 0;
+  return ::close(fd) == 0 && ok;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Compiles `source` into the cache under `key`; "" on success, else the error.
+std::string compile_into_cache(const std::string& source, const std::vector<std::string>& argv_flags,
+                               const std::string& cxx, const fs::path& dir, const std::string& key) {
+  std::string tmp_prefix = fmt::format("{}.tmp.{}", key, getpid());
+  fs::path src = dir / (tmp_prefix + ".cpp"), lib = dir / (tmp_prefix + ".so"),
+           log = dir / (tmp_prefix + ".log");
+  fs::path entry_tmp = dir / (tmp_prefix + ".entry");
+  std::error_code ec;
+  auto cleanup = [&] {
+    for (const fs::path& p : {src, lib, log, entry_tmp}) fs::remove(p, ec);
+  };
+  if (!write_synced(src, source)) {
+    cleanup();
+    return fmt::format("cannot write '{}': {}", src.string(), std::strerror(errno));
+  }
+  std::vector<std::string> argv{cxx};
+  argv.insert(argv.end(), argv_flags.begin(), argv_flags.end());
+  argv.insert(argv.end(), {"-o", lib.string(), src.string()});
+  int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int rc = log_fd < 0 ? -1 : run_process(argv, log_fd);
+  if (log_fd >= 0) ::close(log_fd);
+  if (rc != 0) {
+    std::istringstream lines(read_file(log));
+    std::string first;
+    while (std::getline(lines, first) && first.empty()) {
+    }
+    fs::path kept = dir / (key + ".failed.cpp");
+    fs::rename(src, kept, ec);
+    cleanup();
+    return fmt::format("compiling generated kernels failed ({}): {}; source kept at {}", join(argv),
+                       first.empty() ? "the compiler could not be run" : first, kept.string());
+  }
+  std::string bytes = read_file(lib);
+  std::string sha = sha256_hex(bytes.data(), bytes.size());
+  // The library's bytes reach the disk before any name points at them: a crash leaves no entry for a torn
+  // file.
+  int fd = ::open(lib.c_str(), O_RDONLY | O_CLOEXEC);
+  bool synced = fd >= 0 && ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  fs::permissions(lib, fs::perms::owner_read | fs::perms::owner_write | fs::perms::owner_exec, ec);
+  std::string entry = fmt::format("{}\n{}\n{}\n", kEntryMagic, sha, bytes.size());
+  if (!synced || !write_synced(entry_tmp, entry)) {
+    cleanup();
+    return fmt::format("cannot write the kernel cache entry in '{}': {}", dir.string(), std::strerror(errno));
+  }
+  fs::rename(lib, library_path(dir, key, sha), ec);
+  if (!ec) fs::rename(entry_tmp, dir / (key + ".entry"), ec);
+  if (ec) {
+    cleanup();
+    return fmt::format("cannot write the kernel cache entry in '{}': {}", dir.string(), ec.message());
+  }
+  fs::rename(src, dir / (key + ".cpp"), ec);
+  cleanup();
+  return "";
 }
 
 }  // namespace
@@ -62,7 +324,7 @@ std::string flags(const CompileOptions& o) {
 std::string cache_dir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/graph-autofusion";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/graph-autofusion";
-  return "/tmp/graph-autofusion-cache";
+  return fmt::format("/tmp/graph-autofusion-cache-{}", geteuid());
 }
 
 Library::~Library() {
@@ -71,54 +333,45 @@ Library::~Library() {
 
 void* Library::find(const std::string& symbol) const { return dlsym(handle_, symbol.c_str()); }
 
-std::shared_ptr<Library> compile_and_load(const std::string& source, const CompileOptions& opts, std::string* error) {
-  namespace fs = std::filesystem;
+std::shared_ptr<Library> compile_and_load(const std::string& source, const CompileOptions& opts,
+                                          std::string* error) {
   std::string cxx = compiler();
   std::string version = compiler_version(cxx);
   if (version.empty()) {
     *error = fmt::format("no C++ compiler found ('{}'); set GAF_CXX", cxx);
     return nullptr;
   }
-  std::string key = fmt::format("{:016x}", fnv1a(source + "\n" + flags(opts) + "\n" + version));
-  fs::path dir = fs::path(cache_dir()) / key.substr(0, 2);
+  std::vector<std::string> argv_flags = flags(opts);
+  std::string keyed = source + "\n" + join(argv_flags) + "\n" + version;
+  std::string key = sha256_hex(keyed.data(), keyed.size()).substr(0, 32);
+  fs::path root(cache_dir());
+  fs::path dir = root / key.substr(0, 2);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
     *error = fmt::format("cannot create the kernel cache folder '{}': {}", dir.string(), ec.message());
     return nullptr;
   }
-  fs::path so = dir / (key + ".so");
-  if (!fs::exists(so)) {
-    fs::path src = dir / fmt::format("{}.{}.cpp", key, getpid());
-    fs::path tmp = dir / fmt::format("{}.{}.so.tmp", key, getpid());
-    fs::path log = dir / fmt::format("{}.{}.log", key, getpid());
-    {
-      std::ofstream f(src);
-      f << source;
-    }
-    std::string cmd = fmt::format("'{}' {} -o '{}' '{}' >'{}' 2>&1", cxx, flags(opts), tmp.string(), src.string(),
-                                  log.string());
-    int rc = std::system(cmd.c_str());
-    if (rc != 0) {
-      std::ifstream lf(log);
-      std::string first;
-      std::getline(lf, first);
-      *error = fmt::format("compiling generated kernels failed ({}): {}; source kept at {}", cmd, first, src.string());
-      fs::remove(tmp, ec);
+  // The cache holds code this process will run: only its owner may write into it.
+  for (const fs::path& p : {root, dir}) ::chmod(p.c_str(), 0700);
+  sweep_stale(root);
+  std::string path;
+  void* handle = load_cached(dir, key, &path);
+  if (!handle) {
+    if (std::string why = compile_into_cache(source, argv_flags, cxx, dir, key); !why.empty()) {
+      *error = why;
       return nullptr;
     }
-    fs::rename(tmp, so, ec);
-    fs::rename(src, dir / (key + ".cpp"), ec);
-    fs::remove(log, ec);
-  }
-  void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    *error = fmt::format("cannot load '{}': {}", so.string(), dlerror());
-    return nullptr;
+    handle = load_cached(dir, key, &path);
+    if (!handle) {
+      *error = fmt::format("the kernel library just built in '{}' does not load (see the warning above)",
+                           dir.string());
+      return nullptr;
+    }
   }
   auto lib = std::shared_ptr<Library>(new Library());
-  lib->handle_ = h;
-  lib->path_ = so.string();
+  lib->handle_ = handle;
+  lib->path_ = path;
   return lib;
 }
 

@@ -42,13 +42,25 @@ std::vector<std::optional<TensorType>> infer_node_types(const Node& n);
 void check_model(const Model& model);
 // Writes atomically (temp file then rename): never a half-written file.
 void save_model(const Model& model, const std::string& path);
+// The bytes save_model writes: the portable model (our own ops decomposed into standard ONNX).
+std::string serialize_model(const Model& model);
 
+// External data is read from `base_dir` and must stay inside it (symlinks followed); with no base_dir (a model
+// given as bytes) external data is an error.
 Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir = "");
+// Refuses (throws naming the tensor) external data of `proto` whose location leaves `base_dir` or whose offset or
+// length is not a number; reads nothing.
+void check_external_data(const onnx::TensorProto& proto, const std::string& base_dir);
+// The folder a file's external data is resolved in: its parent, "." for a bare file name.
+std::string folder_of(const std::string& file_path);
 void tensor_to_proto(const Tensor& t, onnx::TensorProto& proto);
 Tensor load_tensor(const std::string& path);  // a serialized TensorProto (.pb)
 void save_tensor(const Tensor& t, const std::string& path, const std::string& name = "");
 
-// Writes bytes to `path` through a temporary file in the same folder and a rename.
+// Writes bytes to `path` through a temporary file in the same folder (fsynced) and a rename; a temporary left by a
+// killed process is removed. A folder at `path` is an error.
 void write_file_atomic(const std::string& path, const std::string& bytes);
+// Several files, all or none: every temporary is written before the first rename, so a failure leaves no file.
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files);
 
 }  // namespace gaf::onnx_io

@@ -84,7 +84,10 @@ Target Target::builtin_or_file(const std::string& spec) {
       GAF_CHECK(it->is_number() && it->get<double>() > 0, "target file '{}': '{}' must be a positive number", spec, k);
       return it->get<double>();
     };
-    if (k == "name") t.name = it->get<std::string>();
+    if (k == "name") {
+      GAF_CHECK(it->is_string(), "target file '{}': 'name' must be a string", spec);
+      t.name = it->get<std::string>();
+    }
     else if (k == "dram_bandwidth") t.dram_bandwidth = num();
     else if (k == "onchip_bytes") t.onchip_bytes = num();
     else if (k == "launch_overhead_s") t.launch_overhead_s = num();
@@ -103,8 +106,7 @@ Target Target::builtin_or_file(const std::string& spec) {
     } else if (k == "conv_expand_depthwise_everywhere") {
       GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_expand_depthwise_everywhere' must be true or false", spec);
       t.conv_expand_depthwise_everywhere = it->get<bool>();
-    }
-    else fail("target file '{}': unknown key '{}' (known: name, dram_bandwidth, onchip_bytes, launch_overhead_s, "
+    } else fail("target file '{}': unknown key '{}' (known: name, dram_bandwidth, onchip_bytes, launch_overhead_s, "
               "vector_flops, matrix_flops, cores, conv_clip_epilogue, conv_winograd, conv_expand_depthwise, "
               "conv_expand_depthwise_everywhere)", spec, k);
   }

@@ -97,6 +97,7 @@ struct FuseArgs {
   std::string input, output, fusion_rules = "all", rules, target = "cpu-host", report, dump_graph, emit_code;
   int opt_level = 2;
   bool debug = false;
+  bool force = false;
 };
 
 void add_fuse_options(CLI::App* app, FuseArgs& a, bool positional) {
@@ -112,6 +113,7 @@ void add_fuse_options(CLI::App* app, FuseArgs& a, bool positional) {
   app->add_option("--dump-graph", a.dump_graph, "write before/after graphs (DOT, SVG) to this folder");
   app->add_option("--emit-code", a.emit_code, "write each generated kernel as .cpp plus manifest.json here");
   app->add_option("--debug", a.debug, "keep debug info")->default_str("false")->expected(0, 1);
+  app->add_flag("--force", a.force, "let --output replace the input model");
 }
 
 std::string env_dump_dir() {
@@ -137,26 +139,38 @@ tools::FuseOptions fuse_options(const FuseArgs& a) {
   return opts;
 }
 
+// The same file by identity (a link or another spelling of the path counts), or by path when `out` does not exist.
+bool same_file(const std::string& in, const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(out, ec)) return fs::equivalent(in, out, ec);
+  return fs::weakly_canonical(in, ec) == fs::weakly_canonical(out, ec);
+}
+
 int cmd_fuse(const FuseArgs& a) {
   tools::FuseOptions opts = fuse_options(a);
+  GAF_CHECK(a.output.empty() || a.force || !same_file(a.input, a.output),
+            "--output '{}' is the input model: the fused model would replace the original; write it elsewhere, or "
+            "add --force",
+            a.output);
   Model m = onnx_io::load_model(a.input);
   tools::FuseResult r = tools::fuse_model(m, opts);
   std::cout << r.summary_line() << "\n";
   std::cout << fmt::format("kernels {} -> {}, modeled memory traffic {:.1f} MB -> {:.1f} MB, estimated time {:.3f} ms -> {:.3f} ms\n",
                            r.before.kernels, r.after.kernels, r.before.bytes / 1e6, r.after.bytes / 1e6,
                            r.before.time_s * 1e3, r.after.time_s * 1e3);
+  // The model and the report are written together or not at all: a failed report leaves no fused model behind.
+  std::vector<std::pair<std::string, std::string>> files;
   if (!a.output.empty()) {
     onnx_io::check_model(m);
-    onnx_io::save_model(m, a.output);
-    std::cout << "wrote " << a.output << "\n";
+    files.emplace_back(a.output, onnx_io::serialize_model(m));
   }
+  if (!a.report.empty()) files.emplace_back(a.report, r.report_json(a.input, opts.target, a.opt_level));
+  onnx_io::write_files_atomic(files);
+  for (const auto& f : files) std::cout << "wrote " << f.first << "\n";
   if (!a.emit_code.empty()) {
-    int files = tools::emit_code(m, a.emit_code, a.debug);
-    std::cout << "wrote " << files << " kernel source(s) and manifest.json to " << a.emit_code << "\n";
-  }
-  if (!a.report.empty()) {
-    onnx_io::write_file_atomic(a.report, r.report_json(a.input, opts.target, a.opt_level));
-    std::cout << "wrote " << a.report << "\n";
+    int kernels = tools::emit_code(m, a.emit_code, a.debug);
+    std::cout << "wrote " << kernels << " kernel source(s) and manifest.json to " << a.emit_code << "\n";
   }
   return 0;
 }

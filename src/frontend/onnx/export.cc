@@ -258,11 +258,13 @@ void check_model(const Model& m) {
   }
 }
 
-void save_model(const Model& m, const std::string& path) {
+std::string serialize_model(const Model& m) {
   onnx::ModelProto p = portable_proto(m);
   std::string bytes;
   GAF_CHECK(p.SerializeToString(&bytes), "cannot serialise the model (over 2 GB?)");
-  write_file_atomic(path, bytes);
+  return bytes;
 }
+
+void save_model(const Model& m, const std::string& path) { write_file_atomic(path, serialize_model(m)); }
 
 }  // namespace gaf::onnx_io

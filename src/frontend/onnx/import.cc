@@ -191,11 +191,33 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
   }
 }
 
+// Every tensor a graph holds, subgraphs included, has its external data inside the model's folder: checked
+// before the ONNX checker, which would otherwise look for files wherever a location points.
+void check_external_locations(const onnx::GraphProto& g, const std::string& base_dir) {
+  for (const auto& t : g.initializer()) check_external_data(t, base_dir);
+  for (const auto& s : g.sparse_initializer()) {
+    check_external_data(s.values(), base_dir);
+    check_external_data(s.indices(), base_dir);
+  }
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_t()) check_external_data(a.t(), base_dir);
+      for (const auto& t : a.tensors()) check_external_data(t, base_dir);
+      if (a.has_g()) check_external_locations(a.g(), base_dir);
+      for (const auto& sub : a.graphs()) check_external_locations(sub, base_dir);
+    }
+}
+
 }  // namespace
 
 Model import_model(onnx::ModelProto proto, const std::string& base_dir, const ImportOptions& opts) {
   register_gaf_schemas();
   GAF_CHECK(proto.has_graph(), "the model has no graph: is this an ONNX model file?");
+  check_external_locations(proto.graph(), base_dir);
+  for (const auto& f : proto.functions())
+    for (const auto& n : f.node())
+      for (const auto& a : n.attribute())
+        if (a.has_t()) check_external_data(a.t(), base_dir);
   if (opts.check) {
     try {
       // The path form resolves external data beside the file; in-memory models have none.
@@ -233,6 +255,8 @@ Model import_model(onnx::ModelProto proto, const std::string& base_dir, const Im
 
 Model load_model(const std::string& path, const ImportOptions& opts) {
   std::error_code ec;
+  GAF_CHECK(!std::filesystem::is_directory(path, ec), "cannot open model '{}': it is a folder, not a model file",
+            path);
   GAF_CHECK(std::filesystem::is_regular_file(path, ec), "cannot open model '{}': no such file", path);
   std::ifstream f(path, std::ios::binary);
   GAF_CHECK(f, "cannot open model '{}': permission denied?", path);
@@ -241,7 +265,7 @@ Model load_model(const std::string& path, const ImportOptions& opts) {
             "'{}' is not a valid ONNX model: the protobuf could not be parsed (truncated or not ONNX)", path);
   GAF_CHECK(proto.has_graph() && proto.opset_import_size() > 0,
             "'{}' is not a valid ONNX model: it has no graph or no opset_import", path);
-  std::string dir = std::filesystem::path(path).parent_path().string();
+  std::string dir = folder_of(path);
   ImportOptions with_path = opts;
   with_path.source_path = path;
   try {

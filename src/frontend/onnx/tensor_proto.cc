@@ -1,15 +1,69 @@
 // TensorProto <-> Tensor, including the typed repeated fields, raw_data and external data.
+#include <fcntl.h>
 #include <onnx/onnx_pb.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include <unistd.h>
-
 #include "gaf/onnx_io.h"
 
 namespace gaf::onnx_io {
+
+namespace {
+
+int64_t external_number(const onnx::TensorProto& p, const std::string& key, const std::string& text) {
+  int64_t v = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  GAF_CHECK(ec == std::errc() && end == text.data() + text.size() && v >= 0,
+            "tensor '{}': external data '{}' is '{}', not a non-negative integer", p.name(), key, text);
+  return v;
+}
+
+// ONNX's rule for external data: `location` is relative to the model's folder and stays inside it. It is resolved
+// with symlinks followed, so neither "../x", an absolute path nor a link inside the folder can reach other files.
+std::filesystem::path confined_location(const onnx::TensorProto& p, const std::string& location,
+                                        const std::string& base_dir) {
+  namespace fs = std::filesystem;
+  GAF_CHECK(!base_dir.empty(),
+            "tensor '{}': its data is in an external file ('{}'), but the model was given as bytes, with no folder "
+            "to find it in: load the model from its file",
+            p.name(), location);
+  GAF_CHECK(!fs::path(location).has_root_path(),
+            "tensor '{}': external data location '{}' is an absolute path; ONNX requires a path relative to the "
+            "model's folder",
+            p.name(), location);
+  std::error_code ec;
+  fs::path root = fs::canonical(base_dir, ec);
+  GAF_CHECK(!ec, "tensor '{}': cannot resolve the model's folder '{}': {}", p.name(), base_dir, ec.message());
+  fs::path file = fs::canonical(root / location, ec);
+  GAF_CHECK(!ec, "tensor '{}': cannot open external data file '{}': {}", p.name(), (root / location).string(),
+            ec.message());
+  auto [r, f] = std::mismatch(root.begin(), root.end(), file.begin(), file.end());
+  GAF_CHECK(r == root.end(),
+            "tensor '{}': external data location '{}' resolves to '{}', outside the model's folder '{}'; ONNX "
+            "requires external data files inside the model's folder",
+            p.name(), location, file.string(), root.string());
+  GAF_CHECK(fs::is_regular_file(file, ec), "tensor '{}': external data location '{}' is not a regular file",
+            p.name(), location);
+  return file;
+}
+
+}  // namespace
+
+void check_external_data(const onnx::TensorProto& p, const std::string& base_dir) {
+  if (p.data_location() != onnx::TensorProto::EXTERNAL) return;
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") confined_location(p, kv.value(), base_dir);
+    else if (kv.key() == "offset" || kv.key() == "length") external_number(p, kv.key(), kv.value());
+  }
+}
 
 namespace {
 
@@ -18,14 +72,21 @@ std::string read_external(const onnx::TensorProto& p, const std::string& base_di
   int64_t offset = 0, length = -1;
   for (const auto& kv : p.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    else if (kv.key() == "offset") offset = external_number(p, kv.key(), kv.value());
+    else if (kv.key() == "length") length = external_number(p, kv.key(), kv.value());
   }
   GAF_CHECK(!location.empty(), "tensor '{}': external data has no location", p.name());
-  std::filesystem::path path = std::filesystem::path(base_dir) / location;
+  std::filesystem::path path = confined_location(p, location, base_dir);
+  if (length < 0) length = int64_t(expected);
+  GAF_CHECK(uint64_t(length) == expected, "tensor '{}': external data length {} where its type needs {} bytes",
+            p.name(), length, expected);
+  std::error_code ec;
+  uint64_t file_size = std::filesystem::file_size(path, ec);
+  GAF_CHECK(!ec && uint64_t(offset) <= file_size && uint64_t(length) <= file_size - uint64_t(offset),
+            "tensor '{}': external data file '{}' is truncated: {} bytes at offset {} needed, the file has {}",
+            p.name(), path.string(), length, offset, file_size);
   std::ifstream f(path, std::ios::binary);
   GAF_CHECK(f, "tensor '{}': cannot open external data file '{}'", p.name(), path.string());
-  if (length < 0) length = int64_t(expected);
   std::string bytes(size_t(length), '\0');
   f.seekg(offset);
   f.read(bytes.data(), length);
@@ -98,13 +159,18 @@ void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {
   }
 }
 
+std::string folder_of(const std::string& file_path) {
+  std::string dir = std::filesystem::path(file_path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
 Tensor load_tensor(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   GAF_CHECK(f, "cannot open tensor file '{}'", path);
   onnx::TensorProto p;
   GAF_CHECK(p.ParseFromIstream(&f), "'{}' is not a serialized ONNX TensorProto", path);
   GAF_CHECK(p.data_type() != 0, "'{}' is not a serialized ONNX TensorProto (no data type)", path);
-  return tensor_from_proto(p, std::filesystem::path(path).parent_path().string());
+  return tensor_from_proto(p, folder_of(path));
 }
 
 void save_tensor(const Tensor& t, const std::string& path, const std::string& name) {
@@ -114,27 +180,80 @@ void save_tensor(const Tensor& t, const std::string& path, const std::string& na
   write_file_atomic(path, p.SerializeAsString());
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  std::filesystem::path target(path);
-  std::filesystem::path tmp = target;
-  tmp += fmt::format(".tmp{}", ::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    GAF_CHECK(f, "cannot write '{}': check that the folder exists and is writable", path);
-    f.write(bytes.data(), std::streamsize(bytes.size()));
-    f.close();
-    if (!f) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      fail("writing '{}' failed (disk full?)", path);
-    }
-  }
+namespace {
+
+// Removes `<target>.tmp<pid>` files left by a process that was killed while writing `target`.
+void remove_orphaned_temporaries(const std::filesystem::path& target) {
   std::error_code ec;
-  std::filesystem::rename(tmp, target, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    fail("cannot write '{}': {}", path, ec.message());
+  std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+  std::string prefix = target.filename().string() + ".tmp";
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    long pid = std::strtol(digits.c_str(), nullptr, 10);
+    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove(it->path(), ec);
   }
 }
+
+// Writes and fsyncs `bytes` to the new file `tmp`; on failure removes it and fails naming `path`.
+void write_temporary(const std::filesystem::path& tmp, const std::string& path, const std::string& bytes) {
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  GAF_CHECK(fd >= 0, "cannot write '{}': {}; check that the folder exists and is writable", path,
+            std::strerror(errno));
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  int err = 0;
+  while (left > 0 && !err) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) err = n < 0 ? errno : ENOSPC;
+    else p += n, left -= size_t(n);
+  }
+  if (!err && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (err) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    fail("writing '{}' failed: {}", path, std::strerror(err));
+  }
+}
+
+}  // namespace
+
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> tmps;
+  auto discard = [&] {
+    std::error_code ec;
+    for (const fs::path& t : tmps) fs::remove(t, ec);
+  };
+  try {
+    for (const auto& [path, bytes] : files) {
+      fs::path target(path);
+      std::error_code ec;
+      GAF_CHECK(!fs::is_directory(target, ec), "cannot write '{}': it is a folder; give a file name", path);
+      remove_orphaned_temporaries(target);
+      fs::path tmp = target;
+      tmp += fmt::format(".tmp{}", ::getpid());
+      write_temporary(tmp, path, bytes);
+      tmps.push_back(tmp);
+    }
+  } catch (...) {
+    discard();
+    throw;
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    fs::rename(tmps[i], files[i].first, ec);
+    if (ec) {
+      discard();
+      fail("cannot write '{}': {}", files[i].first, ec.message());
+    }
+  }
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) { write_files_atomic({{path, bytes}}); }
 
 }  // namespace gaf::onnx_io

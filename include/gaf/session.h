@@ -27,6 +27,7 @@ struct NodeProfile {
 
 struct RunStats {
   size_t peak_bytes = 0;   // peak of live intermediate buffers during the last run
+  size_t pool_bytes = 0;   // what the buffer pool holds at the end of the last run (live and free blocks)
   double last_run_s = 0;
   std::vector<NodeProfile> nodes;  // with SessionOptions::profile
 };

@@ -5,7 +5,10 @@
 //   so buffer reuse follows liveness and the pool's peak is the largest live set of the schedule.
 #include "gaf/session.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <mutex>
 
@@ -16,19 +19,44 @@ namespace gaf::runtime {
 
 // A best-fit free list of 64-byte aligned blocks. Blocks go back to the list when the last Tensor referencing
 // them dies; the state is shared with the deleters so tensors may outlive the Session.
+//
+// Sizes are rounded up to classes (64-byte lines up to 64 KiB, then eight classes per power of two, at most 12.5%
+// over the request), so a tensor that grows a little each run, a decoder's past K/V, takes the same block again for
+// many runs instead of fresh pages each time. A block left unused through a whole run is given back (large ones
+// straight to the OS through munmap): the pool holds what the last two runs used, not every size it ever saw, so
+// memory stays flat over a long generation loop.
 class PoolAllocator final : public Allocator {
  public:
+  static constexpr size_t kMapped = size_t(1) << 20;  // blocks this large are mmap'ed, so freeing returns them
+
+  struct Block {
+    void* p;
+    uint64_t freed_in_run;
+  };
   struct State {
     std::mutex mu;
-    std::multimap<size_t, void*> free_blocks;
-    size_t live = 0, peak = 0;
+    std::multimap<size_t, Block> free_blocks;
+    size_t live = 0, peak = 0, held = 0;
+    uint64_t run = 0;
     ~State() {
-      for (auto& [size, p] : free_blocks) std::free(p);
+      for (auto& [size, b] : free_blocks) release(b.p, size);
     }
   };
 
-  std::shared_ptr<void> allocate(size_t bytes) override {
+  static size_t size_class(size_t bytes) {
     size_t size = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    if (size <= 65536) return size;
+    size_t step = std::bit_floor(size) / 8;
+    return (size + step - 1) / step * step;
+  }
+
+  static void release(void* p, size_t size) {
+    if (size >= kMapped) ::munmap(p, size);
+    else std::free(p);
+  }
+
+  std::shared_ptr<void> allocate(size_t bytes) override {
+    size_t size = size_class(bytes);
     void* p = nullptr;
     size_t got = size;
     {
@@ -36,22 +64,48 @@ class PoolAllocator final : public Allocator {
       auto it = state_->free_blocks.lower_bound(size);
       if (it != state_->free_blocks.end() && it->first <= size * 2) {
         got = it->first;
-        p = it->second;
+        p = it->second.p;
         state_->free_blocks.erase(it);
       }
       state_->live += got;
       state_->peak = std::max(state_->peak, state_->live);
     }
     if (!p) {
-      p = std::aligned_alloc(64, got);
-      if (!p) throw std::bad_alloc();
+      if (size >= kMapped) {
+        p = ::mmap(nullptr, got, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) p = nullptr;
+      } else {
+        p = std::aligned_alloc(64, got);
+      }
+      if (!p) {
+        std::lock_guard<std::mutex> lock(state_->mu);
+        state_->live -= got;
+        throw std::bad_alloc();
+      }
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->held += got;
     }
     auto state = state_;
     return std::shared_ptr<void>(p, [state, got](void* q) {
       std::lock_guard<std::mutex> lock(state->mu);
       state->live -= got;
-      state->free_blocks.emplace(got, q);
+      state->free_blocks.emplace(got, Block{q, state->run});
     });
+  }
+
+  // Starts a run: blocks nobody took since before the previous run began are released.
+  void begin_run() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    ++state_->run;
+    for (auto it = state_->free_blocks.begin(); it != state_->free_blocks.end();) {
+      if (it->second.freed_in_run + 1 < state_->run) {
+        release(it->second.p, it->first);
+        state_->held -= it->first;
+        it = state_->free_blocks.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
 
   size_t take_peak() {
@@ -59,6 +113,11 @@ class PoolAllocator final : public Allocator {
     size_t p = state_->peak;
     state_->peak = state_->live;
     return p;
+  }
+
+  size_t held() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->held;
   }
 
  private:
@@ -186,6 +245,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
 
 std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   auto t0 = std::chrono::steady_clock::now();
+  pool_->begin_run();
   std::vector<Tensor> slots(num_slots_);
   for (const Value* v : graph_.initializers()) slots[slot_of_[v]] = v->constant();
   std::map<std::string, int64_t> symbols;
@@ -231,6 +291,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   std::vector<Tensor> result;
   for (int s : graph_output_slots_) result.push_back(slots[s]);
   stats_.peak_bytes = pool_->take_peak();
+  stats_.pool_bytes = pool_->held();
   stats_.last_run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

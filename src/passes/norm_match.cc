@@ -9,21 +9,35 @@ std::optional<NormTail> match_norm_tail(const Graph& g, Value* centered, Value* 
   Node* add = sole_user(g, variance);
   if (!is_op(add, "Add")) return std::nullopt;
   auto eps = scalar_operand(g, other_operand(add, variance), variance);
-  Node* sqrt = sole_user(g, add->output(0));
-  if (!eps || !is_op(sqrt, "Sqrt")) return std::nullopt;
+  if (!eps) return std::nullopt;
+  Node* after = sole_user(g, add->output(0));
   t.epsilon = float(*eps);
-  t.nodes = {add, sqrt};
-  Value* root = sqrt->output(0);
-  Node* next = sole_user(g, root);
-  if (is_op(next, "Div") && next->input(0) == centered && next->input(1) == root) {
-    t.normalize = next;  // centered / sqrt(var + eps)
-  } else if (is_op(next, "Reciprocal")) {
-    Node* mul = sole_user(g, next->output(0));
-    if (!is_op(mul, "Mul") || other_operand(mul, next->output(0)) != centered) return std::nullopt;
-    t.nodes.push_back(next);
-    t.normalize = mul;  // centered * (1 / sqrt(var + eps))
+  t.nodes = {add};
+  Value* inv = nullptr;  // 1 / sqrt(var + eps), multiplied into centered
+  if (is_op(after, "Sqrt")) {
+    t.nodes.push_back(after);
+    Value* root = after->output(0);
+    Node* next = sole_user(g, root);
+    if (is_op(next, "Div") && next->input(0) == centered && next->input(1) == root) {
+      t.normalize = next;  // centered / sqrt(var + eps)
+    } else if (is_op(next, "Reciprocal") ||
+               (is_op(next, "Div") && next->input(1) == root && is_scalar(g, next->input(0), root, 1.0))) {
+      t.nodes.push_back(next);  // Reciprocal(sqrt(var + eps)), or Div(1, sqrt(var + eps)): torch's rsqrt
+      inv = next->output(0);
+    } else {
+      return std::nullopt;
+    }
+  } else if (is_op(after, "Pow") && after->input(0) == add->output(0) &&
+             is_scalar(g, after->input(1), add->output(0), -0.5)) {
+    t.nodes.push_back(after);  // (var + eps) ^ -0.5
+    inv = after->output(0);
   } else {
     return std::nullopt;
+  }
+  if (inv) {
+    Node* mul = sole_user(g, inv);
+    if (!is_op(mul, "Mul") || other_operand(mul, inv) != centered) return std::nullopt;
+    t.normalize = mul;  // centered * (1 / sqrt(var + eps))
   }
   t.nodes.push_back(t.normalize);
   t.result = t.normalize->output(0);

@@ -3,6 +3,8 @@
 //
 //   variance -> Add eps -> Sqrt -> Div(centered, .)                [* gamma] [+ beta]
 //                               -> Reciprocal -> Mul(centered, .)
+//                               -> Div(1, .)  -> Mul(centered, .)   (torch.rsqrt)
+//                      -> Pow(., -0.5)        -> Mul(centered, .)
 #pragma once
 
 #include <optional>

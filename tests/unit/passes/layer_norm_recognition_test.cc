@@ -49,6 +49,14 @@ TEST(LayerNormRecognition, MulSquareReciprocalAndNoAffine) {
   expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
 }
 
+// The tail is shared with RMSNorm: torch.rsqrt's Div(1, Sqrt(.)) form normalises a LayerNorm too.
+TEST(LayerNormRecognition, RsqrtForm) {
+  auto r = rewrite(layer_norm(kPow, " one = Constant <value = float {1}> () rs = Div(one, s) n = Mul(d, rs)", kAffine),
+                   make_layer_norm_recognition());
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"gaf.LayerNormalization", 1}})) << r.dump();
+  expect_same_outputs(r.before, r.after, 1e-4, 1e-5);
+}
+
 TEST(LayerNormRecognition, GammaOnlyAndBroadcastShapedGamma) {
   auto r =
       rewrite(layer_norm(kPow, kDiv, R"( gamma = Constant <value = float[1,1,8] {1, 2, 3, 4, 5, 6, 7, 8}> ()

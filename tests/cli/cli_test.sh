@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # CLI behaviour: clear one-line errors with a non-zero exit, never a crash or a partial output file; and every
-# shared model runs from its stored inputs and matches its stored PyTorch output.
+# model runs from its stored inputs and matches its stored output: the models gaf_make_test_models generated
+# (their output from its double-precision reference), then the shared PyTorch exports when that folder exists.
+#   cli_test.sh BIN GENERATED_MODELS [SHARED_MODELS]
 set -u
 bin=$1
 models=$2
+shared=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
@@ -31,7 +34,7 @@ check truncated-file 1 "not a valid ONNX model" -- "$bin" info "$tmp/truncated.o
 check info 0 "Gemm +2" -- "$bin" info "$models/mlp/model.onnx"
 check bad-tensor 1 "not a serialized ONNX TensorProto" -- "$bin" run "$models/mlp/model.onnx" --input-pb "$tmp/garbage.onnx"
 check wrong-shape 1 "expected shape" -- "$bin" run "$models/mlp/model.onnx" \
-  --input-pb "$models/transformer_layer/test_data_set_0/input_0.pb" --save-outputs "$tmp/out_bad"
+  --input-pb "$models/encoder/test_data_set_0/input_0.pb" --save-outputs "$tmp/out_bad"
 [ ! -e "$tmp/out_bad/output_0.pb" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL partial output written"; }
 check no-inputs 1 "give --input-pb" -- "$bin" run "$models/mlp/model.onnx"
 check random-inputs 0 "latency over 3 runs" -- "$bin" run "$models/mlp/model.onnx" --random-inputs --iterations 3
@@ -44,28 +47,37 @@ check save-inputs 0 "wrote 1 input" -- "$bin" run "$models/mlp/model.onnx" --ran
 check rerun-saved-inputs 0 "match" -- bash -c "'$bin' run '$models/mlp/model.onnx' --inputs '$tmp/saved_in' \
   --save-outputs '$tmp/rerun_out' >/dev/null && '$bin' compare '$tmp/rerun_out/output_0.pb' '$tmp/saved_out/output_0.pb'"
 
-for m in "$models"/*/; do
-  name=$(basename "$m")
-  [ -f "$m/model.onnx" ] || continue
-  check "run-$name" 0 "wrote 1 output" -- "$bin" run "$m/model.onnx" --input-pb "$m/test_data_set_0/input_0.pb" \
-    --save-outputs "$tmp/$name"
-  check "match-$name" 0 "match" -- "$bin" compare "$tmp/$name/output_0.pb" "$m/test_data_set_0/output_0.pb" \
-    --rtol 1e-3 --atol 1e-5
-  # Fused in memory (opt level 3: rewrites, channels-last convolutions, generated kernels) and written fused
-  # (portable ONNX, our own ops decomposed), both still match the stored output.
-  check "run-fused-$name" 0 "wrote 1 output" -- "$bin" run "$m/model.onnx" --opt-level 3 \
-    --input-pb "$m/test_data_set_0/input_0.pb" --save-outputs "$tmp/$name-fused"
-  check "match-fused-$name" 0 "match" -- "$bin" compare "$tmp/$name-fused/output_0.pb" \
-    "$m/test_data_set_0/output_0.pb" --rtol 1e-3 --atol 1e-5
-  check "fuse-write-$name" 0 "wrote" -- "$bin" --input "$m/model.onnx" --output "$tmp/$name-fused.onnx" -O 3
-  check "run-written-$name" 0 "wrote 1 output" -- "$bin" run "$tmp/$name-fused.onnx" \
-    --input-pb "$m/test_data_set_0/input_0.pb" --save-outputs "$tmp/$name-written"
-  check "match-written-$name" 0 "match" -- "$bin" compare "$tmp/$name-written/output_0.pb" \
-    "$m/test_data_set_0/output_0.pb" --rtol 1e-3 --atol 1e-5
-done
+check_models() {  # check_models SET DIR: every DIR/<name>/model.onnx against its test_data_set_0
+  local set=$1 m name
+  for m in "$2"/*/; do
+    name=$set-$(basename "$m")
+    [ -f "$m/model.onnx" ] || continue
+    check "run-$name" 0 "wrote 1 output" -- "$bin" run "$m/model.onnx" \
+      --input-pb "$m/test_data_set_0/input_0.pb" --save-outputs "$tmp/$name"
+    check "match-$name" 0 "match" -- "$bin" compare "$tmp/$name/output_0.pb" \
+      "$m/test_data_set_0/output_0.pb" --rtol 1e-3 --atol 1e-5
+    # Fused in memory (opt level 3: rewrites, channels-last convolutions, generated kernels) and written fused
+    # (portable ONNX, our own ops decomposed), both still match the stored output.
+    check "run-fused-$name" 0 "wrote 1 output" -- "$bin" run "$m/model.onnx" --opt-level 3 \
+      --input-pb "$m/test_data_set_0/input_0.pb" --save-outputs "$tmp/$name-fused"
+    check "match-fused-$name" 0 "match" -- "$bin" compare "$tmp/$name-fused/output_0.pb" \
+      "$m/test_data_set_0/output_0.pb" --rtol 1e-3 --atol 1e-5
+    check "fuse-write-$name" 0 "wrote" -- "$bin" --input "$m/model.onnx" --output "$tmp/$name-fused.onnx" -O 3
+    check "run-written-$name" 0 "wrote 1 output" -- "$bin" run "$tmp/$name-fused.onnx" \
+      --input-pb "$m/test_data_set_0/input_0.pb" --save-outputs "$tmp/$name-written"
+    check "match-written-$name" 0 "match" -- "$bin" compare "$tmp/$name-written/output_0.pb" \
+      "$m/test_data_set_0/output_0.pb" --rtol 1e-3 --atol 1e-5
+  done
+}
+check_models generated "$models"
+if [ -n "$shared" ] && [ -d "$shared" ]; then
+  check_models shared "$shared"
+else
+  echo "cli: no shared models at ${shared:-(none given)}: their checks skipped"
+fi
 check profile 0 "by op type" -- "$bin" profile "$models/mlp/model.onnx" -O 3 --iterations 2
 # --top 0 lists every node in run order: the unfused MLP's Erf sits between its two Gemms
-check profile-all 0 "Gemm +/0/Gemm .* Erf .* Gemm +/2/Gemm" -- \
+check profile-all 0 "Gemm +fc1 .* Erf .* Gemm +fc2" -- \
   bash -c '"$1" profile "$2" --iterations 1 --top 0 | tr "\n" " "' _ "$bin" "$models/mlp/model.onnx"
 
 echo "cli: $pass passed, $fail failed"

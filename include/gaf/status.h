@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace gaf {
 
@@ -32,6 +33,12 @@ template <class... Args>
 }
 
 [[noreturn]] void assert_fail(const char* cond, const char* file, int line, const std::string& msg);
+
+// The name in `names` nearest to `want` (edit distance, ignoring case), for "did you mean" in an error; "" when none
+// is near enough to be a plausible typo.
+std::string closest_name(const std::string& want, const std::vector<std::string>& names);
+// " (did you mean 'X'?)" for closest_name, or "".
+std::string did_you_mean(const std::string& want, const std::vector<std::string>& names);
 
 }  // namespace gaf
 

@@ -5,18 +5,27 @@
 // Every key is checked: an unknown key or a bad value is an error naming the key and its line.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
 #include "gaf/fusion.h"
+#include "gaf/op_registry.h"
 
 namespace gaf {
 
 namespace {
 
 using json = nlohmann::json;
+
+// Every op type the registry knows, sorted: what a rule may name.
+std::vector<std::string> known_op_types() {
+  std::set<std::string> names;
+  for (const auto& [key, info] : OpRegistry::instance().all()) names.insert(key.first);
+  return {names.begin(), names.end()};
+}
 
 struct Source {
   const std::string& text;
@@ -72,8 +81,13 @@ void parse_global(const json& g, FusionRules& r, const Source& src) {
       if (!v.is_array()) src.error(k, "must be a list of strings");
       for (const json& s : v) {
         if (!s.is_string()) src.error(k, "must be a list of strings");
-        (k == "skip_nodes" ? r.skip_nodes : k == "skip_op_types" ? r.skip_op_types : r.skip_passes)
-            .insert(s.get<std::string>());
+        std::string name = s.get<std::string>();
+        if (k == "skip_op_types") {
+          const std::vector<std::string> known = known_op_types();
+          if (!std::binary_search(known.begin(), known.end(), name))
+            src.error(k, "'{}' is no op type{}", name, did_you_mean(name, known));
+        }
+        (k == "skip_nodes" ? r.skip_nodes : k == "skip_op_types" ? r.skip_op_types : r.skip_passes).insert(name);
       }
     } else {
       src.error(k, "unknown key in \"global\" (known: enable_fusion, precision_mode, max_ops_per_group, "
@@ -132,6 +146,13 @@ Pattern Pattern::parse(const std::string& text) {
                                                  "@reduction",   "@anchor",    "@opaque"};
       GAF_CHECK(cats.count(tok), "pattern \"{}\": unknown category '{}' (known: @elementwise, @broadcast, "
                 "@injective, @reduction, @anchor, @opaque)", text, tok);
+    } else if (tok != "*") {
+      // A misspelt op type would match nothing and the rule would silently do nothing.
+      const std::vector<std::string> known = known_op_types();
+      GAF_CHECK(std::binary_search(known.begin(), known.end(), tok),
+                "pattern \"{}\": '{}' is neither an op type nor a category{}; op types are spelt as in ONNX "
+                "(MatMul, LayerNormalization), categories start with @",
+                text, tok, did_you_mean(tok, known));
     }
     p.tokens.push_back(tok);
     if (pos == std::string::npos) break;

@@ -1,5 +1,8 @@
 #include "gaf/dtype.h"
+#include "gaf/status.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -9,6 +12,39 @@ namespace gaf {
 void assert_fail(const char* cond, const char* file, int line, const std::string& msg) {
   std::fprintf(stderr, "graph-autofusion internal error: %s:%d: %s (%s)\n", file, line, msg.c_str(), cond);
   std::abort();
+}
+
+std::string closest_name(const std::string& want, const std::vector<std::string>& names) {
+  auto lower = [](std::string s) {
+    for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  const std::string a = lower(want);
+  std::string best;
+  size_t best_d = std::string::npos;
+  std::vector<size_t> row;
+  for (const std::string& name : names) {
+    const std::string b = lower(name);
+    row.resize(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    if (row[b.size()] < best_d) best_d = row[b.size()], best = name;
+  }
+  // A typo changes a few letters: at most a third of the name, and never all of a short one.
+  return best_d <= std::max<size_t>(1, want.size() / 3) ? best : "";
+}
+
+std::string did_you_mean(const std::string& want, const std::vector<std::string>& names) {
+  std::string c = closest_name(want, names);
+  return c.empty() ? "" : fmt::format(" (did you mean '{}'?)", c);
 }
 
 size_t dtype_size(DType t) {

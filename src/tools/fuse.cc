@@ -51,6 +51,13 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
   ctx.conv_expand_depthwise = opts.target.conv_expand_depthwise;
   ctx.conv_expand_depthwise_everywhere = opts.target.conv_expand_depthwise_everywhere;
   ctx.target = &opts.target;
+  if (!opts.fusion.rules.skip_nodes.empty()) {
+    std::vector<std::string> names;
+    for (const Node* n : g.nodes()) names.push_back(n->name);
+    const std::set<std::string> present(names.begin(), names.end());
+    for (const std::string& s : opts.fusion.rules.skip_nodes)
+      if (!present.count(s)) fail("rules: skip_nodes names '{}', which is no node of the model{}", s, did_you_mean(s, names));
+  }
   ctx.skip_passes = opts.fusion.rules.skip_passes;
   if (!ctx.skip_passes.empty()) {
     const std::vector<std::string> names = PassManager::for_opt_level(3).names();

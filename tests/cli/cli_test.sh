@@ -41,6 +41,37 @@ check random-inputs 0 "latency over 3 runs" -- "$bin" run "$models/mlp/model.onn
 check dim-unknown-name 1 "no input has a dimension named 'seq'" -- "$bin" run "$models/mlp/model.onnx" --random-inputs \
   --dim seq=4
 check dim-malformed 1 "expected NAME=SIZE" -- "$bin" bench "$models/mlp/model.onnx" --dim seq
+# Steering mistakes and unsafe writes: one clear error, exit 1, nothing written and no input changed.
+mlp=$models/mlp/model.onnx
+cp "$mlp" "$tmp/own.onnx"
+own_sum=$(md5sum <"$tmp/own.onnx")
+check output-is-input 1 "is the input model.*--force" -- "$bin" --input "$tmp/own.onnx" --output "$tmp/./own.onnx"
+[ "$(md5sum <"$tmp/own.onnx")" = "$own_sum" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL input changed"; }
+mkdir -p "$tmp/isdir"
+check output-is-folder 1 "cannot write '.*isdir': it is a folder" -- "$bin" --input "$mlp" --output "$tmp/isdir"
+check model-is-folder 1 "it is a folder, not a model file" -- "$bin" info "$tmp/isdir"
+check report-unwritable 1 "cannot write '.*nosuch/r.json': No such file or directory" -- "$bin" --input "$mlp" \
+  --output "$tmp/fused_r.onnx" --report "$tmp/nosuch/r.json"
+[ ! -e "$tmp/fused_r.onnx" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL model left by a failed report"; }
+printf '{"rules": [{"pattern": "Matmul -> Add", "action": "forbid"}]}' >"$tmp/typo.json"
+check rule-typo 1 "'Matmul' is neither an op type nor a category \(did you mean 'MatMul'\?\)" -- \
+  "$bin" --input "$mlp" --rules "$tmp/typo.json"
+printf '{"global": {"skip_nodes": ["nosuch"]}}' >"$tmp/skip.json"
+check skip-node-unknown 1 "skip_nodes names 'nosuch', which is no node of the model" -- \
+  "$bin" --input "$mlp" --rules "$tmp/skip.json"
+printf '{"global": {"skip_op_types": ["Gelu2"]}}' >"$tmp/skip_op.json"
+check skip-op-unknown 1 "'Gelu2' is no op type \(did you mean 'Gelu'\?\)" -- \
+  "$bin" --input "$mlp" --rules "$tmp/skip_op.json"
+check explain-unknown-node 1 "explain --node 'nosuch': no node or value of that name" -- \
+  "$bin" explain "$mlp" --node nosuch
+printf '{"name": 3}' >"$tmp/target.json"
+check target-type 1 "target file '.*target.json': 'name' must be a string" -- \
+  "$bin" --input "$mlp" --target "$tmp/target.json"
+# A temporary left by a writer killed mid-write (a pid no process has) is removed by the next write of that file.
+touch "$tmp/fused_s.onnx.tmp999999999"
+check write-after-kill 0 "wrote" -- "$bin" --input "$mlp" --output "$tmp/fused_s.onnx"
+[ ! -e "$tmp/fused_s.onnx.tmp999999999" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL orphan kept"; }
+
 # --save-inputs writes what ran: running from that folder gives the same outputs.
 check save-inputs 0 "wrote 1 input" -- "$bin" run "$models/mlp/model.onnx" --random-inputs --seed 5 \
   --save-inputs "$tmp/saved_in" --save-outputs "$tmp/saved_out"

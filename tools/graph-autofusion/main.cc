@@ -191,6 +191,15 @@ int cmd_verify(const FuseArgs& a, const RunArgs& io, double rtol, double atol) {
 int cmd_explain(const FuseArgs& a, const std::string& node) {
   tools::FuseOptions opts = fuse_options(a);
   Model m = onnx_io::load_model(a.input);
+  if (!node.empty()) {
+    std::vector<std::string> names;
+    for (const Node* n : m.graph->nodes()) {
+      names.push_back(n->name);
+      for (int k = 0; k < n->num_outputs(); ++k) names.push_back(n->output(k)->name());
+    }
+    GAF_CHECK(std::find(names.begin(), names.end(), node) != names.end(),
+              "explain --node '{}': no node or value of that name in '{}'{}", node, a.input, did_you_mean(node, names));
+  }
   tools::FuseResult r = tools::fuse_model(m, opts);
   std::cout << tools::explain(r, node) << r.summary_line() << "\n";
   return 0;

@@ -191,6 +191,17 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
   }
 }
 
+// The newest opset of `domain` whose ops the frontend and runtime give their meaning; -1 for a domain of no limit
+// we know. The default domain goes past ONNX 1.12's schemas (17): the kernels follow the ops that changed in 18-20
+// (Reduce* and Pad axes as inputs, Split's num_outputs, ScatterElements' max/min, GridSample's modes), and shape
+// inference falls back to the newest schema it has. Beyond that an op could mean something we do not do.
+int64_t newest_opset(const std::string& domain) {
+  if (domain.empty()) return 20;
+  const auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto it = ranges.find(domain);
+  return it == ranges.end() ? -1 : it->second.second;
+}
+
 // Every tensor a graph holds, subgraphs included, has its external data inside the model's folder: checked
 // before the ONNX checker, which would otherwise look for files wherever a location points.
 void check_external_locations(const onnx::GraphProto& g, const std::string& base_dir) {
@@ -214,6 +225,14 @@ Model import_model(onnx::ModelProto proto, const std::string& base_dir, const Im
   register_gaf_schemas();
   GAF_CHECK(proto.has_graph(), "the model has no graph: is this an ONNX model file?");
   check_external_locations(proto.graph(), base_dir);
+  for (const auto& o : proto.opset_import()) {
+    std::string domain = o.domain() == "ai.onnx" ? "" : o.domain();
+    int64_t newest = newest_opset(domain);
+    GAF_CHECK(newest < 0 || o.version() <= newest,
+              "the model imports opset {} of domain '{}'; the newest this build supports is {}: export it again "
+              "with opset {} or lower",
+              o.version(), domain.empty() ? "ai.onnx" : domain, newest, newest);
+  }
   for (const auto& f : proto.functions())
     for (const auto& n : f.node())
       for (const auto& a : n.attribute())

@@ -32,15 +32,31 @@ TEST(Rules, UnknownKeysNameTheKeyAndLine) {
   std::string e = error_of("{\n \"global\": {\n  \"enable_fuson\": true\n }\n}");
   EXPECT_NE(e.find("enable_fuson"), std::string::npos) << e;
   EXPECT_NE(e.find("r.json:3"), std::string::npos) << e;
-  EXPECT_NE(error_of(R"({"rules": [{"pattern": "A -> B", "action": "allow"}]})").find("action"), std::string::npos);
-  EXPECT_NE(error_of(R"({"rules": [{"pattern": "A -> -> B", "action": "forbid"}]})").find("empty op"),
+  EXPECT_NE(error_of(R"({"rules": [{"pattern": "MatMul -> Add", "action": "allow"}]})").find("action"), std::string::npos);
+  EXPECT_NE(error_of(R"({"rules": [{"pattern": "MatMul -> -> Add", "action": "forbid"}]})").find("empty op"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"rules": [{"pattern": "@elementwse -> B", "action": "forbid"}]})").find("unknown category"),
+  EXPECT_NE(error_of(R"({"rules": [{"pattern": "@elementwse -> Add", "action": "forbid"}]})").find("unknown category"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"global": {"constraint": "usage < 2"}})").find("constraint"), std::string::npos);
   EXPECT_NE(error_of(R"({"global": {"max_ops_per_group": 0}})").find("positive integer"), std::string::npos);
   EXPECT_NE(error_of("{not json").find("not valid JSON"), std::string::npos);
   EXPECT_NE(error_of(R"({"extra": 1})").find("unknown top-level key"), std::string::npos);
+}
+
+// A misspelt op type matched nothing and the rule silently did nothing; now it is an error naming the spelling.
+TEST(Rules, UnknownOpTypesAreErrorsNamingTheClosest) {
+  std::string e = error_of(R"({"rules": [{"pattern": "Matmul -> Add", "action": "forbid"}]})");
+  EXPECT_NE(e.find("'Matmul' is neither an op type nor a category (did you mean 'MatMul'?)"), std::string::npos) << e;
+  e = error_of(R"({"rules": [{"pattern": "MatMul -> LayerNorm", "action": "force"}]})");
+  EXPECT_NE(e.find("'LayerNorm'"), std::string::npos) << e;
+  e = error_of(R"({"global": {"skip_op_types": ["Softmx"]}})");
+  EXPECT_NE(e.find("'Softmx' is no op type (did you mean 'Softmax'?)"), std::string::npos) << e;
+  e = error_of(R"({"rules": [{"pattern": "Qwertyuiop", "action": "forbid"}]})");
+  EXPECT_EQ(e.find("did you mean"), std::string::npos) << "nothing is near: " << e;
+  // What is spelt right still loads: op types of every domain we know, *, and categories.
+  EXPECT_EQ(error_of(R"({"rules": [{"pattern": "* -> @reduction -> Softmax", "action": "forbid"},
+                                   {"pattern": "MatMul -> Gelu", "action": "force"}]})"),
+            "");
 }
 
 TEST(Rules, EnvironmentVariablesAreSeedCompatible) {

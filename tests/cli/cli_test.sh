@@ -106,6 +106,17 @@ if [ -n "$shared" ] && [ -d "$shared" ]; then
 else
   echo "cli: no shared models at ${shared:-(none given)}: their checks skipped"
 fi
+# Two processes filling one empty kernel cache at once: each compiles under its own temporary names and renames
+# into place, so both load a verified library (no "damaged" warning) and give the same answer.
+enc=$models/encoder
+for i in 1 2; do
+  XDG_CACHE_HOME="$tmp/shared_cache" "$bin" run "$enc/model.onnx" -O 3 --input-pb "$enc/test_data_set_0/input_0.pb" \
+    --save-outputs "$tmp/race$i" >"$tmp/race$i.log" 2>&1 &
+done
+wait
+check cache-race-match 0 "match" -- "$bin" compare "$tmp/race1/output_0.pb" "$tmp/race2/output_0.pb" --rtol 0 --atol 0
+check cache-race-clean 0 "^1 entries, 0 warnings, 0 temporaries$" -- bash -c "echo \$(ls '$tmp'/shared_cache/graph-autofusion/*/*.entry \
+  | wc -l) entries, \$(cat '$tmp'/race?.log | grep -c damaged) warnings, \$(find '$tmp/shared_cache' -name '*.tmp.*' | wc -l) temporaries"
 check profile 0 "by op type" -- "$bin" profile "$models/mlp/model.onnx" -O 3 --iterations 2
 # --top 0 lists every node in run order: the unfused MLP's Erf sits between its two Gemms
 check profile-all 0 "Gemm +fc1 .* Erf .* Gemm +fc2" -- \

@@ -7,20 +7,16 @@
 //     <cache>/<kk>/<key>.cpp             the source it was built from (for reading, never loaded)
 //
 // Invariants:
-// - Nothing is loaded that was not verified: the entry must parse, the library must be a regular file owned
-// by us
-//   and writable by nobody else, of the recorded size, a sane ELF shared object for this machine, and hash to
+// - Nothing is loaded that was not verified: the entry must parse, the library must be a regular file owned by
+//   us and writable by nobody else, of the recorded size, a sane ELF shared object for this machine, and hash to
 //   the recorded SHA-256, read through one open descriptor whose inode the loaded path must still name. A bad
 //   entry is deleted and rebuilt with a one-line warning.
-// - Writers never expose half a file: each process compiles under private temporary names, fsyncs, then
-// renames the
-//   library into place and then the entry (rename is atomic). The entry names the library by content, so two
-//   processes racing on one key leave an entry that matches the library it names, whichever rename lands
-//   last.
-// - The compiler runs from an argument vector (posix_spawnp), never through a shell: any path works, none
-// runs
-//   commands. Temporary files of processes that were killed are removed the next time a process opens the
-//   cache.
+// - Writers never expose half a file: each process compiles under private temporary names, fsyncs, renames the
+//   library into place and then writes the entry (onnx_io::write_file_atomic: fsynced temporary and rename). The
+//   entry names the library by content, so two processes racing on one key leave an entry that matches the
+//   library it names, whichever write lands last.
+// - The compiler runs from an argument vector (posix_spawnp), never through a shell: any path works, none runs
+//   commands. Temporary files of processes that were killed are removed the next time a process opens the cache.
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
@@ -248,14 +244,6 @@ void* load_cached(const fs::path& dir, const std::string& key, std::string* path
   return nullptr;
 }
 
-// Writes `bytes` to `path` (a new file of ours) and fsyncs it.
-bool write_synced(const fs::path& path, const std::string& bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
-  bool ok = ::write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()) && ::fsync(fd) == 0;
-  return ::close(fd) == 0 && ok;
-}
-
 std::string read_file(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
   std::ostringstream s;
@@ -269,14 +257,15 @@ std::string compile_into_cache(const std::string& source, const std::vector<std:
   std::string tmp_prefix = fmt::format("{}.tmp.{}", key, getpid());
   fs::path src = dir / (tmp_prefix + ".cpp"), lib = dir / (tmp_prefix + ".so"),
            log = dir / (tmp_prefix + ".log");
-  fs::path entry_tmp = dir / (tmp_prefix + ".entry");
-  std::error_code ec;
   auto cleanup = [&] {
-    for (const fs::path& p : {src, lib, log, entry_tmp}) fs::remove(p, ec);
+    std::error_code ignored;
+    for (const fs::path& p : {src, lib, log}) fs::remove(p, ignored);
   };
-  if (!write_synced(src, source)) {
+  try {
+    onnx_io::write_file_atomic(src.string(), source);
+  } catch (const Error& e) {
     cleanup();
-    return fmt::format("cannot write '{}': {}", src.string(), std::strerror(errno));
+    return e.what();
   }
   std::vector<std::string> argv{cxx};
   argv.insert(argv.end(), argv_flags.begin(), argv_flags.end());
@@ -284,6 +273,7 @@ std::string compile_into_cache(const std::string& source, const std::vector<std:
   int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   int rc = log_fd < 0 ? -1 : run_process(argv, log_fd);
   if (log_fd >= 0) ::close(log_fd);
+  std::error_code ec;
   if (rc != 0) {
     std::istringstream lines(read_file(log));
     std::string first;
@@ -298,21 +288,26 @@ std::string compile_into_cache(const std::string& source, const std::vector<std:
   std::string bytes = read_file(lib);
   std::string sha = sha256_hex(bytes.data(), bytes.size());
   // The library's bytes reach the disk before any name points at them: a crash leaves no entry for a torn
-  // file.
+  // file. The library goes into place before its entry, so an entry always names a complete library.
   int fd = ::open(lib.c_str(), O_RDONLY | O_CLOEXEC);
-  bool synced = fd >= 0 && ::fsync(fd) == 0;
+  std::string why = fd >= 0 && ::fsync(fd) == 0 ? "" : std::strerror(errno);
   if (fd >= 0) ::close(fd);
   fs::permissions(lib, fs::perms::owner_read | fs::perms::owner_write | fs::perms::owner_exec, ec);
-  std::string entry = fmt::format("{}\n{}\n{}\n", kEntryMagic, sha, bytes.size());
-  if (!synced || !write_synced(entry_tmp, entry)) {
-    cleanup();
-    return fmt::format("cannot write the kernel cache entry in '{}': {}", dir.string(), std::strerror(errno));
+  if (why.empty()) {
+    fs::rename(lib, library_path(dir, key, sha), ec);
+    if (ec) why = ec.message();
   }
-  fs::rename(lib, library_path(dir, key, sha), ec);
-  if (!ec) fs::rename(entry_tmp, dir / (key + ".entry"), ec);
-  if (ec) {
+  if (why.empty()) {
+    try {
+      onnx_io::write_file_atomic((dir / (key + ".entry")).string(),
+                                 fmt::format("{}\n{}\n{}\n", kEntryMagic, sha, bytes.size()));
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  if (!why.empty()) {
     cleanup();
-    return fmt::format("cannot write the kernel cache entry in '{}': {}", dir.string(), ec.message());
+    return fmt::format("cannot write the kernel cache entry in '{}': {}", dir.string(), why);
   }
   fs::rename(src, dir / (key + ".cpp"), ec);
   cleanup();

@@ -20,11 +20,14 @@ namespace {
 
 using json = nlohmann::json;
 
-// Every op type the registry knows, sorted: what a rule may name.
-std::vector<std::string> known_op_types() {
-  std::set<std::string> names;
-  for (const auto& [key, info] : OpRegistry::instance().all()) names.insert(key.first);
-  return {names.begin(), names.end()};
+// Every op type the registry knows, sorted: what a rule may name. The registry is complete once populated.
+const std::vector<std::string>& known_op_types() {
+  static const std::vector<std::string> names = [] {
+    std::set<std::string> sorted;
+    for (const auto& [key, info] : OpRegistry::instance().all()) sorted.insert(key.first);
+    return std::vector<std::string>(sorted.begin(), sorted.end());
+  }();
+  return names;
 }
 
 struct Source {
@@ -83,7 +86,7 @@ void parse_global(const json& g, FusionRules& r, const Source& src) {
         if (!s.is_string()) src.error(k, "must be a list of strings");
         std::string name = s.get<std::string>();
         if (k == "skip_op_types") {
-          const std::vector<std::string> known = known_op_types();
+          const std::vector<std::string>& known = known_op_types();
           if (!std::binary_search(known.begin(), known.end(), name))
             src.error(k, "'{}' is no op type{}", name, did_you_mean(name, known));
         }
@@ -148,7 +151,7 @@ Pattern Pattern::parse(const std::string& text) {
                 "@injective, @reduction, @anchor, @opaque)", text, tok);
     } else if (tok != "*") {
       // A misspelt op type would match nothing and the rule would silently do nothing.
-      const std::vector<std::string> known = known_op_types();
+      const std::vector<std::string>& known = known_op_types();
       GAF_CHECK(std::binary_search(known.begin(), known.end(), tok),
                 "pattern \"{}\": '{}' is neither an op type nor a category{}; op types are spelt as in ONNX "
                 "(MatMul, LayerNormalization), categories start with @",

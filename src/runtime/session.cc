@@ -69,6 +69,7 @@ class PoolAllocator final : public Allocator {
       }
       state_->live += got;
       state_->peak = std::max(state_->peak, state_->live);
+      if (!p) state_->held += got;  // a new block, taken back below if it cannot be had
     }
     if (!p) {
       if (size >= kMapped) {
@@ -80,10 +81,9 @@ class PoolAllocator final : public Allocator {
       if (!p) {
         std::lock_guard<std::mutex> lock(state_->mu);
         state_->live -= got;
+        state_->held -= got;
         throw std::bad_alloc();
       }
-      std::lock_guard<std::mutex> lock(state_->mu);
-      state_->held += got;
     }
     auto state = state_;
     return std::shared_ptr<void>(p, [state, got](void* q) {

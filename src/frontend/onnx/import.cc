@@ -204,19 +204,26 @@ int64_t newest_opset(const std::string& domain) {
 
 // Every tensor a graph holds, subgraphs included, has its external data inside the model's folder: checked
 // before the ONNX checker, which would otherwise look for files wherever a location points.
-void check_external_locations(const onnx::GraphProto& g, const std::string& base_dir) {
-  for (const auto& t : g.initializer()) check_external_data(t, base_dir);
-  for (const auto& s : g.sparse_initializer()) {
-    check_external_data(s.values(), base_dir);
-    check_external_data(s.indices(), base_dir);
-  }
-  for (const auto& n : g.node())
+void check_external_locations(const onnx::GraphProto& g, const std::string& base_dir);
+
+void check_external_locations(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes,
+                              const std::string& base_dir) {
+  for (const auto& n : nodes)
     for (const auto& a : n.attribute()) {
       if (a.has_t()) check_external_data(a.t(), base_dir);
       for (const auto& t : a.tensors()) check_external_data(t, base_dir);
       if (a.has_g()) check_external_locations(a.g(), base_dir);
       for (const auto& sub : a.graphs()) check_external_locations(sub, base_dir);
     }
+}
+
+void check_external_locations(const onnx::GraphProto& g, const std::string& base_dir) {
+  for (const auto& t : g.initializer()) check_external_data(t, base_dir);
+  for (const auto& s : g.sparse_initializer()) {
+    check_external_data(s.values(), base_dir);
+    check_external_data(s.indices(), base_dir);
+  }
+  check_external_locations(g.node(), base_dir);
 }
 
 }  // namespace
@@ -233,10 +240,7 @@ Model import_model(onnx::ModelProto proto, const std::string& base_dir, const Im
               "with opset {} or lower",
               o.version(), domain.empty() ? "ai.onnx" : domain, newest, newest);
   }
-  for (const auto& f : proto.functions())
-    for (const auto& n : f.node())
-      for (const auto& a : n.attribute())
-        if (a.has_t()) check_external_data(a.t(), base_dir);
+  for (const auto& f : proto.functions()) check_external_locations(f.node(), base_dir);
   if (opts.check) {
     try {
       // The path form resolves external data beside the file; in-memory models have none.

@@ -193,6 +193,30 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
       sizes.insert(numel_key(*k));
     }
   }
+  // Integer values are sizes and indices (Shape arithmetic, Range): fused kernels compute in floating point, and a
+  // scalar's own kernel costs what a fused one would.
+  for (const Node* n : nodes)
+    for (const Value* o : n->outputs())
+      if (!o->absent_output && is_integer(o->type.dtype))
+        return D::no(Reason::DtypeMismatch, fmt::format("'{}' is {} (size or index arithmetic): it runs as its own "
+                                                        "kernel", o->name(), dtype_name(o->type.dtype)));
+  // A kernel sizes its loops from its inputs' dims. A dim only a value computed at run time gives (a Slice by
+  // computed starts, an Expand to a computed shape) leaves its producer to run as its own kernel.
+  {
+    std::set<std::string> bound;
+    for (const Value* v : external_inputs(nodes))
+      if (v->type.shape)
+        for (const Dim& d : *v->type.shape)
+          if (d.is_symbol()) bound.insert(d.symbol());
+    for (const Node* n : nodes)
+      for (const Value* o : n->outputs())
+        if (!o->absent_output)
+          for (const Dim& d : *o->type.shape)
+            if (d.is_symbol() && !bound.count(d.symbol()))
+              return D::no(Reason::ShapeUnknown,
+                           fmt::format("dim {} of '{}' comes from values computed at run time, not from the shapes "
+                                       "of the group's inputs", d.symbol(), o->name()));
+  }
   // One iteration space: all members produce the same element count, except around reductions (row and reduced
   // sizes) and at an anchor (its output space).
   size_t allowed = reductions.empty() ? 1 : 2;

@@ -11,6 +11,9 @@
 //   Gather(Shape(x), i) -> int64 constant of dims i of x, when those are static: a model exported with a
 //               symbolic batch still reads its static feature sizes (PyTorch's MultiheadAttention slices its
 //               packed projection by Shape(qkv)[-1] / 3)
+//   Gather(Shape(x), i) -> Gather(Shape(in), j) when dim i of x is a symbol graph input `in` has at dim j: a size
+//               read from the input that declares it, so x (a head-split Q an exporter sizes the causal mask
+//               by) need not be materialised for its shape alone
 //   Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)     when s2 is constant and copies no dim (no 0 entry)
 //   Reshape(x, s) -> x                                 when x is static and s gives back x's own shape
 // Dims stay untouched where they are symbolic or unknown.
@@ -61,7 +64,7 @@ class ShapeFolding final : public rewrite::RulePass {
   bool rule(rewrite::Rewriter& rw, Node& n) override {
     if (!n.domain.empty()) return false;
     if (n.op_type == "Shape" || n.op_type == "Size") return fold_shape(rw, n);
-    if (n.op_type == "Gather") return fold_shape_gather(rw, n);
+    if (n.op_type == "Gather") return fold_shape_gather(rw, n) || reanchor_shape_gather(rw, n);
     if (n.op_type == "Reshape") return collapse_reshape(rw, n) || drop_noop_reshape(rw, n);
     return false;
   }
@@ -126,6 +129,36 @@ class ShapeFolding final : public rewrite::RulePass {
                                   : Tensor::from<int64_t>({int64_t(picked.size())}, picked),
                  shape);
     return true;
+  }
+
+  // Gather(Shape(x), i) -> Gather(Shape(in), j), dim i of x being the symbol dim j of graph input `in`
+  static bool reanchor_shape_gather(rewrite::Rewriter& rw, Node& n) {
+    Graph& g = rw.graph();
+    Node* shape = rewrite::producer_op(n.input(0), "Shape");
+    const Tensor* idx = rewrite::constant_of(g, n.input(1));
+    if (!shape || !idx || n.attr_int("axis", 0) != 0 || idx->numel() != 1 || shape->has_attr("start") ||
+        shape->has_attr("end") || !shape->input(0)->producer() || !shape->input(0)->type.shape)
+      return false;
+    const Shape& s = *shape->input(0)->type.shape;
+    int64_t i = idx->get_int(0);
+    if (i < -int64_t(s.size()) || i >= int64_t(s.size())) return false;
+    const Dim& d = s[size_t(i < 0 ? i + int64_t(s.size()) : i)];
+    if (!d.is_known() || d.is_static()) return false;
+    for (Value* in : g.inputs()) {
+      if (in->is_constant() || !in->type.shape) continue;
+      const Shape& is = *in->type.shape;
+      auto at = std::find(is.begin(), is.end(), d);
+      if (at == is.end()) continue;
+      Tensor j = idx->rank() == 0 ? Tensor::scalar<int64_t>(at - is.begin())
+                                  : Tensor::from<int64_t>({1}, std::vector<int64_t>{at - is.begin()});
+      Node* sh = rw.add_node("Shape", {in}, {shape->output(0)}, "", shape->opset);
+      sh->output(0)->type = TensorType{DType::Int64, Shape{Dim(int64_t(is.size()))}};
+      n.set_input(0, sh->output(0));
+      n.set_input(1, rw.add_constant(n.output(0)->name() + "__dim", std::move(j)));
+      rw.erase_unused({shape});
+      return true;
+    }
+    return false;
   }
 
   // Reshape(Reshape(x, s1), s2) -> Reshape(x, s2)

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -30,6 +31,7 @@
 #include "gaf/op_registry.h"
 #include "gaf/passes.h"
 #include "passes/rewrite_util.h"
+#include "passes/sym_int.h"
 
 namespace gaf {
 
@@ -47,8 +49,10 @@ bool typed(const TensorType& t) {
 std::string min_symbol(const std::string& sym, int64_t bound) { return fmt::format("min({},{})", sym, bound); }
 // Whether `a` is min(b, k) for the symbol b. Broadcasting such a dim against b gives b in every run where the
 // broadcast is valid: min(b, k) is b when b <= k, and otherwise (b > k >= 1) valid only when k is 1.
+// cut(b,k) (see symbolic_slice) is b in every valid run where it is not 1 either.
 bool bounded_by(const Dim& a, const Dim& b) {
-  return a.is_symbol() && b.is_symbol() && a.symbol().rfind("min(" + b.symbol() + ",", 0) == 0;
+  return a.is_symbol() && b.is_symbol() &&
+         (a.symbol().rfind("min(" + b.symbol() + ",", 0) == 0 || a.symbol().rfind("cut(" + b.symbol() + ",", 0) == 0);
 }
 
 // Numpy broadcast; nullopt when a rank is unknown or two static dims clash.
@@ -153,6 +157,8 @@ class Inferrer {
       out[0] = shape_of_contents(n.input(0));
     } else if (op == "Split") {
       split(n, out);
+    } else if (op == "Range") {
+      out[0] = range(n);
     } else if (op == "Conv") {
       out[0] = conv(n);
     } else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
@@ -216,16 +222,6 @@ class Inferrer {
   }
 
  private:
-  // One element of a shape tensor: a number, a dim's symbol, or unknown.
-  struct SymInt {
-    std::optional<int64_t> num;
-    std::string sym;
-    static SymInt of(const Dim& d) {
-      if (d.is_static()) return {d.value(), {}};
-      return {std::nullopt, d.is_symbol() ? d.symbol() : std::string()};
-    }
-    Dim dim() const { return num ? Dim(*num) : sym.empty() ? Dim() : Dim(sym); }
-  };
   using SymInts = std::vector<SymInt>;
 
   static bool is_int(DType t) { return t == DType::Int64 || t == DType::Int32; }
@@ -236,7 +232,7 @@ class Inferrer {
     if (const Tensor* t = rewrite::constant_of(g_, v)) {
       if (!is_int(t->dtype()) || t->rank() > 1) return std::nullopt;
       SymInts r;
-      for (int64_t x : t->to_int_vector()) r.push_back({x, {}});
+      for (int64_t x : t->to_int_vector()) r.push_back(SymInt::number(x));
       return r;
     }
     auto it = contents_.find(v);
@@ -245,8 +241,8 @@ class Inferrer {
       return SymInts(size_t(v->type.static_dims()[0]));  // its length, each element unknown
     return std::nullopt;
   }
-  // Elementwise a op b on shape elements (numpy broadcast of lengths 1 and n): numbers compute; a symbol
-  // survives x + 0, x - 0, x * 1, and x - x is 0 (HF's key_length - query_length); anything else is unknown.
+  // Elementwise a op b on shape elements (numpy broadcast of lengths 1 and n), as affine expressions: a product
+  // needs a number on one side; anything else is unknown.
   static std::optional<SymInts> arithmetic(const std::string& op, const std::optional<SymInts>& a,
                                            const std::optional<SymInts>& b) {
     if (!a || !b || (a->size() != b->size() && a->size() != 1 && b->size() != 1)) return std::nullopt;
@@ -254,11 +250,10 @@ class Inferrer {
     for (size_t i = 0; i < r.size(); ++i) {
       const SymInt& x = (*a)[a->size() == 1 ? 0 : i];
       const SymInt& y = (*b)[b->size() == 1 ? 0 : i];
-      auto is = [](const SymInt& e, int64_t v) { return e.num && *e.num == v; };
-      if (x.num && y.num) r[i].num = op == "Add" ? *x.num + *y.num : op == "Sub" ? *x.num - *y.num : *x.num * *y.num;
-      else if (op == "Sub" && !x.sym.empty() && x.sym == y.sym) r[i].num = 0;
-      else if ((op == "Add" && is(y, 0)) || (op == "Sub" && is(y, 0)) || (op == "Mul" && is(y, 1))) r[i] = x;
-      else if ((op == "Add" && is(x, 0)) || (op == "Mul" && is(x, 1))) r[i] = y;
+      if (op == "Add") r[i] = x + y;
+      else if (op == "Sub") r[i] = x - y;
+      else if (auto k = y.num()) r[i] = x * *k;
+      else if (auto k = x.num()) r[i] = y * *k;
     }
     return r;
   }
@@ -268,7 +263,7 @@ class Inferrer {
     auto c = contents(v);
     if (!c) return std::nullopt;
     Shape r;
-    for (const SymInt& e : *c) r.push_back(e.num && *e.num < 0 ? Dim() : e.dim());
+    for (const SymInt& e : *c) r.push_back(e.dim());
     return r;
   }
 
@@ -336,11 +331,11 @@ class Inferrer {
     int infer = -1;
     for (size_t i = 0; i < target->size(); ++i) {
       const SymInt& e = (*target)[i];
-      if (!e.num) {
+      if (!e.num()) {
         r.push_back(e.dim());  // a symbol, or unknown
         continue;
       }
-      int64_t t = *e.num;
+      int64_t t = *e.num();
       if (t == 0 && !allowzero) {
         if (!s || i >= s->size()) return std::nullopt;
         r.push_back((*s)[i]);
@@ -417,10 +412,11 @@ class Inferrer {
     return r;
   }
 
-  // Slice whose starts or ends are computed: the rank stays; a sliced dim is kept when the slice runs from 0 to
-  // that dim's own symbol (x[:, :L] of a [B, L] x) with step 1, becomes min(L,k) when it runs from 0 to a symbol
-  // L over a static dim k >= 1 (GPT-2's causal mask, bias[:, :, 0:L, 0:L] of a [1, 1, 1024, 1024] buffer), and is
-  // unknown otherwise.
+  // Slice whose starts or ends are computed, step 1 (the rank stays; any other slice of a dim leaves it unknown).
+  // Over a symbolic dim D: the end is D (or past it, INT64_MAX) and the start a known size b: D - b; the start may
+  // count from the end (-k: D - k). Over a static dim k >= 1 (a buffer of the maximum length): from 0 to a
+  // size e gives min(e,k) (GPT-2's causal mask, bias[:, :, :L, :L]), from b to e with e - b a size E gives
+  // cut(E,k), E where e <= k (bias[:, :, L-T:L]). Both broadcast against E as E in every valid run.
   MaybeShape symbolic_slice(const Node& n, const Shape& s, std::vector<int64_t> ax,
                             const std::vector<int64_t>& steps) const {
     auto starts = contents(n.input(1)), ends = contents(n.input(2));
@@ -433,13 +429,31 @@ class Inferrer {
     for (size_t k = 0; k < ax.size(); ++k) {
       const int64_t a = ax[k] < 0 ? ax[k] + rank : ax[k];
       if (a < 0 || a >= rank) return std::nullopt;
+      r[size_t(a)] = Dim();
+      if (!steps.empty() && steps[k] != 1) continue;
       const Dim& d = s[size_t(a)];
-      const SymInt &b = (*starts)[k], &e = (*ends)[k];
-      const bool from_zero = (steps.empty() || steps[k] == 1) && b.num && *b.num == 0 && !e.sym.empty();
-      if (from_zero && d.is_symbol() && e.sym == d.symbol()) continue;  // the whole dim
-      r[size_t(a)] = from_zero && d.is_static() && d.value() >= 1 ? Dim(min_symbol(e.sym, d.value())) : Dim();
+      const SymInt D = SymInt::of(d);
+      SymInt b = (*starts)[k], e = (*ends)[k];
+      if (!b.known() || !e.known()) continue;
+      if (d.is_static()) {
+        if (d.value() < 1 || e.num() || b.num().value_or(0) < 0) continue;
+        if (b.is(0)) r[size_t(a)] = Dim(min_symbol(e.text(), d.value()));
+        else if (!(e - b).num()) r[size_t(a)] = Dim(fmt::format("cut({},{})", (e - b).text(), d.value()));
+        continue;
+      }
+      r[size_t(a)] = slice_of_symbol(D, b, e);
     }
     return r;
+  }
+
+  // The length of x[b:e] (step 1) over a symbolic dim D when the end is D or past it: D - b, with a start
+  // counting from the end (-k) as D - k.
+  static Dim slice_of_symbol(const SymInt& D, SymInt b, SymInt e) {
+    if (!D.known() || !b.known() || !e.known()) return Dim();
+    if (auto bn = b.num(); bn && *bn < 0) b = D + b;
+    if (auto en = e.num(); en && *en >= std::numeric_limits<int32_t>::max()) e = D;
+    if (!(e == D) || (b.num() && *b.num() < 0)) return Dim();
+    return (D - b).dim();
   }
 
   MaybeShape slice(const Node& n) const {
@@ -468,7 +482,9 @@ class Inferrer {
       if (a < 0 || a >= rank) return std::nullopt;
       const Dim& d = (*s)[size_t(a)];
       if (!d.is_static()) {
-        r[size_t(a)] = Dim();
+        const bool unit = steps->empty() || (*steps)[k] == 1;
+        r[size_t(a)] = unit ? slice_of_symbol(SymInt::of(d), SymInt::number((*starts)[k]), SymInt::number((*ends)[k]))
+                            : Dim();
         continue;
       }
       int64_t dim = d.value(), step = steps->empty() ? 1 : (*steps)[k];
@@ -498,16 +514,14 @@ class Inferrer {
     if (axis < 0) axis += rank;
     if (axis < 0 || axis >= rank) return std::nullopt;
     Shape r = shapes[0];
-    int64_t total = 0;
-    bool all_static = true;
+    SymInt total = SymInt::number(0);  // past + seq for a KV cache's Concat(past, new)
     for (const Shape& s : shapes) {
       if (int64_t(s.size()) != rank) return std::nullopt;
-      all_static &= s[size_t(axis)].is_static();
-      if (s[size_t(axis)].is_static()) total += s[size_t(axis)].value();
+      total = total + SymInt::of(s[size_t(axis)]);
       for (int64_t i = 0; i < rank; ++i)
         if (i != axis && !r[size_t(i)].is_known()) r[size_t(i)] = s[size_t(i)];
     }
-    r[size_t(axis)] = all_static ? Dim(total) : Dim();
+    r[size_t(axis)] = total.dim();
     return r;
   }
 
@@ -543,6 +557,19 @@ class Inferrer {
       else if (keep) r.emplace_back(1);
     }
     return r;
+  }
+
+  // Range(start, limit, delta): [max(0, ceil((limit - start) / delta))]; limit - start when delta is 1 (positions
+  // Range(past, past + seq, 1) have seq elements).
+  MaybeShape range(const Node& n) const {
+    auto start = contents(n.input(0)), limit = contents(n.input(1)), delta = contents(n.input(2));
+    if (!start || !limit || !delta || start->size() != 1 || limit->size() != 1 || delta->size() != 1)
+      return std::nullopt;
+    const SymInt len = (*limit)[0] - (*start)[0];
+    const std::optional<int64_t> d = (*delta)[0].num(), l = len.num();
+    if (l && d && *d != 0) return Shape{Dim(std::max<int64_t>(0, (*l + *d - (*d > 0 ? 1 : -1)) / *d))};
+    if (d == 1 && len.known()) return Shape{len.dim()};
+    return std::nullopt;
   }
 
   void split(const Node& n, std::vector<MaybeShape>& out) const {
@@ -615,6 +642,19 @@ class ShapeInference final : public Pass {
         if (t->shape) changed |= merge(o->type, *t->shape);
         count += changed;
       }
+    }
+    // Backwards through Transposes: a fused body read back from ONNX knows its outputs (from the call site)
+    // but not a Reshape by a computed shape that feeds one (the head split of attention).
+    const std::vector<Node*> nodes = g.nodes();
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      const Node& n = **it;
+      if (n.op_type != "Transpose" || !n.domain.empty() || typed(n.input(0)->type) || !n.output(0)->type.shape) continue;
+      auto perm = rewrite::transpose_perm(n);
+      const Shape& o = *n.output(0)->type.shape;
+      if (!perm || perm->size() != o.size()) continue;
+      Shape s(o.size());
+      for (size_t k = 0; k < o.size(); ++k) s[size_t((*perm)[k])] = o[k];
+      count += merge(n.input(0)->type, s);
     }
     if (count) ctx.count(name(), count);
     return count > 0;

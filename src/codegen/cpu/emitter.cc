@@ -63,8 +63,26 @@ std::string product(const Dims& dims, size_t from, size_t to) {
 bool storage_ok(DType t) {
   return t == DType::Float || t == DType::Float16 || t == DType::BFloat16 || t == DType::Bool;
 }
+// Integer inputs only where every reader casts them to a float type (positions into rotary angles): loaded as
+// float, which is what Cast computes.
+bool cast_only_input(const Graph& body, const Value* v) {
+  if (v->type.dtype != DType::Int64 && v->type.dtype != DType::Int32) return false;
+  bool read = false;
+  for (const Node* n : body.nodes())
+    for (int i = 0; i < n->num_inputs(); ++i)
+      if (n->input(i) == v) {
+        const DType to = DType(n->attr_int("to", 0));
+        if (n->op_type != "Cast" || !n->domain.empty() || i != 0 || !(to == DType::Float || to == DType::Float16 ||
+                                                                       to == DType::BFloat16))
+          return false;
+        read = true;
+      }
+  return read;
+}
 std::string c_type(DType t) {
   switch (t) {
+    case DType::Int64: return "int64_t";
+    case DType::Int32: return "int32_t";
     case DType::Float: return "float";
     case DType::Float16:
     case DType::BFloat16: return "uint16_t";
@@ -73,6 +91,7 @@ std::string c_type(DType t) {
   }
 }
 std::string load(DType t, const std::string& e) {
+  if (t == DType::Int64 || t == DType::Int32) return "float(" + e + ")";
   if (t == DType::Float16) return "gaf_load_half(" + e + ")";
   if (t == DType::BFloat16) return "gaf_load_bf16(" + e + ")";
   return e;
@@ -173,7 +192,16 @@ class Emitter {
       }
       os << rows.str();
     } else if (has_injective) {
-      emit_indexed(os);
+      // One loop nest per output shape (a head split writes Q as [B, L, H, D] and K, V as [B, H, L, D]), in order
+      // of first appearance; each nest computes what its outputs need.
+      std::vector<std::pair<Dims, std::vector<size_t>>> nests;
+      for (size_t o = 0; o < body_.outputs().size(); ++o) {
+        const Dims d = dims_of(body_.outputs()[o]);
+        auto it = std::find_if(nests.begin(), nests.end(), [&](const auto& x) { return same(x.first, d); });
+        if (it == nests.end()) nests.push_back({d, {o}});
+        else it->second.push_back(o);
+      }
+      for (const auto& nest : nests) emit_indexed(os, nest.second);
     } else {
       emit_elementwise(os);
     }
@@ -214,7 +242,8 @@ class Emitter {
         ++i;
         continue;
       }
-      if (!storage_ok(v->type.dtype)) reject("input '{}' has element type {}", v->name(), dtype_name(v->type.dtype));
+      if (!storage_ok(v->type.dtype) && !cast_only_input(body_, v))
+        reject("input '{}' has element type {}", v->name(), dtype_name(v->type.dtype));
       os << fmt::format("  const {}* __restrict in{} = static_cast<const {}*>(in_[{}]);\n", c_type(v->type.dtype), i,
                         c_type(v->type.dtype), i);
       ptr_[v] = fmt::format("in{}", i++);
@@ -522,6 +551,20 @@ void Emitter::emit_rows(std::ostream& os) {
     if (scalar) return "0";
     if (weight) return "j";
     if (per_row) return "r";
+    // Broadcast over some outer dims (position embeddings [1, L, C] added to [B, L, C] rows): the operand's row
+    // is r's coordinates with its size-1 dims dropped.
+    bool outer_ok = true, whole_rows = true, one_per_row = true;
+    for (size_t d = 0; d < rank; ++d) {
+      if (d < from) outer_ok &= is_one(vd[d]) || same(vd[d], space[d]);
+      else whole_rows &= same(vd[d], space[d]), one_per_row &= is_one(vd[d]);
+    }
+    if (outer_ok && (whole_rows || one_per_row)) {
+      std::vector<std::string> coord(from);
+      for (size_t d = 0; d < from; ++d)
+        coord[d] = fmt::format("(r / ({})) % {}", product(space, d + 1, from), text(space[d]));
+      const std::string row = ravel(coord, vd, 0, from);
+      return whole_rows ? fmt::format("({}) * L + j", row) : row;
+    }
     reject("operand '{}' of {} is not row-aligned", v->name(), n.describe());
   };
 
@@ -559,7 +602,7 @@ void Emitter::emit_rows(std::ostream& os) {
     }
     t = scalar_type(v->type.dtype);
     std::string idx = operand_index(n, i);
-    if (!in_loop && (idx == "j" || idx == "r * L + j"))
+    if (!in_loop && idx.ends_with("j"))
       reject("{} reads a row inside a per-row computation", n.describe());
     return load_expr(v, idx);
   };

@@ -33,6 +33,31 @@ TEST(IndexedKernel, HeadMergeTransposeAndResidual) {
                    1);
 }
 
+TEST(IndexedKernel, OutputsOfDifferentShapesGetALoopNestEach) {
+  // A head split read by fused attention: Q stays [B, L, H, D] (the attention reads it through q_perm), K and V
+  // are transposed to [B, H, L, D] for the KV cache; one kernel, two loop nests.
+  expect_generated(R"(g (float[2,5,48] qkv) => (float[2,5,2,8] q, float[2,2,5,8] k, float[2,2,5,8] v) {
+      sp = Constant <value = int64[3] {16, 16, 16}> ()  h = Constant <value = int64[4] {2, 5, 2, 8}> ()
+      a, b, c = Split <axis = 2> (qkv, sp)
+      q = Reshape(a, h)  kr = Reshape(b, h)  k = Transpose <perm = [0, 2, 1, 3]> (kr)
+      vr = Reshape(c, h)  v = Transpose <perm = [0, 2, 1, 3]> (vr) })",
+                   1);
+}
+
+TEST(IndexedKernel, RowKernelReadsOperandsBroadcastOverOuterDims) {
+  // Token + position embeddings ([1, L, C] over the batch), a per-batch bias ([B, 1, 1]) and a LayerNorm row.
+  expect_generated(R"(g (float[3,5,8] x, float[1,5,8] pe, float[3,1,1] b, float[8] g) => (float[3,5,8] y) {
+      a = Add(x, pe)  c = Add(a, b)  y = LayerNormalization <axis = -1> (c, g) })",
+                   1);
+}
+
+TEST(IndexedKernel, IntegerPositionsCastToFloat) {
+  // Rotary angles: int64 positions cast to float inside the kernel (the only reader of the integer input).
+  expect_generated(R"(g (int64[7] pos) => (float[7,1] t) {
+      f = Cast <to = 1> (pos)  ax = Constant <value = int64[1] {1}> ()  t = Unsqueeze(f, ax) })",
+                   1);
+}
+
 TEST(IndexedKernel, ElementwiseBetweenTransposes) {
   expect_generated(R"(g (float[3,5,7] x, float[7,5] b) => (float[3,5,7] y) {
       t = Transpose <perm = [0, 2, 1]> (x)  u = Mul(t, b)  v = Tanh(u)  y = Transpose <perm = [0, 2, 1]> (v) })",

@@ -166,6 +166,34 @@ TEST(FusionDecisions, UnknownShapeBlocksButSymbolicDimsFuse) {
   expect_reason(sym.result, "a", "y", Reason::Fused);
 }
 
+TEST(FusionDecisions, IntegerSizeArithmeticRunsOnItsOwn) {
+  // The causal mask's start, Sub(L, T) then Unsqueeze, on int64 sizes: not fused. Twin: the same on floats.
+  auto f = fuse(R"(g (int64 l, int64 t) => (int64[1] y) {
+      a = Sub(l, t)  ax = Constant <value = int64[1] {0}> ()  y = Unsqueeze(a, ax) })");
+  expect_reason(f.result, "a", "y", Reason::DtypeMismatch);
+  auto ok = fuse(R"(g (float[4] l, float[4] t) => (float[1,4] y) {
+      a = Sub(l, t)  ax = Constant <value = int64[1] {0}> ()  y = Unsqueeze(a, ax) })");
+  expect_reason(ok.result, "a", "y", Reason::Fused);
+}
+
+TEST(FusionDecisions, DimsOnlyValuesGiveKeepTheirProducerApart) {
+  // A causal mask cut from a buffer at a computed length: its dim min(L,16) is no input's, so the Slice does not
+  // join the Equal after it (a kernel sizes its loops from its inputs). Twin: a constant length fuses.
+  auto f = fuse(R"(g (float[1,16] c, float[B,L] x) => (bool[1,?] y) {
+      s = Shape(x)  i = Constant <value = int64[1] {1}> ()  l = Gather(s, i)
+      z = Constant <value = int64[1] {0}> ()  a = Slice(c, z, l, i)
+      zero = Constant <value = float {0.0}> ()  y = Equal(a, zero) })",
+                3);
+  expect_reason(f.result, "a", "y", Reason::ShapeUnknown);
+  EXPECT_NE(decision(f.result, "a", "y")->detail.find("min(L,16)"), std::string::npos);
+  auto ok = fuse(R"(g (float[1,16] c) => (bool[1,5] y) {
+      i = Constant <value = int64[1] {1}> ()  z = Constant <value = int64[1] {0}> ()
+      e = Constant <value = int64[1] {5}> ()  a = Slice(c, z, e, i)
+      zero = Constant <value = float {0.0}> ()  y = Equal(a, zero) })",
+                 3);
+  expect_reason(ok.result, "a", "y", Reason::Fused);
+}
+
 TEST(FusionDecisions, ResourceLimitOnHugeRows) {
   auto f = fuse(R"(g (float[2,1048576] x) => (float[2,1048576] y) { a = Relu(x) y = Softmax(a) })");
   expect_reason(f.result, "a", "y", Reason::ResourceLimit);

@@ -140,3 +140,33 @@ TEST(ShapeFolding, NoOpReshapeGoes) {
 
 }  // namespace
 }  // namespace gaf
+
+namespace gaf {
+namespace {
+
+// The causal mask's query length read from Q after its head Transpose: the size comes from the input that
+// declares the symbol instead, and the Transpose is then read by the MatMul alone. The twin: a size no graph
+// input declares (P+T of a Concat) keeps its Shape.
+TEST(ShapeFolding, SizeReadFromTheInputThatDeclaresItsSymbol) {
+  auto r = testing::rewrite(
+      testing::parse(testing::header(14) + R"(g (float[B,T,4,8] q, float[B,4,P,8] past, float[B,4,T,8] k)
+          => (float[B,4,T,L] s, int64 t, int64 l) {
+      qt = Transpose <perm = [0, 2, 1, 3]> (q)  kv = Concat <axis = 2> (past, k)
+      kvt = Transpose <perm = [0, 1, 3, 2]> (kv)  s = MatMul(qt, kvt)
+      i2 = Constant <value = int64 {2}> ()
+      sq = Shape(qt)  t = Gather <axis = 0> (sq, i2)
+      skv = Shape(kv)  l = Gather <axis = 0> (skv, i2) })"),
+      shape_and_constant_folding());
+  EXPECT_EQ(r.count("shape-folding"), 1) << r.dump();
+  for (const Node* n : r.after.graph->nodes())
+    if (n->op_type == "Shape") EXPECT_TRUE(n->input(0)->name() == "q" || n->input(0)->name() == "kv") << r.dump();
+  runtime::Session a(*r.before.graph), b(*r.after.graph);
+  auto in = tools::random_inputs(*r.before.graph, 1, std::map<std::string, int64_t>{{"B", 2}, {"T", 3}, {"P", 5}});
+  auto x = a.run(in), y = b.run(in);
+  EXPECT_EQ(y[1].get_int(0), 3);
+  EXPECT_EQ(x[1].get_int(0), y[1].get_int(0));
+  EXPECT_EQ(y[2].get_int(0), 8);
+}
+
+}  // namespace
+}  // namespace gaf

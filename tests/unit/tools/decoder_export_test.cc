@@ -1,0 +1,77 @@
+// Decoders exported with dynamic axes (see decoder_exports.h): every layer's attention fuses, the norms are
+// recognised, every fused group runs as a generated kernel, and the fused model computes what the unfused one
+// does for prefill (no past) and decode steps (one new token, a past) at several batch sizes.
+#include <random>
+
+#include "decoder_exports.h"
+#include "passes/pass_test_util.h"
+
+namespace gaf {
+namespace {
+
+struct Step {
+  int64_t batch, seq, past;
+};
+
+std::map<std::string, Tensor> decoder_inputs(const Graph& g, const Step& s, int vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::map<std::string, Tensor> in;
+  for (const Value* v : g.inputs()) {
+    if (v->is_constant()) continue;
+    if (v->name() == "input_ids") {
+      Tensor t(DType::Int64, {s.batch, s.seq});
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<int64_t>()[i] = int64_t(rng() % uint64_t(vocab));
+      in.emplace(v->name(), std::move(t));
+    } else {
+      const auto& sh = *v->type.shape;
+      Tensor t(DType::Float, {s.batch, sh[1].value(), s.past, sh[3].value()});
+      std::uniform_real_distribution<float> u(-1, 1);
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+      in.emplace(v->name(), std::move(t));
+    }
+  }
+  return in;
+}
+
+struct Export {
+  const char* name;
+  std::string (*text)(int, const testing::DecoderDims&);
+  const char* norm_pass;
+};
+
+class DecoderExport : public ::testing::TestWithParam<Export> {};
+
+TEST_P(DecoderExport, AttentionFusesInEveryLayerAndMatchesUnfused) {
+  const Export& e = GetParam();
+  const int layers = 2;
+  testing::DecoderDims dims;
+  Model m = testing::parse(e.text(layers, dims));
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  tools::FuseResult r;
+  Model fused = testing::fused_copy(m, opts, &r);
+  EXPECT_EQ(r.rewrites["attention-fusion"], layers) << fused.graph->to_string();
+  EXPECT_EQ(r.rewrites[e.norm_pass], 2 * layers + 1) << fused.graph->to_string();
+  runtime::Session a(*m.graph), b(*fused.graph);
+  for (const auto& [node, why] : b.codegen_fallbacks()) ADD_FAILURE() << node << " runs op by op: " << why;
+  for (Step s : {Step{1, 6, 0}, Step{1, 1, 9}, Step{2, 3, 5}, Step{3, 1, 30}}) {
+    auto inputs = decoder_inputs(*m.graph, s, dims.vocab, uint64_t(s.seq * 100 + s.past));
+    auto want = a.run(inputs);
+    auto got = b.run(inputs);
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].dims(), want[i].dims()) << e.name << " output " << i;
+      auto cmp = tools::compare(got[i], want[i], 1e-3, 1e-4);
+      EXPECT_TRUE(cmp.ok) << e.name << " batch " << s.batch << " seq " << s.seq << " past " << s.past
+                          << " output " << i << ": " << cmp.message;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Exports, DecoderExport,
+                         ::testing::Values(Export{"gpt2", testing::gpt2_decoder, "layer-norm-recognition"},
+                                           Export{"llama", testing::llama_decoder, "rms-norm-recognition"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace gaf

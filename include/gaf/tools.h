@@ -1,6 +1,7 @@
 // Library side of the CLI tools: everything the commands do lives here so tests and the CLI share one path.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -134,5 +135,33 @@ SelftestResult selftest(int graphs, uint64_t seed, int batch = 100);
 
 // Graph `index` of the random family of `seed` with `nodes` nodes, as ONNX text.
 std::string random_graph_text(uint64_t seed, int index, int nodes);
+
+}  // namespace gaf::tools
+
+namespace gaf::tools {
+
+// Greedy decoding with a decoder that takes its past keys/values as inputs and returns presents (the form
+// torch.onnx.export and Optimum give LLMs): token ids in "input_ids" (or the first int64 input of rank 2), pasts
+// the float inputs whose names contain "past" and presents the outputs whose names contain "present", paired in
+// order; logits the output "logits" (or the first). An "attention_mask" input gets ones over past + new tokens,
+// a "position_ids" input the positions. The first run is the prefill of the whole prompt with empty pasts; each
+// step after it feeds the newest token and the presents back as pasts. Batch 1.
+struct GenerateOptions {
+  std::vector<int64_t> prompt;
+  int tokens = 16;  // how many to generate (the prefill gives the first)
+  // Called after each token with (tokens so far, seconds since the start); for a progress display.
+  std::function<void(int, double)> on_token;
+};
+struct GenerateResult {
+  std::vector<int64_t> ids;        // the generated tokens (not the prompt)
+  double prefill_s = 0;            // time to the first token
+  std::vector<double> step_s;      // each decode step after the prefill
+  size_t peak_rss_bytes = 0;       // of the process, at the end
+  size_t pool_bytes = 0;           // the session's buffer pool after the last step
+  double tokens_per_s() const;     // decode steps per second (median step)
+  std::string text() const;        // the summary generate prints
+};
+// Throws gaf::Error naming what the model lacks (no token input, pasts and presents that do not pair up, ...).
+GenerateResult generate(runtime::Session& session, const GenerateOptions& opts);
 
 }  // namespace gaf::tools

@@ -78,6 +78,17 @@ check save-inputs 0 "wrote 1 input" -- "$bin" run "$models/mlp/model.onnx" --ran
 check rerun-saved-inputs 0 "match" -- bash -c "'$bin' run '$models/mlp/model.onnx' --inputs '$tmp/saved_in' \
   --save-outputs '$tmp/rerun_out' >/dev/null && '$bin' compare '$tmp/rerun_out/output_0.pb' '$tmp/saved_out/output_0.pb'"
 
+# Greedy generation with the decoders gaf_make_test_models writes: fused and unfused pick the same tokens.
+for d in gpt2 llama; do
+  check "generate-$d" 0 "decode: 11 steps, .* tokens/s" -- "$bin" generate "$models/decoders/$d.onnx" --prompt 5,17,3 \
+    -n 12 --progress
+  fused_ids=$("$bin" generate "$models/decoders/$d.onnx" --prompt 5,17,3 -n 12 | grep '^ids:')
+  check "generate-unfused-$d" 0 "^$fused_ids\$" -- bash -c "'$bin' generate '$models/decoders/$d.onnx' --prompt 5,17,3 \
+    -n 12 -O 0 | grep '^ids:'"
+done
+check generate-bad-prompt 1 "'x7' is not a token id" -- "$bin" generate "$models/decoders/gpt2.onnx" --prompt 5,x7
+check generate-not-a-decoder 1 "input '.*' is neither input_ids" -- "$bin" generate "$models/mlp/model.onnx" --prompt 1
+
 check_models() {  # check_models SET DIR: every DIR/<name>/model.onnx against its test_data_set_0
   local set=$1 m name
   for m in "$2"/*/; do

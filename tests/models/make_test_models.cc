@@ -29,6 +29,7 @@
 
 #include "gaf/onnx_io.h"
 #include "gaf/tensor.h"
+#include "models/decoder_exports.h"
 
 namespace {
 
@@ -358,10 +359,22 @@ int main(int argc, char** argv) {
     write(argv[1], make_mlp());
     write(argv[1], make_convnet());
     write(argv[1], make_encoder());
+    // Decoders with past/present inputs and outputs for `generate` (no stored outputs: the unit tests check
+    // their numbers against a full prefill).
+    fs::create_directories(fs::path(argv[1]) / "decoders");
+    for (auto [name, text] : {std::pair{"gpt2", gaf::testing::gpt2_decoder(2, {})},
+                              std::pair{"llama", gaf::testing::llama_decoder(2, {})}}) {
+      onnx::ModelProto m;
+      auto status = onnx::OnnxParser::Parse(m, text.c_str());
+      if (!status.IsOK()) throw std::runtime_error(std::string(name) + ": " + status.ErrorMessage());
+      m.set_producer_name("gaf_make_test_models");
+      gaf::onnx_io::write_file_atomic((fs::path(argv[1]) / "decoders" / (std::string(name) + ".onnx")).string(),
+                                      m.SerializeAsString());
+    }
   } catch (const std::exception& e) {
     std::cerr << "gaf_make_test_models: " << e.what() << "\n";
     return 1;
   }
-  std::cout << "wrote mlp, convnet, encoder to " << argv[1] << "\n";
+  std::cout << "wrote mlp, convnet, encoder, decoders/gpt2, decoders/llama to " << argv[1] << "\n";
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/ranges.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -90,6 +91,58 @@ int cmd_run(const RunArgs& a) {
     save_tensors(inputs, fed, a.save_inputs, "input");
   }
   if (!a.save_outputs.empty()) save_tensors(outs, g.outputs(), a.save_outputs, "output");
+  return 0;
+}
+
+struct GenerateArgs {
+  std::string model, prompt, rules;
+  int tokens = 32;
+  int opt_level = 3;
+  bool progress = false;
+};
+
+// "1,2,3" or "1 2 3" -> ids; an error names the first entry that is not a token id.
+std::vector<int64_t> parse_ids(const std::string& text) {
+  std::vector<int64_t> ids;
+  std::string cur;
+  auto flush = [&] {
+    if (cur.empty()) return;
+    int64_t v = -1;
+    auto [p, ec] = std::from_chars(cur.data(), cur.data() + cur.size(), v);
+    GAF_CHECK(ec == std::errc() && p == cur.data() + cur.size() && v >= 0,
+              "--prompt: '{}' is not a token id (a non-negative integer); give ids like --prompt 15496,995", cur);
+    ids.push_back(v);
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ') flush();
+    else cur += c;
+  }
+  flush();
+  return ids;
+}
+
+int cmd_generate(const GenerateArgs& a) {
+  Model m = onnx_io::load_model(a.model);
+  if (a.opt_level > 0) {
+    tools::FuseOptions opts;
+    opts.fusion.opt_level = a.opt_level;
+    opts.fusion.rules = FusionRules::from_env_or_file(a.rules);
+    std::cout << tools::fuse_model(m, opts).summary_line() << "\n";
+  }
+  runtime::Session session(*m.graph);
+  tools::GenerateOptions g;
+  g.prompt = parse_ids(a.prompt);
+  g.tokens = a.tokens;
+  if (a.progress)
+    g.on_token = [&](int n, double s) {
+      const int width = 30, done = width * n / a.tokens;
+      std::cerr << fmt::format("\r[{}{}] {}/{} tokens, {:.1f} tokens/s", std::string(size_t(done), '#'),
+                               std::string(size_t(width - done), ' '), n, a.tokens, s > 0 ? n / s : 0.0)
+                << (n == a.tokens ? "\n" : "") << std::flush;
+    };
+  tools::GenerateResult r = tools::generate(session, g);
+  std::cout << fmt::format("prompt: {} tokens; generated {} (greedy)\n", g.prompt.size(), r.ids.size()) << r.text();
   return 0;
 }
 
@@ -342,6 +395,19 @@ int main(int argc, char** argv) {
   profile->add_option("--top", profile_top, "most expensive nodes listed per variant (0: every node, in run order)")
       ->check(CLI::NonNegativeNumber);
 
+  GenerateArgs gen_args;
+  auto* generate = app.add_subcommand(
+      "generate", "greedy decoding with a decoder that takes past keys/values and returns presents: time to first "
+                  "token, tokens/s, peak memory, the ids");
+  generate->add_option("model", gen_args.model, "ONNX decoder (input_ids, past_* inputs, logits and present_* outputs)")
+      ->required();
+  generate->add_option("--prompt", gen_args.prompt, "prompt token ids, e.g. 15496,995")->required();
+  generate->add_option("--tokens,-n", gen_args.tokens, "how many tokens to generate")->check(CLI::PositiveNumber);
+  generate->add_option("--opt-level,-O", gen_args.opt_level, "fuse in memory first at this level (0: run as is)")
+      ->check(CLI::Range(0, 3));
+  generate->add_option("--rules", gen_args.rules, "with --opt-level: JSON rules file (else $GAF_FUSION_CONFIG)");
+  generate->add_flag("--progress", gen_args.progress, "a live progress bar on stderr");
+
   std::string cmp_actual, cmp_expected;
   double cmp_rtol = 1e-3, cmp_atol = 1e-5;
   auto* compare = app.add_subcommand("compare", "compare two TensorProto files within a tolerance");
@@ -382,6 +448,7 @@ int main(int argc, char** argv) {
     if (*bench) return cmd_bench(bench_args, bench_io);
     if (*profile) return cmd_profile(profile_args, profile_io, profile_top);
     if (*compare) return cmd_compare(cmp_actual, cmp_expected, cmp_rtol, cmp_atol);
+    if (*generate) return cmd_generate(gen_args);
   } catch (const gaf::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

@@ -3,7 +3,7 @@
 // does for prefill (no past) and decode steps (one new token, a past) at several batch sizes.
 #include <random>
 
-#include "decoder_exports.h"
+#include "models/decoder_exports.h"
 #include "passes/pass_test_util.h"
 
 namespace gaf {

@@ -1,0 +1,82 @@
+// Greedy generation through the past/present loop: every token the fused model picks is the unfused model's
+// best (within float noise) when it reads the whole sequence at once, so the loop's caching, positions and masks
+// agree with a plain prefill; models without the loop's inputs are refused by name.
+#include "models/decoder_exports.h"
+#include "passes/pass_test_util.h"
+
+namespace gaf {
+namespace {
+
+struct Export {
+  const char* name;
+  std::string (*text)(int, const testing::DecoderDims&);
+};
+
+class Generate : public ::testing::TestWithParam<Export> {};
+
+TEST_P(Generate, FusedLoopPicksWhatAFullPrefillPicks) {
+  Model m = testing::parse(GetParam().text(2, {}));
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  Model fused = testing::fused_copy(m, opts);
+  runtime::Session s(*fused.graph);
+  tools::GenerateOptions g;
+  g.prompt = {5, 17, 3, 42};
+  g.tokens = 24;
+  int calls = 0;
+  g.on_token = [&](int n, double) { EXPECT_EQ(n, ++calls); };
+  tools::GenerateResult r = tools::generate(s, g);
+  ASSERT_EQ(r.ids.size(), 24u);
+  EXPECT_EQ(calls, 24);
+  EXPECT_EQ(r.step_s.size(), 23u);
+  EXPECT_GT(r.tokens_per_s(), 0);
+  EXPECT_GT(r.peak_rss_bytes, 0u);
+
+  // The unfused model on prompt + generated tokens in one run, no past.
+  std::vector<int64_t> seq = g.prompt;
+  seq.insert(seq.end(), r.ids.begin(), r.ids.end() - 1);
+  std::map<std::string, Tensor> in;
+  in.emplace("input_ids", Tensor::from<int64_t>({1, int64_t(seq.size())}, seq));
+  for (const Value* v : m.graph->inputs())
+    if (v->name().rfind("past", 0) == 0) in.emplace(v->name(), Tensor(DType::Float, {1, 4, 0, 16}));
+  runtime::Session plain(*m.graph);
+  Tensor logits = plain.run(in)[0];
+  const int64_t vocab = logits.dim(-1);
+  for (size_t i = 0; i < r.ids.size(); ++i) {
+    const float* row = logits.data<float>() + (int64_t(g.prompt.size()) - 1 + int64_t(i)) * vocab;
+    const float best = *std::max_element(row, row + vocab);
+    EXPECT_GE(row[r.ids[i]], best - 1e-3f * std::max(1.0f, std::abs(best))) << "token " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Exports, Generate,
+                         ::testing::Values(Export{"gpt2", testing::gpt2_decoder},
+                                           Export{"llama", testing::llama_decoder}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Generate, RefusesModelsWithoutTheLoopsInputs) {
+  auto expect_error = [](const std::string& text, const std::string& part) {
+    Model m = testing::parse(testing::header(14) + text);
+    runtime::Session s(*m.graph);
+    tools::GenerateOptions g;
+    g.prompt = {1};
+    try {
+      tools::generate(s, g);
+      ADD_FAILURE() << "no error; expected one with '" << part << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  expect_error("g (float[1,4] x) => (float[1,4] y) { y = Relu(x) }", "input 'x' is neither");
+  expect_error("g (int64[1,T] input_ids, float[1,2,P,4] past_0) => (float[1,T,8] logits) {"
+               "  f = Cast <to = 1> (input_ids)  ax = Constant <value = int64[1] {2}> ()  u = Unsqueeze(f, ax)"
+               "  s = Constant <value = int64[3] {1, 1, 8}> ()  logits = Expand(u, s) }",
+               "1 past input(s) but 0 present");
+  Model ok = testing::parse(testing::gpt2_decoder(1));
+  runtime::Session s(*ok.graph);
+  tools::GenerateOptions g;
+  EXPECT_THROW(tools::generate(s, g), Error);  // empty prompt
+}
+
+}  // namespace
+}  // namespace gaf

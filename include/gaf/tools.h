@@ -158,8 +158,10 @@ struct GenerateResult {
   std::vector<double> step_s;      // each decode step after the prefill
   size_t peak_rss_bytes = 0;       // of the process, at the end
   size_t pool_bytes = 0;           // the session's buffer pool after the last step
-  double tokens_per_s() const;     // decode steps per second (median step)
+  double tokens_per_s() const;     // decode steps over their total time
+  double median_step_s() const;
   std::string text() const;        // the summary generate prints
+  std::string json() const;        // the same as one JSON object (generate --json)
 };
 // Throws gaf::Error naming what the model lacks (no token input, pasts and presents that do not pair up, ...).
 GenerateResult generate(runtime::Session& session, const GenerateOptions& opts);

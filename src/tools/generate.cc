@@ -1,5 +1,6 @@
 // Greedy generation with a past/present decoder (see tools.h): the loop a user writes around an exported LLM.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -145,10 +146,25 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts) 
 }
 
 double GenerateResult::tokens_per_s() const {
+  double total = 0;
+  for (double t : step_s) total += t;
+  return total > 0 ? double(step_s.size()) / total : 0;
+}
+
+double GenerateResult::median_step_s() const {
   if (step_s.empty()) return 0;
   std::vector<double> s = step_s;
   std::nth_element(s.begin(), s.begin() + long(s.size() / 2), s.end());
-  return s[s.size() / 2] > 0 ? 1.0 / s[s.size() / 2] : 0;
+  return s[s.size() / 2];
+}
+
+std::string GenerateResult::json() const {
+  return fmt::format("{{\"prefill_ms\": {:.3f}, \"tokens_per_s\": {:.2f}, \"median_step_ms\": {:.3f}, "
+                     "\"first_step_ms\": {:.3f}, \"last_step_ms\": {:.3f}, \"peak_rss_mb\": {:.1f}, "
+                     "\"pool_mb\": {:.1f}, \"ids\": [{}]}}\n",
+                     prefill_s * 1e3, tokens_per_s(), median_step_s() * 1e3, step_s.empty() ? 0 : step_s.front() * 1e3,
+                     step_s.empty() ? 0 : step_s.back() * 1e3, double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6,
+                     fmt::join(ids, ","));
 }
 
 std::string GenerateResult::text() const {
@@ -156,7 +172,7 @@ std::string GenerateResult::text() const {
   if (!step_s.empty()) {
     const double first = step_s.front(), last = step_s.back();
     s += fmt::format("decode: {} steps, {:.1f} tokens/s (median step {:.2f} ms; first {:.2f} ms, last {:.2f} ms)\n",
-                     step_s.size(), tokens_per_s(), 1e3 / tokens_per_s(), first * 1e3, last * 1e3);
+                     step_s.size(), tokens_per_s(), median_step_s() * 1e3, first * 1e3, last * 1e3);
   }
   s += fmt::format("peak resident memory: {:.1f} MB (session buffer pool {:.1f} MB)\n", double(peak_rss_bytes) / 1e6,
                    double(pool_bytes) / 1e6);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <string>
@@ -20,41 +21,55 @@
 
 namespace gaf::testing {
 
+namespace decoder_detail {
+struct Init;
+}
+
 struct DecoderDims {
   int embed = 64, heads = 4, head_dim = 16, vocab = 96, hidden = 256, max_positions = 128;
+  std::vector<decoder_detail::Init>* deferred = nullptr;  // see assemble()
 };
 
 namespace decoder_detail {
 
-// n values in [-scale, scale), deterministic in (n, salt).
-inline std::string values(int64_t n, uint64_t salt, double scale) {
-  std::string s;
-  s.reserve(size_t(n) * 8);
+// n values in [-scale, scale) + offset, deterministic in (n, salt), rounded to 5 decimals (as written in text).
+inline std::vector<float> values(int64_t n, uint64_t salt, double scale, double offset = 0) {
+  std::vector<float> v(static_cast<size_t>(n));
   uint64_t x = salt * 0x9E3779B97F4A7C15ull + 1;
-  for (int64_t i = 0; i < n; ++i) {
+  for (float& f : v) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     const double u = double(x >> 11) * 0x1.0p-53;
-    s += fmt::format("{}{:.5f}", i ? "," : "", (2 * u - 1) * scale);
+    f = float(offset + std::round((2 * u - 1) * scale * 1e5) / 1e5);
   }
-  return s;
+  return v;
 }
 
-inline std::string weight(const std::string& name, int64_t rows, int64_t cols, uint64_t salt, double scale) {
-  return fmt::format("float[{},{}] {} = {{{}}}", rows, cols, name, values(rows * cols, salt, scale));
-}
-inline std::string vec(const std::string& name, int64_t n, uint64_t salt, double scale, double offset = 0) {
-  std::string v = values(n, salt, scale);
-  if (offset != 0) {  // norm gains around 1
-    std::string o;
-    size_t b = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      size_t e = v.find(',', b);
-      o += fmt::format("{}{:.5f}", i ? "," : "", offset + std::stod(v.substr(b, e - b)));
-      b = e + 1;
-    }
-    v = o;
+// An initializer: random values (salt, scale, offset), a causal 0/1 triangle, or explicit values.
+struct Init {
+  std::string name;
+  std::vector<int64_t> dims;
+  uint64_t salt = 0;
+  double scale = 0, offset = 0;
+  bool causal = false;
+  std::vector<float> explicit_values;
+  std::vector<float> data() const {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    if (!explicit_values.empty()) return explicit_values;
+    if (!causal) return values(n, salt, scale, offset);
+    const int64_t m = dims.back();
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = (i % m) <= (i / m) % m ? 1.0f : 0.0f;
+    return v;
   }
-  return fmt::format("float[{}] {} = {{{}}}", n, name, v);
+  std::string type() const { return fmt::format("float[{}] {}", fmt::join(dims, ","), name); }
+};
+
+inline Init weight(const std::string& name, int64_t rows, int64_t cols, uint64_t salt, double scale) {
+  return {name, {rows, cols}, salt, scale, 0, false, {}};
+}
+inline Init vec(const std::string& name, int64_t n, uint64_t salt, double scale, double offset = 0) {
+  return {name, {n}, salt, scale, offset, false, {}};
 }
 
 // The signature's pasts and presents, and the shared size arithmetic.
@@ -105,14 +120,32 @@ inline std::string attention(int l, const std::string& q, const std::string& k, 
                      l, q, k, v, fmt::format(fmt::runtime(mask), l));
 }
 
-inline std::string causal_buffer(const DecoderDims& d) {
-  std::string v;
-  for (int i = 0; i < d.max_positions; ++i)
-    for (int j = 0; j < d.max_positions; ++j) v += (i || j ? "," : "") + std::string(j <= i ? "1" : "0");
-  return fmt::format("float[1,1,{0},{0}] causal = {{{1}}}", d.max_positions, v);
+inline std::string header() { return "<ir_version: 8, opset_import: [\"\" : 14]> "; }
+
+inline Init causal_buffer(const DecoderDims& d) {
+  return {"causal", {1, 1, d.max_positions, d.max_positions}, 0, 0, 0, true, {}};
 }
 
-inline std::string header() { return "<ir_version: 8, opset_import: [\"\" : 14]> "; }
+// The model text: initializers written inline, or (d.deferred) declared as graph inputs and listed in
+// *d.deferred for the caller to attach as initializers (a model too large to write as text).
+inline std::string assemble(const std::string& sig, const std::string& outs, const std::vector<Init>& inits,
+                            const std::string& body, const DecoderDims& d) {
+  std::string init_list, extra_inputs;
+  for (const Init& i : inits) {
+    if (d.deferred) {
+      extra_inputs += ", " + i.type();
+      d.deferred->push_back(i);
+      continue;
+    }
+    std::string v;
+    for (float f : i.data()) v += fmt::format("{}{:.8g}", v.empty() ? "" : ",", f);
+    init_list += (init_list.empty() ? "" : ", ") + i.type() + " = {" + v + "}";
+  }
+  std::string text = header() + sig.substr(0, sig.size() - 1) + extra_inputs + ") => (" + outs + ")";
+  if (!init_list.empty()) text += " <" + init_list + ">";
+  return text + " {" + body + "}";
+}
+
 
 }  // namespace decoder_detail
 
@@ -121,7 +154,7 @@ inline std::string gpt2_decoder(int layers, const DecoderDims& d = {}) {
   std::string outs;
   std::string sig = signature("gpt2", layers, d, &outs);
   const int C = d.embed, F = d.hidden;
-  std::vector<std::string> inits = {weight("wte", d.vocab, C, 1, 0.5),
+  std::vector<Init> inits = {weight("wte", d.vocab, C, 1, 0.5),
                                     weight("wpe", d.max_positions, C, 2, 0.1),
                                     causal_buffer(d),
                                     weight("lm_head", C, d.vocab, 3, 0.2),
@@ -183,9 +216,7 @@ inline std::string gpt2_decoder(int layers, const DecoderDims& d = {}) {
   }
   body += layer_norm("hf", fmt::format("x{}", layers), "lnf_g", "lnf_b");
   body += "    logits = MatMul(hf, lm_head)\n";
-  std::string init_list;
-  for (const auto& i : inits) init_list += (init_list.empty() ? "" : ", ") + i;
-  return header() + sig + " => (" + outs + ") <" + init_list + "> {" + body + "}";
+  return assemble(sig, outs, inits, body, d);
 }
 
 inline std::string llama_decoder(int layers, const DecoderDims& d = {}) {
@@ -193,12 +224,11 @@ inline std::string llama_decoder(int layers, const DecoderDims& d = {}) {
   std::string outs;
   std::string sig = signature("llama", layers, d, &outs);
   const int C = d.embed, F = d.hidden, half_d = d.head_dim / 2;
-  std::string inv_freq;
-  for (int i = 0; i < half_d; ++i)
-    inv_freq += fmt::format("{}{:.8f}", i ? "," : "", 1.0 / std::pow(10000.0, 2.0 * i / d.head_dim));
-  std::vector<std::string> inits = {weight("wte", d.vocab, C, 11, 0.5), causal_buffer(d),
+  std::vector<float> inv_freq;
+  for (int i = 0; i < half_d; ++i) inv_freq.push_back(float(1.0 / std::pow(10000.0, 2.0 * i / d.head_dim)));
+  std::vector<Init> inits = {weight("wte", d.vocab, C, 11, 0.5), causal_buffer(d),
                                     weight("lm_head", C, d.vocab, 13, 0.2), vec("normf", C, 14, 0.1, 1),
-                                    fmt::format("float[1,{}] inv_freq = {{{}}}", half_d, inv_freq)};
+                                    Init{"inv_freq", {1, half_d}, 0, 0, 0, false, inv_freq}};
   std::string body = size_arithmetic(d) + fmt::format(R"(
     inv_sqrt_d = Constant <value = float {{{}}}> ()  eps = Constant <value = float {{1e-6}}> ()
     two = Constant <value = float {{2.0}}> ()  one_f = Constant <value = float {{1.0}}> ()
@@ -264,9 +294,7 @@ inline std::string llama_decoder(int layers, const DecoderDims& d = {}) {
   }
   body += rms_norm("hf", fmt::format("x{}", layers), "normf");
   body += "    logits = MatMul(hf, lm_head)\n";
-  std::string init_list;
-  for (const auto& i : inits) init_list += (init_list.empty() ? "" : ", ") + i;
-  return header() + sig + " => (" + outs + ") <" + init_list + "> {" + body + "}";
+  return assemble(sig, outs, inits, body, d);
 }
 
 }  // namespace gaf::testing

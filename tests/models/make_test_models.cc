@@ -350,9 +350,51 @@ Case make_encoder() {
 
 }  // namespace
 
+// Benchmark-sized decoders (bench/llm): text with the weights declared as inputs, then attached as initializers.
+void write_llm(const fs::path& dir, int layers) {
+  gaf::testing::DecoderDims d;
+  d.embed = 768, d.heads = 12, d.head_dim = 64, d.hidden = 3072, d.vocab = 8192, d.max_positions = 1280;
+  fs::create_directories(dir);
+  for (const char* name : {"gpt2", "llama"}) {
+    std::vector<gaf::testing::decoder_detail::Init> weights;
+    d.deferred = &weights;
+    const std::string text = std::string(name) == "gpt2" ? gaf::testing::gpt2_decoder(layers, d)
+                                                          : gaf::testing::llama_decoder(layers, d);
+    onnx::ModelProto m;
+    auto status = onnx::OnnxParser::Parse(m, text.c_str());
+    if (!status.IsOK()) throw std::runtime_error(std::string(name) + ": " + status.ErrorMessage());
+    m.set_producer_name("gaf_make_test_models");
+    auto* g = m.mutable_graph();
+    for (const auto& w : weights) {
+      std::vector<float> v = w.data();
+      gaf::onnx_io::tensor_to_proto(gaf::Tensor::from<float>(w.dims, std::span<const float>(v)), *g->add_initializer());
+      g->mutable_initializer(g->initializer_size() - 1)->set_name(w.name);
+    }
+    auto* inputs = g->mutable_input();
+    inputs->erase(std::remove_if(inputs->begin(), inputs->end(),
+                                 [&](const onnx::ValueInfoProto& i) {
+                                   return std::any_of(weights.begin(), weights.end(),
+                                                      [&](const auto& w) { return w.name == i.name(); });
+                                 }),
+                  inputs->end());
+    gaf::onnx_io::write_file_atomic((dir / (std::string(name) + ".onnx")).string(), m.SerializeAsString());
+    std::cout << "wrote " << (dir / (std::string(name) + ".onnx")).string() << " (" << layers << " layers, "
+              << weights.size() << " weights)\n";
+  }
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--llm") {
+    try {
+      write_llm(argv[2], std::stoi(argv[3]));
+      return 0;
+    } catch (const std::exception& e) {
+      std::cerr << "gaf_make_test_models: " << e.what() << "\n";
+      return 1;
+    }
+  }
   if (argc != 2) {
-    std::cerr << "usage: gaf_make_test_models DIR\n";
+    std::cerr << "usage: gaf_make_test_models DIR\n       gaf_make_test_models --llm DIR LAYERS\n";
     return 2;
   }
   try {

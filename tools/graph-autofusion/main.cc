@@ -99,6 +99,7 @@ struct GenerateArgs {
   int tokens = 32;
   int opt_level = 3;
   bool progress = false;
+  bool json = false;
 };
 
 // "1,2,3" or "1 2 3" -> ids; an error names the first entry that is not a token id.
@@ -128,7 +129,8 @@ int cmd_generate(const GenerateArgs& a) {
     tools::FuseOptions opts;
     opts.fusion.opt_level = a.opt_level;
     opts.fusion.rules = FusionRules::from_env_or_file(a.rules);
-    std::cout << tools::fuse_model(m, opts).summary_line() << "\n";
+    const std::string line = tools::fuse_model(m, opts).summary_line();
+    if (!a.json) std::cout << line << "\n";
   }
   runtime::Session session(*m.graph);
   tools::GenerateOptions g;
@@ -142,7 +144,8 @@ int cmd_generate(const GenerateArgs& a) {
                 << (n == a.tokens ? "\n" : "") << std::flush;
     };
   tools::GenerateResult r = tools::generate(session, g);
-  std::cout << fmt::format("prompt: {} tokens; generated {} (greedy)\n", g.prompt.size(), r.ids.size()) << r.text();
+  if (a.json) std::cout << r.json();
+  else std::cout << fmt::format("prompt: {} tokens; generated {} (greedy)\n", g.prompt.size(), r.ids.size()) << r.text();
   return 0;
 }
 
@@ -407,6 +410,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 3));
   generate->add_option("--rules", gen_args.rules, "with --opt-level: JSON rules file (else $GAF_FUSION_CONFIG)");
   generate->add_flag("--progress", gen_args.progress, "a live progress bar on stderr");
+  generate->add_flag("--json", gen_args.json, "print the result as one JSON object");
 
   std::string cmp_actual, cmp_expected;
   double cmp_rtol = 1e-3, cmp_atol = 1e-5;

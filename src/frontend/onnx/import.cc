@@ -110,7 +110,20 @@ void build_fused_body(Node& n, const onnx::FunctionProto& fp, const std::map<std
 }
 
 void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::string, int64_t>& opsets,
-                   const std::string& base_dir, const FunctionMap& fused_functions) {
+                   const std::string& base_dir, const FunctionMap& fused_functions,
+                   std::map<std::string, Tensor>* converted) {
+  // An initializer's tensor: converted already (and taken), or read from its proto.
+  auto tensor_of = [&](const onnx::TensorProto& t) {
+    if (converted) {
+      auto it = converted->find(t.name());
+      if (it != converted->end()) {
+        Tensor r = std::move(it->second);
+        converted->erase(it);
+        return r;
+      }
+    }
+    return tensor_from_proto(t, base_dir);
+  };
   g.name = gp.name();
   g.doc_string = gp.doc_string();
   std::map<std::string, const onnx::TensorProto*> inits;
@@ -127,7 +140,7 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
                   gp.name(), vi.name());
     Value* v;
     if (inits.count(vi.name())) {
-      v = g.add_constant(vi.name(), tensor_from_proto(*inits[vi.name()], base_dir));
+      v = g.add_constant(vi.name(), tensor_of(*inits[vi.name()]));
       v->type = type_from_proto(vi.type());
       g.mark_input(v);
     } else {
@@ -136,7 +149,7 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
     v->doc_string = vi.doc_string();
   }
   for (const auto& t : gp.initializer())
-    if (!input_names.count(t.name())) g.add_constant(t.name(), tensor_from_proto(t, base_dir));
+    if (!input_names.count(t.name())) g.add_constant(t.name(), tensor_of(t));
 
   for (int ni = 0; ni < gp.node_size(); ++ni) {
     const auto& np = gp.node(ni);
@@ -203,27 +216,33 @@ int64_t newest_opset(const std::string& domain) {
 }
 
 // Every tensor a graph holds, subgraphs included, has its external data inside the model's folder: checked
-// before the ONNX checker, which would otherwise look for files wherever a location points.
-void check_external_locations(const onnx::GraphProto& g, const std::string& base_dir);
+// before the ONNX checker, which would otherwise look for files wherever a location points. Returns whether any
+// tensor has external data.
+bool check_external_locations(const onnx::GraphProto& g, const std::string& base_dir);
 
-void check_external_locations(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes,
-                              const std::string& base_dir) {
-  for (const auto& n : nodes)
-    for (const auto& a : n.attribute()) {
-      if (a.has_t()) check_external_data(a.t(), base_dir);
-      for (const auto& t : a.tensors()) check_external_data(t, base_dir);
-      if (a.has_g()) check_external_locations(a.g(), base_dir);
-      for (const auto& sub : a.graphs()) check_external_locations(sub, base_dir);
-    }
+bool external(const onnx::TensorProto& t, const std::string& base_dir) {
+  check_external_data(t, base_dir);
+  return t.data_location() == onnx::TensorProto::EXTERNAL;
 }
 
-void check_external_locations(const onnx::GraphProto& g, const std::string& base_dir) {
-  for (const auto& t : g.initializer()) check_external_data(t, base_dir);
-  for (const auto& s : g.sparse_initializer()) {
-    check_external_data(s.values(), base_dir);
-    check_external_data(s.indices(), base_dir);
-  }
-  check_external_locations(g.node(), base_dir);
+bool check_external_locations(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes,
+                              const std::string& base_dir) {
+  bool any = false;
+  for (const auto& n : nodes)
+    for (const auto& a : n.attribute()) {
+      if (a.has_t()) any |= external(a.t(), base_dir);
+      for (const auto& t : a.tensors()) any |= external(t, base_dir);
+      if (a.has_g()) any |= check_external_locations(a.g(), base_dir);
+      for (const auto& sub : a.graphs()) any |= check_external_locations(sub, base_dir);
+    }
+  return any;
+}
+
+bool check_external_locations(const onnx::GraphProto& g, const std::string& base_dir) {
+  bool any = false;
+  for (const auto& t : g.initializer()) any |= external(t, base_dir);
+  for (const auto& s : g.sparse_initializer()) any |= external(s.values(), base_dir) | external(s.indices(), base_dir);
+  return check_external_locations(g.node(), base_dir) || any;
 }
 
 }  // namespace
@@ -231,7 +250,7 @@ void check_external_locations(const onnx::GraphProto& g, const std::string& base
 Model import_model(onnx::ModelProto proto, const std::string& base_dir, const ImportOptions& opts) {
   register_gaf_schemas();
   GAF_CHECK(proto.has_graph(), "the model has no graph: is this an ONNX model file?");
-  check_external_locations(proto.graph(), base_dir);
+  bool has_external = check_external_locations(proto.graph(), base_dir);
   for (const auto& o : proto.opset_import()) {
     std::string domain = o.domain() == "ai.onnx" ? "" : o.domain();
     int64_t newest = newest_opset(domain);
@@ -240,11 +259,12 @@ Model import_model(onnx::ModelProto proto, const std::string& base_dir, const Im
               "with opset {} or lower",
               o.version(), domain.empty() ? "ai.onnx" : domain, newest, newest);
   }
-  for (const auto& f : proto.functions()) check_external_locations(f.node(), base_dir);
+  for (const auto& f : proto.functions()) has_external |= check_external_locations(f.node(), base_dir);
   if (opts.check) {
     try {
-      // The path form resolves external data beside the file; in-memory models have none.
-      if (opts.source_path.empty()) onnx::checker::check_model(proto);
+      // The path form resolves external data beside the file (in-memory models have none); it reads the file
+      // again, so a model without external data is checked as it is in memory.
+      if (opts.source_path.empty() || !has_external) onnx::checker::check_model(proto);
       else onnx::checker::check_model(opts.source_path);
     } catch (const std::exception& e) {
       fail("the ONNX checker rejected the model: {}", e.what());
@@ -272,7 +292,19 @@ Model import_model(onnx::ModelProto proto, const std::string& base_dir, const Im
     if (f.domain() == "gaf.fused") fused[f.name()] = &f;  // rebuilt as fused bodies; export writes them again
     else m.functions.push_back(f.SerializeAsString());
   }
-  convert_graph(proto.graph(), *m.graph, m.opsets, base_dir, fused);
+  // The top-level initializers become tensors one by one, each proto's copy released once converted: the model
+  // is held once, not twice (a 170 MB decoder peaked at 3x its size while loading).
+  std::map<std::string, Tensor> tensors;
+  for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
+    GAF_CHECK(!t.name().empty(), "graph '{}': an initializer has no name", proto.graph().name());
+    tensors.insert_or_assign(t.name(), tensor_from_proto(t, base_dir));
+    onnx::TensorProto header;  // name, type and dims only; clearing the fields would keep their memory
+    header.set_name(t.name());
+    header.set_data_type(t.data_type());
+    *header.mutable_dims() = t.dims();
+    t.Swap(&header);
+  }
+  convert_graph(proto.graph(), *m.graph, m.opsets, base_dir, fused, &tensors);
   return m;
 }
 

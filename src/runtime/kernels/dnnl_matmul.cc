@@ -172,6 +172,7 @@ class MatMulKernel final : public Kernel {
     const Value* b = node.input(1);
     if (b && b->is_constant() && is_dnnl_float(b->constant().dtype())) b_const_ = to_float(b->constant());
     prebuild();
+    prepack_gemv();
   }
 
   void run(KernelContext& ctx) override {
@@ -218,15 +219,30 @@ class MatMulKernel final : public Kernel {
     std::vector<bool> addend_expand;  // materialise the addend to the full dst first (broadcast fallback)
     bool bias = false;                // the first addend, a row of N leading the chain, is the primitive's bias
     ArgCache args;                    // the primitive's arguments, re-pointed each run
-    std::unique_ptr<Gemv> gemv;       // a few rows against constant weights: our kernel instead of the primitive
+    std::shared_ptr<const Gemv> gemv;  // a few rows against constant weights: our kernel instead of the primitive
   };
 
-  // A few dense rows of A against constant B large enough to be a stream over the weights (gemv.h).
+  // A few dense rows of A against constant B large enough to be a stream over the weights (gemv.h); with the
+  // weights packed at session start (see prepack_gemv), up to kGemvChunkRows rows as passes of kMaxRows.
+  static constexpr int64_t kGemvChunkRows = 32;
   bool gemv_pays(const Problem& p) const {
     if (!b_const_.defined() || p.src.size() != 2 || p.src_strides != Dims{p.K, 1}) return false;
     const bool transposed = p.wei_strides == Dims{1, p.K};
     if (!transposed && p.wei_strides != Dims{p.N, 1}) return false;
-    return p.src[0] <= Gemv::kMaxRows && p.K * p.N >= (int64_t(1) << 16);
+    return (p.src[0] <= Gemv::kMaxRows || (gemv_ && p.src[0] <= kGemvChunkRows)) && p.K * p.N >= (int64_t(1) << 16);
+  }
+
+  // A product whose rows are only known at run time (a decoder's tokens: the prompt, then one per step) against
+  // large constant weights: packs them for Gemv now, at session start, where ONNX Runtime packs its own, rather
+  // than in the first run (a 4-layer 768-wide decoder's first step took 60 ms more than the next ones).
+  void prepack_gemv() {
+    const Value* a = node_.input(0);
+    if (!b_const_.defined() || b_const_.rank() != 2 || !a->type.shape || a->type.has_static_shape() ||
+        a->type.shape->size() < 2 || (gemm_ && trans_a_))
+      return;
+    const bool t = gemm_ && trans_b_;
+    const int64_t K = b_const_.dim(t ? 1 : 0), N = b_const_.dim(t ? 0 : 1);
+    if (K * N >= (int64_t(1) << 16)) gemv_ = std::make_shared<Gemv>(b_const_.data<float>(), K, N, t);
   }
 
   // Gemm's C must broadcast unidirectionally to [M, N].
@@ -282,7 +298,9 @@ class MatMulKernel final : public Kernel {
       return e;
     }
     if (gemv_pays(p)) {
-      e->gemv = std::make_unique<Gemv>(b_const_.data<float>(), p.K, p.N, p.wei_strides == Dims{1, p.K});
+      // One packed copy of the weights per node, whatever the number of rows (a decode step's 1, a batch's 4).
+      if (!gemv_) gemv_ = std::make_shared<Gemv>(b_const_.data<float>(), p.K, p.N, p.wei_strides == Dims{1, p.K});
+      e->gemv = gemv_;
       return e;
     }
     using dt = memory::data_type;
@@ -376,7 +394,9 @@ class MatMulKernel final : public Kernel {
     if (e.degenerate || e.gemv) {  // K == 0 (the product is zero), or a few rows: then alpha C and the post-ops
       if (e.gemv) {
         Tensor Af = to_float(A, ctx.allocator());
-        e.gemv->run(Af.data<float>(), p.src[0], p.K, Yf.data<float>());
+        for (int64_t r = 0; r < p.src[0]; r += Gemv::kMaxRows)
+          e.gemv->run(Af.data<float>() + r * p.K, std::min(Gemv::kMaxRows, p.src[0] - r), p.K,
+                      Yf.data<float>() + r * p.N);
         if (alpha_ != 1.f)
           for (int64_t i = 0; i < Yf.numel(); ++i) Yf.data<float>()[i] *= alpha_;
       } else {
@@ -489,6 +509,7 @@ class MatMulKernel final : public Kernel {
   float alpha_ = 1.f, beta_ = 1.f;
   bool trans_a_ = false, trans_b_ = false, use_c_ = false;
   Tensor b_const_;   // constant B as fp32
+  std::shared_ptr<const Gemv> gemv_;  // B packed for Gemv, shared by the entries of every row count
   Tensor c_scaled_;  // constant beta * C as fp32
   std::vector<std::pair<memory::desc, memory>> packed_;
   ShapeCache<Entry> cache_;

@@ -533,6 +533,31 @@ TEST(DnnlGemm, FewRowsAgainstConstantWeights) {
   expect_close(run1("MatMul", {&a, &b}, {}, {false, true}), od, want);
 }
 
+// Rows known only at run time (a decoder's tokens) against large constant weights: packed for Gemv when the
+// session starts, then up to 32 rows run as passes of 8 over them and more on oneDNN; each count agrees with
+// the reference, in one session whose row count changes between runs, for MatMul and for Gemm(transB).
+TEST(DnnlMatMul, DynamicRowsAgainstConstantWeights) {
+  uint32_t seed = 300;
+  for (bool gemm : {false, true}) {
+    Model m;
+    GraphBuilder b(m, 13);
+    Value* a = b.input("a", DType::Float, {Dim(std::string("m")), 300});
+    Tensor w = random_tensor(DType::Float, gemm ? Dims{250, 300} : Dims{300, 250}, seed++);
+    Value* wv = b.constant(w, "w");
+    b.output(gemm ? b.op("Gemm", {a, wv}, {{"transB", int64_t(1)}}) : b.op("MatMul", {a, wv}));
+    b.finish();
+    runtime::Session s(*m.graph);
+    for (int64_t rows : {1, 8, 9, 20, 32, 33, 64, 3}) {
+      Dims od;
+      SCOPED_TRACE(fmt::format("{} rows {}", gemm ? "Gemm" : "MatMul", rows));
+      Tensor x = random_tensor(DType::Float, {rows, 300}, seed++);
+      auto want = gemm ? ref_gemm(x, w, nullptr, false, true, 1, 0, rows, 250, 300)
+                       : ref_matmul(as_double(x), x.dims(), as_double(w), w.dims(), &od);
+      expect_close(s.run(std::vector<Tensor>{x})[0], {rows, 250}, want);
+    }
+  }
+}
+
 TEST(DnnlGemm, BadShapes) {
   Tensor A = random_tensor(DType::Float, {4, 3}, 1), B = random_tensor(DType::Float, {4, 5}, 2);
   expect_error("Gemm", {&A, &B}, {}, {"'op'", "inner dimensions"});

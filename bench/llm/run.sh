@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# LLM decoding side by side: graph-autofusion (fused, and unfused) against ONNX Runtime (onnxruntime-node, all
+# optimisations) running the same greedy loop (prefill of the prompt, then one token per step with presents fed
+# back as pasts) on GPT-2-style and LLaMA-style decoders exported the way torch.onnx.export writes them with
+# dynamic axes (tests/models/decoder_exports.h; 768 wide, 12 heads, 3072 hidden, vocabulary 8192, random weights).
+#
+#   bash bench/llm/run.sh [BIN_DIR]      BIN_DIR defaults to build/release
+#
+# Environment: LAYERS (4), TOKENS ("32 256 1024"), ROUNDS (3), THREADS (2). Each configuration runs in a fresh
+# process per round, the three of a round back to back; a cell is the median over the rounds. tokens/s is the
+# decode steps over their total time (the prefill, time to first token, apart); RSS is the process's peak.
+# The ids of every run are compared with ORT's: a difference is reported (random weights give close logits, so
+# float noise may flip a late token; the first tokens must agree).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bins=${1:-$root/build/release}
+layers=${LAYERS:-4}
+tokens=${TOKENS:-32 256 1024}
+rounds=${ROUNDS:-3}
+threads=${THREADS:-2}
+prompt=5,17,3,42,7,9,11,13,21,34,55,89,144,233,377,610
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+[[ -x $bins/graph-autofusion ]] || die "no graph-autofusion in $bins (run 'make build')"
+[[ -x $bins/tests/gaf_make_test_models ]] || die "no tests/gaf_make_test_models in $bins (run 'make build')"
+[[ -d $root/bench/peers/node_modules/onnxruntime-node ]] || die "run 'bash bench/peers/install.sh' first"
+export OMP_NUM_THREADS=$threads GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gaf-llm.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+"$bins/tests/gaf_make_test_models" --llm "$work" "$layers" >/dev/null
+
+field() { node -e 'const o = JSON.parse(process.argv[1]); const v = o[process.argv[2]];
+                   console.log(Array.isArray(v) ? v.join(",") : v)' "$1" "$2"; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+echo "# LLM decode, $layers layers, $threads threads, prompt 16 tokens, $rounds rounds ($(date -u +%F))"
+printf '| model | tokens | ORT-all tok/s | ours fused tok/s | fused/ORT | ours unfused tok/s | TTFT ORT / fused ms | peak RSS ORT / fused MB | ids |\n'
+printf '|---|---|---|---|---|---|---|---|---|\n'
+for model in gpt2 llama; do
+  for n in $tokens; do
+    declare -a ort=() fused=() unfused=() ort_ttft=() fused_ttft=() ort_rss=() fused_rss=() ratio=()
+    same=yes
+    for ((r = 0; r < rounds; r++)); do
+      o=$(node "$here/ort_generate.js" "$work/$model.onnx" --prompt "$prompt" --tokens "$n" --threads "$threads")
+      f=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n "$n" --json)
+      u=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n "$n" -O 0 --json)
+      ort+=("$(field "$o" tokens_per_s)") fused+=("$(field "$f" tokens_per_s)") unfused+=("$(field "$u" tokens_per_s)")
+      ort_ttft+=("$(field "$o" prefill_ms)") fused_ttft+=("$(field "$f" prefill_ms)")
+      ort_rss+=("$(field "$o" peak_rss_mb)") fused_rss+=("$(field "$f" peak_rss_mb)")
+      ratio+=("$(awk "BEGIN { print $(field "$f" tokens_per_s) / $(field "$o" tokens_per_s) }")")
+      [[ $(field "$o" ids) == "$(field "$f" ids)" ]] || same="differ"
+    done
+    printf '| %s | %s | %.1f | %.1f | %.2fx | %.1f | %.1f / %.1f | %.0f / %.0f | %s |\n' "$model" "$n" \
+      "$(median "${ort[@]}")" "$(median "${fused[@]}")" "$(median "${ratio[@]}")" "$(median "${unfused[@]}")" \
+      "$(median "${ort_ttft[@]}")" "$(median "${fused_ttft[@]}")" "$(median "${ort_rss[@]}")" \
+      "$(median "${fused_rss[@]}")" "$same"
+  done
+done

@@ -15,6 +15,14 @@
 
 namespace gaf {
 
+// A pattern a recognition pass started to match and gave up on: the node it starts from and the check that
+// failed, for `explain` (why is this attention not fused?).
+struct NearMiss {
+  std::string pass;
+  std::string anchor;  // the node the pattern starts from, as Node::describe() names it
+  std::string check;   // what did not hold, naming the values and nodes involved
+};
+
 struct PassContext {
   int opt_level = 2;
   std::map<std::string, int> rewrites;  // pass name -> rewrites applied (for the report)
@@ -25,7 +33,13 @@ struct PassContext {
   bool conv_expand_depthwise_everywhere = false;  // also where it measured slower (Target's, for measuring)
   const Target* target = nullptr;       // for rewrites that weigh a benefit (nullptr: Target::cpu_host())
   std::set<std::string> skip_passes;    // passes the PassManager leaves out (the rules' "skip_passes")
+  // Near misses by pass and anchor: the latest sweep's word; an anchor that is rewritten later is cleared.
+  std::map<std::pair<std::string, std::string>, NearMiss> near_misses;
   void count(std::string_view pass, int n = 1) { rewrites[std::string(pass)] += n; }
+  void near_miss(std::string_view pass, const Node& anchor, std::string check) {
+    NearMiss m{std::string(pass), anchor.describe(), std::move(check)};
+    near_misses.insert_or_assign({m.pass, m.anchor}, std::move(m));
+  }
 };
 
 class Pass {

@@ -48,6 +48,7 @@ Model demo_transformer_block(int64_t seq = 128, int64_t d_model = 256, int64_t h
 }  // namespace gaf::tools
 
 #include "gaf/fusion.h"
+#include "gaf/passes.h"
 
 namespace gaf::tools {
 
@@ -62,6 +63,7 @@ struct FuseResult {
   std::vector<GroupSummary> groups;
   std::vector<DecisionRecord> decisions;
   std::map<std::string, int> rewrites;
+  std::vector<NearMiss> near_misses;  // recognition patterns started and given up on, anchors still in the graph
   size_t candidates = 0;
   std::string summary_line() const;  // "Found N operators, C fusion candidates. Estimated benefit: ..."
   std::string report_json(const std::string& model_name, const Target& target, int opt_level) const;

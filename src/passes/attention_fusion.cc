@@ -68,14 +68,23 @@ struct BoolMask {
   bool fill_when_true = true;
 };
 
-std::optional<BoolMask> bool_mask(const Graph& g, Node* where) {
-  if (!is_op(where, "Where") || where->input(0)->type.dtype != DType::Bool) return std::nullopt;
+// Sets *why when `where` is not such a mask.
+std::optional<BoolMask> bool_mask(const Graph& g, Node* where, std::string* why) {
+  if (where->input(0)->type.dtype != DType::Bool) {
+    *why = fmt::format("the condition of {} is not boolean", where->describe());
+    return std::nullopt;
+  }
+  *why = fmt::format("{} does not select between the scores and a scalar constant fill of the scores' shape "
+                     "(its output is {})", where->describe(), where->output(0)->type.to_string());
   for (int i : {1, 2}) {
     Value* x = where->input(3 - i);
     std::optional<double> f = rewrite::scalar_operand(g, where->input(i), x);
     if (!f || !rewrite::is_float(x) || !rewrite::same_shape(x, where->output(0))) continue;
     BoolMask m{where, x, where->input(0), *f, i == 1};
     if (std::isinf(m.fill) && m.fill < 0) return m;
+    *why = fmt::format("{} fills {}: a mask fill must be -inf, at most -1e30, or at most -1e4 with a constant "
+                       "condition that leaves every row a key",
+                       where->describe(), m.fill);
     if (!(m.fill <= -1e4)) return std::nullopt;
     if (m.fill <= -1e30) return m;
     // A finite fill: exact when no row is fully masked, which only a constant condition tells.
@@ -141,7 +150,8 @@ class AttentionFusion final : public rewrite::RulePass {
 
     // Softmax -> MatMul(P, V)
     Node* pv = sole_user(g, softmax.output(0));
-    if (!is_op(pv, "MatMul") || pv->input(0) != softmax.output(0) || rewrite::rank_of(pv->input(1)) < 2) return false;
+    if (!is_op(pv, "MatMul") || pv->input(0) != softmax.output(0)) return false;  // not attention-shaped at all
+    if (rewrite::rank_of(pv->input(1)) < 2) return miss(softmax, "V ('{}') has rank below 2", pv->input(1)->name());
 
     // Scores: a boolean mask (Where) and an additive one (Add), each optional, in either order, on the scaled
     // MatMul(Q, Kt), each read only by the next.
@@ -152,8 +162,9 @@ class AttentionFusion final : public rewrite::RulePass {
     bool where_outside = false;  // Where(b, f, s + m) rather than Where(b, f, s) + m
     while (sole_user(g, cur) == pattern.back()) {
       if (Node* where = rewrite::producer_op(cur, "Where"); where && !bmask) {
-        bmask = bool_mask(g, where);
-        if (!bmask) return false;
+        std::string why;
+        bmask = bool_mask(g, where, &why);
+        if (!bmask) return miss(softmax, "{}", why);
         where_outside = !mask;
         pattern.push_back(where);
         cur = bmask->scores;
@@ -170,7 +181,10 @@ class AttentionFusion final : public rewrite::RulePass {
             break;
           }
         }
-        if (!mask) return false;
+        if (!mask)
+          return miss(softmax, "{} is not scores {} plus a float mask of no higher rank (operands {} and {})",
+                      add->describe(), cur->type.to_string(), add->input(0)->type.to_string(),
+                      add->input(1)->type.to_string());
       } else {
         break;
       }
@@ -179,22 +193,33 @@ class AttentionFusion final : public rewrite::RulePass {
     // most -1e30 (s + f rounds to f, then f + m is what the scores get either way); for Where(b, f, s + m) only
     // when f is -inf (with f = finfo.min, f + m overflows to -inf where m is finfo.min too, and a row that b
     // masks entirely would no longer be uniform).
-    if (bmask && mask && !(bmask->fill <= -1e30 && (!where_outside || std::isinf(bmask->fill)))) return false;
-    if (cur != s && sole_user(g, cur) != pattern.back()) return false;
+    if (bmask && mask && !(bmask->fill <= -1e30 && (!where_outside || std::isinf(bmask->fill))))
+      return miss(softmax, "{} (fill {}) and an additive mask do not combine exactly into one additive mask",
+                  bmask->where->describe(), bmask->fill);
+    if (cur != s && sole_user(g, cur) != pattern.back())
+      return miss(softmax, "the scores '{}' are also read outside the attention", cur->name());
     Operand scores = peel(g, cur, false);
     Node* qk = scores.v->producer();
-    if (!is_op(qk, "MatMul") || !sole_user(g, scores.v)) return false;
+    if (!is_op(qk, "MatMul"))
+      return miss(softmax, "the scores '{}' come from {}, not from a MatMul of Q and K^T (after scalings by a "
+                  "constant)", scores.v->name(), qk ? qk->describe() : "a graph input");
+    if (!sole_user(g, scores.v)) return miss(softmax, "Q K^T ('{}') is also read outside the attention", scores.v->name());
     for (const Node* p : scores.nodes)
-      if (!sole_user(g, p->output(0))) return false;
-    if (rewrite::rank_of(qk->input(0)) < 2 || rewrite::rank_of(qk->input(1)) < 2) return false;
+      if (!sole_user(g, p->output(0)))
+        return miss(softmax, "the scaled scores '{}' are also read outside the attention", p->output(0)->name());
+    if (rewrite::rank_of(qk->input(0)) < 2 || rewrite::rank_of(qk->input(1)) < 2)
+      return miss(softmax, "an operand of {} has rank below 2 (or an unknown rank)", qk->describe());
 
     Operand q = peel(g, qk->input(0), true);
     Operand kt = peel(g, qk->input(1), true);
     Operand v = peel(g, pv->input(1), true);
     for (const Operand* o : {&q, &kt, &v})
-      if (rewrite::rank_of(o->v) < 2 || !rewrite::is_float(o->v)) return false;
+      if (rewrite::rank_of(o->v) < 2 || !rewrite::is_float(o->v))
+        return miss(softmax, "'{}' is {}: Q, K and V must be float32 of rank 2 or more", o->v->name(),
+                    o->v->type.to_string());
     const double scale = scores.scale * q.scale * kt.scale;
-    if (v.scale != 1.0 || !std::isfinite(scale)) return false;  // a scaled V: leave it (rare, keeps c simple)
+    if (v.scale != 1.0) return miss(softmax, "V ('{}') is scaled by {}", v.v->name(), v.scale);
+    if (!std::isfinite(scale)) return miss(softmax, "the scale of the scores is not finite");
 
     // K = Transpose(Kt, swap of the last two dims) = Transpose(kt.v, kt.perm o swap)
     const int krank = rewrite::rank_of(kt.v);

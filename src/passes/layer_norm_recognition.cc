@@ -44,15 +44,23 @@ class LayerNormRecognition final : public rewrite::RulePass {
     if (!mean || mean->input(0) != x || !rewrite::is_float(x) || rewrite::sole_user(g, sub.input(1)) != &sub)
       return false;
     auto axis = rewrite::trailing_axis(g, *mean, x);
+    if (!axis) return miss(sub, "the mean {} does not reduce the trailing axes of '{}' with keepdims", mean->describe(),
+                           x->name());
     Value* d = sub.output(0);
-    Node* square = axis ? square_of(g, d) : nullptr;
-    Node* var = square ? rewrite::sole_user(g, square->output(0)) : nullptr;
-    if (!rewrite::is_op(var, "ReduceMean") || rewrite::trailing_axis(g, *var, x) != axis) return false;
-    auto tail = rewrite::match_norm_tail(g, d, var->output(0), true);
-    if (!tail || !rewrite::used_only_by(g, d, {square, tail->normalize})) return false;
-    if (!rewrite::fits_normalized(g, tail->gamma, x, *axis) ||
-        !rewrite::fits_normalized(g, tail->beta, x, *axis))
-      return false;
+    Node* square = square_of(g, d);
+    if (!square) return miss(sub, "the centred input '{}' is not squared (Pow(., 2) or Mul(d, d))", d->name());
+    Node* var = rewrite::sole_user(g, square->output(0));
+    if (!rewrite::is_op(var, "ReduceMean") || rewrite::trailing_axis(g, *var, x) != axis)
+      return miss(sub, "the square '{}' is not averaged by one ReduceMean over the mean's axes",
+                  square->output(0)->name());
+    std::string why;
+    auto tail = rewrite::match_norm_tail(g, d, var->output(0), true, &why);
+    if (!tail) return miss(sub, "{}", why);
+    if (!rewrite::used_only_by(g, d, {square, tail->normalize}))
+      return miss(sub, "the centred input '{}' is also read outside the normalisation", d->name());
+    if (!rewrite::fits_normalized(g, tail->gamma, x, *axis) || !rewrite::fits_normalized(g, tail->beta, x, *axis))
+      return miss(sub, "the normalised dims of '{}' ({}) are not static, or the scale or shift varies across rows",
+                  x->name(), x->type.to_string());
 
     std::vector<Value*> inputs{x, rewrite::normalized_param(rw, tail->gamma, x, *axis, 1.0f)};
     if (tail->beta) inputs.push_back(rewrite::normalized_param(rw, tail->beta, x, *axis, 0.0f));

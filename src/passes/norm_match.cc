@@ -4,12 +4,20 @@
 
 namespace gaf::rewrite {
 
-std::optional<NormTail> match_norm_tail(const Graph& g, Value* centered, Value* variance, bool allow_beta) {
+std::optional<NormTail> match_norm_tail(const Graph& g, Value* centered, Value* variance, bool allow_beta,
+                                        std::string* why) {
+  auto no = [&](std::string w) -> std::optional<NormTail> {
+    if (why) *why = std::move(w);
+    return std::nullopt;
+  };
+  auto name = [](const Node* n) { return n ? n->describe() : std::string("more than one reader, or none"); };
   NormTail t;
   Node* add = sole_user(g, variance);
-  if (!is_op(add, "Add")) return std::nullopt;
+  if (!is_op(add, "Add")) return no(fmt::format("the variance '{}' is read by {}, not by an Add of epsilon alone",
+                                                variance->name(), name(add)));
   auto eps = scalar_operand(g, other_operand(add, variance), variance);
-  if (!eps) return std::nullopt;
+  if (!eps) return no(fmt::format("{} adds '{}', not a scalar constant epsilon", add->describe(),
+                                  other_operand(add, variance)->name()));
   Node* after = sole_user(g, add->output(0));
   t.epsilon = float(*eps);
   t.nodes = {add};
@@ -25,18 +33,22 @@ std::optional<NormTail> match_norm_tail(const Graph& g, Value* centered, Value* 
       t.nodes.push_back(next);  // Reciprocal(sqrt(var + eps)), or Div(1, sqrt(var + eps)): torch's rsqrt
       inv = next->output(0);
     } else {
-      return std::nullopt;
+      return no(fmt::format("{} is read by {}, not by a Div of the input '{}' by it, a Reciprocal or Div(1, .)",
+                            after->describe(), name(next), centered->name()));
     }
   } else if (is_op(after, "Pow") && after->input(0) == add->output(0) &&
              is_scalar(g, after->input(1), add->output(0), -0.5)) {
     t.nodes.push_back(after);  // (var + eps) ^ -0.5
     inv = after->output(0);
   } else {
-    return std::nullopt;
+    return no(fmt::format("variance + epsilon ('{}') is read by {}, not by Sqrt or Pow(., -0.5)",
+                          add->output(0)->name(), name(after)));
   }
   if (inv) {
     Node* mul = sole_user(g, inv);
-    if (!is_op(mul, "Mul") || other_operand(mul, inv) != centered) return std::nullopt;
+    if (!is_op(mul, "Mul") || other_operand(mul, inv) != centered)
+      return no(fmt::format("the inverse root '{}' is read by {}, not by one Mul with the input '{}'", inv->name(),
+                            name(mul), centered->name()));
     t.normalize = mul;  // centered * (1 / sqrt(var + eps))
   }
   t.nodes.push_back(t.normalize);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "passes/rewrite_util.h"
@@ -26,7 +27,9 @@ struct NormTail {
 // Matches the tail from `variance` (a ReduceMean output) to the result. Intermediates must be read once,
 // inside the tail; eps a single-element constant; gamma/beta constants (their shapes are checked by
 // normalized_param).
-std::optional<NormTail> match_norm_tail(const Graph& g, Value* centered, Value* variance, bool allow_beta);
+// `why` (optional) says what did not match.
+std::optional<NormTail> match_norm_tail(const Graph& g, Value* centered, Value* variance, bool allow_beta,
+                                        std::string* why = nullptr);
 
 // The reduced axes of `reduce` when they are the trailing axes [axis, rank) of `x`, with keepdims: the axis.
 std::optional<int64_t> trailing_axis(const Graph& g, const Node& reduce, const Value* x);

@@ -8,6 +8,8 @@
 //   * after the walk the graph is topologically sorted again and dead values are gone.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <functional>
 #include <limits>
 #include <optional>
@@ -131,7 +133,12 @@ class RulePass : public Pass {
     ctx_ = &ctx;
     if (!enabled(ctx)) return false;
     Rewriter rw(g);
-    int count = rw.run([&](Node& n) { return rule(rw, n); });
+    int count = rw.run([&](Node& n) {
+      std::string anchor = n.describe();
+      const bool done = rule(rw, n);
+      if (done) ctx.near_misses.erase({std::string(name()), anchor});
+      return done;
+    });
     if (count) ctx.count(name(), count);
     return count > 0;
   }
@@ -142,9 +149,16 @@ class RulePass : public Pass {
   virtual bool enabled(const PassContext&) const { return true; }
   // The options of the run in progress, for rules that depend on them.
   const PassContext& context() const { return *ctx_; }
+  // Records that the pattern anchored at `anchor` failed `check` (see NearMiss); returns false for the rule to
+  // return.
+  template <class... A>
+  bool miss(const Node& anchor, fmt::format_string<A...> check, A&&... args) {
+    ctx_->near_miss(name(), anchor, fmt::format(check, std::forward<A>(args)...));
+    return false;
+  }
 
  private:
-  const PassContext* ctx_ = nullptr;
+  PassContext* ctx_ = nullptr;
 };
 
 }  // namespace gaf::rewrite

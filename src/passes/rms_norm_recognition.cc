@@ -30,9 +30,13 @@ class RmsNormRecognition final : public rewrite::RulePass {
                    (rewrite::is_op(square, "Pow") && rewrite::scalar_operand(g, square->input(1), x) == 2.0);
     if (!squares || !rewrite::is_float(x)) return false;
     auto axis = rewrite::trailing_axis(g, var, x);
-    if (!axis) return false;
-    auto tail = rewrite::match_norm_tail(g, x, var.output(0), false);
-    if (!tail || !rewrite::fits_normalized(g, tail->gamma, x, *axis)) return false;
+    if (!axis) return miss(var, "{} does not reduce the trailing axes of '{}' with keepdims", var.describe(), x->name());
+    std::string why;
+    auto tail = rewrite::match_norm_tail(g, x, var.output(0), false, &why);
+    if (!tail) return miss(var, "{}", why);
+    if (!rewrite::fits_normalized(g, tail->gamma, x, *axis))
+      return miss(var, "the normalised dims of '{}' ({}) are not static, or the scale '{}' varies across rows",
+                  x->name(), x->type.to_string(), tail->gamma ? tail->gamma->name() : "");
 
     std::vector<Value*> inputs{x};
     if (tail->gamma) inputs.push_back(rewrite::normalized_param(rw, tail->gamma, x, *axis, 1.0f));

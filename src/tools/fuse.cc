@@ -69,6 +69,12 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
   if (!opts.dump_dir.empty()) ctx.dump_dir = (std::filesystem::path(opts.dump_dir) / "passes").string();
   PassManager::for_opt_level(opts.fusion.opt_level).run(g, ctx);
   r.rewrites = ctx.rewrites;
+  {
+    std::set<std::string> present;  // a near miss whose anchor a later rewrite consumed is no miss
+    for (const Node* n : g.nodes()) present.insert(n->describe());
+    for (const auto& [key, m] : ctx.near_misses)
+      if (present.count(m.anchor)) r.near_misses.push_back(m);
+  }
   if (opts.fusion.opt_level >= 2) {
     FusionPlan plan = plan_fusion(g, cm, opts.fusion);
     r.candidates = plan.candidates;
@@ -145,6 +151,9 @@ std::string FuseResult::report_json(const std::string& model_name, const Target&
                            {"estimated_benefit_s", gr.benefit_s}});
   j["rewrites"] = nlohmann::json::array();
   for (const auto& [pass, count] : rewrites) j["rewrites"].push_back({{"pass", pass}, {"count", count}});
+  j["near_misses"] = nlohmann::json::array();
+  for (const NearMiss& m : near_misses)
+    j["near_misses"].push_back({{"pass", m.pass}, {"anchor", m.anchor}, {"check", m.check}});
   j["decisions"] = nlohmann::json::array();
   for (const auto& d : decisions)
     j["decisions"].push_back({{"producer", d.producer},

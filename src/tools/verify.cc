@@ -182,6 +182,13 @@ std::string explain(const FuseResult& r, const std::string& node) {
     os << fmt::format("group {}: {} ops, saves {:.2f} MB, {:.3g} us\n", g.name, g.ops.size(), g.bytes_saved / 1e6,
                       g.benefit_s * 1e6);
   }
+  // Patterns a recognition pass began to match at a node and gave up on, with the check that failed.
+  for (const NearMiss& m : r.near_misses) {
+    if (!node.empty() && m.anchor.find("'" + node + "'") == std::string::npos && m.check.find("'" + node + "'") ==
+                                                                                    std::string::npos)
+      continue;
+    os << fmt::format("near miss {} at {}: {}\n", m.pass, m.anchor, m.check);
+  }
   return os.str();
 }
 

@@ -9,7 +9,9 @@
 # Environment: LAYERS (4), TOKENS ("32 256 1024"), ROUNDS (3), THREADS (2). Each configuration runs in a fresh
 # process per round, the three of a round back to back; a cell is the median over the rounds. tokens/s is the
 # decode steps over their total time (the prefill, time to first token, apart); RSS is the process's peak.
-# The ids of every run are compared with ORT's: a difference is reported (random weights give close logits, so
+# bf16 and int8: ours fused with the rules' precision_mode bf16_mixed / int8_weights (weights compressed, fp32
+# activations), against ORT's fp32 (ORT folds a weight-only DequantizeLinear back to fp32 weights).
+# The ids of every fp32 run are compared with ORT's: a difference is reported (random weights give close logits, so
 # float noise may flip a late token; the first tokens must agree).
 set -euo pipefail
 
@@ -31,17 +33,20 @@ export OMP_NUM_THREADS=$threads GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}
 work=$(mktemp -d "${TMPDIR:-/tmp}/gaf-llm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$bins/tests/gaf_make_test_models" --llm "$work" "$layers" >/dev/null
+echo '{"global": {"precision_mode": "bf16_mixed"}}' >"$work/bf16.json"
+echo '{"global": {"precision_mode": "int8_weights"}}' >"$work/int8.json"
 
 field() { node -e 'const o = JSON.parse(process.argv[1]); const v = o[process.argv[2]];
                    console.log(Array.isArray(v) ? v.join(",") : v)' "$1" "$2"; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "# LLM decode, $layers layers, $threads threads, prompt 16 tokens, $rounds rounds ($(date -u +%F))"
-printf '| model | tokens | ORT-all tok/s | ours fused tok/s | fused/ORT | ours unfused tok/s | TTFT ORT / fused ms | peak RSS ORT / fused MB | ids |\n'
-printf '|---|---|---|---|---|---|---|---|---|\n'
+printf '| model | tokens | ORT-all tok/s | ours fused tok/s | fused/ORT | ours unfused tok/s | TTFT ORT / fused ms | peak RSS ORT / fused MB | ids | bf16 tok/s (x ORT) | int8 tok/s (x ORT) |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
 for model in gpt2 llama; do
   for n in $tokens; do
-    declare -a ort=() fused=() unfused=() ort_ttft=() fused_ttft=() ort_rss=() fused_rss=() ratio=()
+    declare -a ort=() fused=() unfused=() ort_ttft=() fused_ttft=() ort_rss=() fused_rss=() ratio=() bf16=() int8=()
+    declare -a bf16_ratio=() int8_ratio=()
     same=yes
     for ((r = 0; r < rounds; r++)); do
       o=$(node "$here/ort_generate.js" "$work/$model.onnx" --prompt "$prompt" --tokens "$n" --threads "$threads")
@@ -52,10 +57,16 @@ for model in gpt2 llama; do
       ort_rss+=("$(field "$o" peak_rss_mb)") fused_rss+=("$(field "$f" peak_rss_mb)")
       ratio+=("$(awk "BEGIN { print $(field "$f" tokens_per_s) / $(field "$o" tokens_per_s) }")")
       [[ $(field "$o" ids) == "$(field "$f" ids)" ]] || same="differ"
+      b=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n "$n" --rules "$work/bf16.json" --json)
+      q=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n "$n" --rules "$work/int8.json" --json)
+      bf16+=("$(field "$b" tokens_per_s)") int8+=("$(field "$q" tokens_per_s)")
+      bf16_ratio+=("$(awk "BEGIN { print $(field "$b" tokens_per_s) / $(field "$o" tokens_per_s) }")")
+      int8_ratio+=("$(awk "BEGIN { print $(field "$q" tokens_per_s) / $(field "$o" tokens_per_s) }")")
     done
-    printf '| %s | %s | %.1f | %.1f | %.2fx | %.1f | %.1f / %.1f | %.0f / %.0f | %s |\n' "$model" "$n" \
-      "$(median "${ort[@]}")" "$(median "${fused[@]}")" "$(median "${ratio[@]}")" "$(median "${unfused[@]}")" \
-      "$(median "${ort_ttft[@]}")" "$(median "${fused_ttft[@]}")" "$(median "${ort_rss[@]}")" \
-      "$(median "${fused_rss[@]}")" "$same"
+    printf '| %s | %s | %.1f | %.1f | %.2fx | %.1f | %.1f / %.1f | %.0f / %.0f | %s | %.1f (%.2fx) | %.1f (%.2fx) |\n' \
+      "$model" "$n" "$(median "${ort[@]}")" "$(median "${fused[@]}")" "$(median "${ratio[@]}")" \
+      "$(median "${unfused[@]}")" "$(median "${ort_ttft[@]}")" "$(median "${fused_ttft[@]}")" \
+      "$(median "${ort_rss[@]}")" "$(median "${fused_rss[@]}")" "$same" "$(median "${bf16[@]}")" \
+      "$(median "${bf16_ratio[@]}")" "$(median "${int8[@]}")" "$(median "${int8_ratio[@]}")"
   done
 done

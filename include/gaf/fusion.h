@@ -64,7 +64,10 @@ struct FusionRule {
   std::string reason;
 };
 
-enum class PrecisionMode { Fp32, Fp16Mixed };
+// fp16_mixed: fp16 regions, precision-sensitive ops kept apart; bf16_mixed / int8_weights: the constant weights of
+// large products stored in bf16 / per-output-channel symmetric int8, dequantised inside the product (fp32
+// activations and accumulation; weight-compression pass).
+enum class PrecisionMode { Fp32, Fp16Mixed, Bf16Mixed, Int8Weights };
 
 struct FusionRules {
   bool enable_fusion = true;

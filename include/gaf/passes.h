@@ -33,6 +33,7 @@ struct PassContext {
   bool conv_expand_depthwise_everywhere = false;  // also where it measured slower (Target's, for measuring)
   const Target* target = nullptr;       // for rewrites that weigh a benefit (nullptr: Target::cpu_host())
   std::set<std::string> skip_passes;    // passes the PassManager leaves out (the rules' "skip_passes")
+  std::string weight_precision;         // "bf16" or "int8": the rules' precision_mode for constant weights
   // Near misses by pass and anchor: the latest sweep's word; an anchor that is rewritten later is cleared.
   std::map<std::pair<std::string, std::string>, NearMiss> near_misses;
   void count(std::string_view pass, int n = 1) { rewrites[std::string(pass)] += n; }
@@ -99,5 +100,8 @@ std::unique_ptr<Pass> make_hard_swish_recognition();  // x * HardSigmoid(x), x *
 std::unique_ptr<Pass> make_softmax_recognition();     // Exp(x - ReduceMax) / ReduceSum -> Softmax
 // MatMul(Q, Kt) -> scale -> [+ mask] -> Softmax -> MatMul(., V), head transposes included -> gaf.Attention
 std::unique_ptr<Pass> make_attention_fusion();
+// MatMul/Gemm reading int8 (QDQ) or bfloat16 weights, or fp32 ones under precision_mode bf16_mixed/int8_weights
+// -> gaf.CompressedMatMul
+std::unique_ptr<Pass> make_weight_compression();
 
 }  // namespace gaf

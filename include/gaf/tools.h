@@ -64,6 +64,7 @@ struct FuseResult {
   std::vector<DecisionRecord> decisions;
   std::map<std::string, int> rewrites;
   std::vector<NearMiss> near_misses;  // recognition patterns started and given up on, anchors still in the graph
+  std::vector<std::string> precision_changes;  // products whose weights the precision mode stores compressed
   size_t candidates = 0;
   std::string summary_line() const;  // "Found N operators, C fusion candidates. Estimated benefit: ..."
   std::string report_json(const std::string& model_name, const Target& target, int opt_level) const;
@@ -85,6 +86,7 @@ struct VerifyResult {
   bool ok = true;
   std::vector<std::string> outputs;   // one line per graph output: name, max errors, verdict
   std::vector<std::string> culprits;  // fused groups whose outputs differ given exact inputs (bisect)
+  std::string tolerance;              // what "match" meant (precision modes widen it)
   std::string text() const;
 };
 // Fuses a copy of `model` with `opts`, runs both on `inputs` (random when empty) and compares every output; on a

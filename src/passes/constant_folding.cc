@@ -20,8 +20,22 @@ namespace {
 
 constexpr int64_t kMaxElements = int64_t(1) << 20;
 
+// DequantizeLinear or Cast of stored weights read as a product's B: folding would store them as fp32 (four or
+// two times the bytes); weight-compression gives the product the stored form.
+bool decompresses_weights(const Node& n) {
+  if (!n.domain.empty() || (n.op_type != "DequantizeLinear" && n.op_type != "Cast")) return false;
+  const Value* out = n.output(0);
+  if (out->uses().empty()) return false;
+  for (const auto& use : out->uses())
+    if (!use.node->domain.empty() || (use.node->op_type != "MatMul" && use.node->op_type != "Gemm") ||
+        use.index != 1)
+      return false;
+  return n.op_type == "DequantizeLinear" || n.input(0)->type.dtype == DType::BFloat16;
+}
+
 bool foldable(const Graph& g, const Node& n) {
   if (n.num_inputs() == 0 || n.body || (n.domain.empty() && n.op_type == "Constant")) return false;
+  if (decompresses_weights(n)) return false;
   for (const Value* v : n.inputs())
     if (v && !rewrite::constant_of(g, v)) return false;
   const OpInfo* info = find_op(n);

@@ -15,6 +15,8 @@
 //   SqueezeExcitation     -> Mul(x, Gate(Conv(Act(Conv(ReduceMean(x), W1, B1)), W2, B2))) (the gates alone with
 //                            gate_only), the pooled channels transposed to NCHW and the gates back when channels-last
 //   ChannelShuffle        -> Slice(Reshape(Transpose(Reshape(Concat(X_g)))), one per output) (the channel shuffle)
+//   CompressedMatMul      -> MatMul(A, [Transpose](DequantizeLinear(W, scale, 0, axis = the column axis))) for int8
+//                            W (Mul(Cast(W), scale) below opset 13), MatMul(A, [Transpose](Cast(W))) for bfloat16
 //   Attention             -> Transpose(MatMul(Softmax(MatMul(Q', Transpose(K')) * scale [+ mask]), V'), out_perm)
 //                            with Q' = Transpose(Q, q_perm) and so on (a Transpose only where a perm is given)
 #include <cmath>
@@ -122,6 +124,10 @@ class Decomposer {
       replace(n, attention(n));
       return true;
     }
+    if (kind == "CompressedMatMul") {
+      replace(n, compressed_matmul(n));
+      return true;
+    }
     if (kind == "ExpandDepthwiseConv") {
       replace(n, expand_depthwise(n));
       return true;
@@ -145,6 +151,34 @@ class Decomposer {
       return true;
     }
     fail("{}: no standard ONNX form for gaf op '{}'", n->describe(), kind);
+  }
+
+  Value* compressed_matmul(Node* n) {
+    Value* w = n->input(1);
+    const bool tb = n->attr_int("trans_b", 0) != 0;
+    Value* wf;
+    if (w->type.dtype == DType::Int8) {
+      const Tensor& s = n->input(2)->constant();
+      const int64_t cols = w->type.static_dims()[tb ? 0 : 1];
+      if (opset_ >= 13) {
+        Tensor zp(DType::Int8, {s.numel()});
+        std::fill_n(zp.data<int8_t>(), zp.numel(), int8_t(0));
+        Value* z = g_.add_constant(g_.unique_name(w->name() + "_zero_point"), std::move(zp));
+        std::map<std::string, Attribute> a;
+        if (s.numel() > 1) a["axis"] = int64_t(tb ? 0 : 1);
+        wf = op(n, "DequantizeLinear", {w, n->input(2), z}, a);
+      } else {
+        Tensor sb = s.clone().reshaped(s.numel() > 1 ? (tb ? std::vector<int64_t>{cols, 1}
+                                                                : std::vector<int64_t>{1, cols})
+                                                         : std::vector<int64_t>{});
+        Value* sv = g_.add_constant(g_.unique_name(w->name() + "_scale"), std::move(sb));
+        wf = op(n, "Mul", {op(n, "Cast", {w}, {{"to", int64_t(DType::Float)}}), sv});
+      }
+    } else {
+      wf = op(n, "Cast", {w}, {{"to", int64_t(DType::Float)}});
+    }
+    if (tb) wf = op(n, "Transpose", {wf}, {{"perm", std::vector<int64_t>{1, 0}}});
+    return op(n, "MatMul", {n->input(0), wf});
   }
 
   // Clip(v, min, max) for the bounds n has (attributes `lo`, `hi`); v when it has none.

@@ -71,6 +71,8 @@ PassManager PassManager::for_opt_level(int opt_level) {
   pm.add(make_softmax_recognition());
   // After Softmax recognition: a hand-written softmax inside attention is a Softmax by then.
   pm.add(make_attention_fusion());
+  // After sibling merge and Gemm formation: one compressed matrix per merged product.
+  pm.add(make_weight_compression());
   pm.add(make_dead_code_elimination());
   return pm;
 }

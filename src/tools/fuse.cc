@@ -59,6 +59,8 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
       if (!present.count(s)) fail("rules: skip_nodes names '{}', which is no node of the model{}", s, did_you_mean(s, names));
   }
   ctx.skip_passes = opts.fusion.rules.skip_passes;
+  if (opts.fusion.rules.precision_mode == PrecisionMode::Bf16Mixed) ctx.weight_precision = "bf16";
+  if (opts.fusion.rules.precision_mode == PrecisionMode::Int8Weights) ctx.weight_precision = "int8";
   if (!ctx.skip_passes.empty()) {
     const std::vector<std::string> names = PassManager::for_opt_level(3).names();
     const std::set<std::string> known(names.begin(), names.end());
@@ -74,6 +76,10 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
     for (const Node* n : g.nodes()) present.insert(n->describe());
     for (const auto& [key, m] : ctx.near_misses)
       if (present.count(m.anchor)) r.near_misses.push_back(m);
+    for (const Node* n : g.nodes())
+      if (n->domain == "gaf" && n->op_type == "CompressedMatMul")
+        r.precision_changes.push_back(
+            fmt::format("{}: weights '{}' {}", n->output(0)->name(), n->input(1)->name(), n->input(1)->type.to_string()));
   }
   if (opts.fusion.opt_level >= 2) {
     FusionPlan plan = plan_fusion(g, cm, opts.fusion);
@@ -151,6 +157,7 @@ std::string FuseResult::report_json(const std::string& model_name, const Target&
                            {"estimated_benefit_s", gr.benefit_s}});
   j["rewrites"] = nlohmann::json::array();
   for (const auto& [pass, count] : rewrites) j["rewrites"].push_back({{"pass", pass}, {"count", count}});
+  j["precision_changes"] = precision_changes;
   j["near_misses"] = nlohmann::json::array();
   for (const NearMiss& m : near_misses)
     j["near_misses"].push_back({{"pass", m.pass}, {"anchor", m.anchor}, {"check", m.check}});

@@ -13,6 +13,15 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <onnx/defs/parser.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <span>
+#include <stdexcept>
+
+#include "gaf/onnx_io.h"
+#include "gaf/tensor.h"
 #include <fmt/ranges.h>
 
 #include <cmath>
@@ -295,6 +304,29 @@ inline std::string llama_decoder(int layers, const DecoderDims& d = {}) {
   body += rms_norm("hf", fmt::format("x{}", layers), "normf");
   body += "    logits = MatMul(hf, lm_head)\n";
   return assemble(sig, outs, inits, body, d);
+}
+
+// The model of a text written with d.deferred set: the deferred weights attached as initializers (and no longer
+// graph inputs). Throws on a parse error.
+inline onnx::ModelProto decoder_proto(const std::string& text, const std::vector<decoder_detail::Init>& weights) {
+  onnx::ModelProto m;
+  auto status = onnx::OnnxParser::Parse(m, text.c_str());
+  if (!status.IsOK()) throw std::runtime_error("decoder text: " + status.ErrorMessage());
+  auto* g = m.mutable_graph();
+  for (const auto& w : weights) {
+    std::vector<float> v = w.data();
+    onnx::TensorProto* t = g->add_initializer();
+    onnx_io::tensor_to_proto(Tensor::from<float>(w.dims, std::span<const float>(v)), *t);
+    t->set_name(w.name);
+  }
+  auto* inputs = g->mutable_input();
+  inputs->erase(std::remove_if(inputs->begin(), inputs->end(),
+                               [&](const onnx::ValueInfoProto& i) {
+                                 return std::any_of(weights.begin(), weights.end(),
+                                                    [&](const auto& w) { return w.name == i.name(); });
+                               }),
+                inputs->end());
+  return m;
 }
 
 }  // namespace gaf::testing

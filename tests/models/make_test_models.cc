@@ -360,23 +360,8 @@ void write_llm(const fs::path& dir, int layers) {
     d.deferred = &weights;
     const std::string text = std::string(name) == "gpt2" ? gaf::testing::gpt2_decoder(layers, d)
                                                           : gaf::testing::llama_decoder(layers, d);
-    onnx::ModelProto m;
-    auto status = onnx::OnnxParser::Parse(m, text.c_str());
-    if (!status.IsOK()) throw std::runtime_error(std::string(name) + ": " + status.ErrorMessage());
+    onnx::ModelProto m = gaf::testing::decoder_proto(text, weights);
     m.set_producer_name("gaf_make_test_models");
-    auto* g = m.mutable_graph();
-    for (const auto& w : weights) {
-      std::vector<float> v = w.data();
-      gaf::onnx_io::tensor_to_proto(gaf::Tensor::from<float>(w.dims, std::span<const float>(v)), *g->add_initializer());
-      g->mutable_initializer(g->initializer_size() - 1)->set_name(w.name);
-    }
-    auto* inputs = g->mutable_input();
-    inputs->erase(std::remove_if(inputs->begin(), inputs->end(),
-                                 [&](const onnx::ValueInfoProto& i) {
-                                   return std::any_of(weights.begin(), weights.end(),
-                                                      [&](const auto& w) { return w.name == i.name(); });
-                                 }),
-                  inputs->end());
     gaf::onnx_io::write_file_atomic((dir / (std::string(name) + ".onnx")).string(), m.SerializeAsString());
     std::cout << "wrote " << (dir / (std::string(name) + ".onnx")).string() << " (" << layers << " layers, "
               << weights.size() << " weights)\n";

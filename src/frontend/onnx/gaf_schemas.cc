@@ -122,6 +122,36 @@ onnx::OpSchema attention() {
   return s;
 }
 
+// gaf.CompressedMatMul: A [..., K] x dequantise(W) -> [..., N], W [K, N] ([N, K] with trans_b) in bfloat16, or
+// int8 with a float scale per output column (weight-compression pass).
+void infer_compressed_matmul(onnx::InferenceContext& ctx) {
+  ctx.getOutputType(0)->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  if (!onnx::hasInputShape(ctx, 0) || !onnx::hasInputShape(ctx, 1)) return;
+  const auto& as = ctx.getInputType(0)->tensor_type().shape();
+  const auto& ws = ctx.getInputType(1)->tensor_type().shape();
+  if (ws.dim_size() != 2 || as.dim_size() < 1) fail_shape_inference("W must be a matrix and A at least 1-D");
+  auto* out = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+  for (int i = 0; i + 1 < as.dim_size(); ++i) *out->add_dim() = as.dim(i);
+  *out->add_dim() = ws.dim(onnx::getAttribute(ctx, "trans_b", 0) ? 0 : 1);
+}
+
+onnx::OpSchema compressed_matmul() {
+  onnx::OpSchema s;
+  s.SetName("CompressedMatMul")
+      .SetDomain("gaf")
+      .SinceVersion(1)
+      .SetDoc("A x W' with W' = Cast(W, float) for bfloat16 W, scale[n] * W for int8 W (fp32 accumulation).")
+      .Attr("trans_b", "W is stored [N, K]", onnx::AttributeProto::INT, int64_t(0))
+      .Input(0, "A", "activations [..., K]", "T")
+      .Input(1, "W", "constant weights [K, N] (or [N, K])", "TW")
+      .Input(2, "scale", "int8 W: the scale of each output column [N] (or one)", "T", onnx::OpSchema::Optional)
+      .Output(0, "Y", "[..., N]", "T")
+      .TypeConstraint("T", {"tensor(float)"}, "float activations")
+      .TypeConstraint("TW", {"tensor(bfloat16)", "tensor(int8)"}, "compressed weights")
+      .TypeAndShapeInferenceFunction(infer_compressed_matmul);
+  return s;
+}
+
 // gaf.Conv / gaf.MaxPool / gaf.AveragePool: the ONNX ops on channels-last activations [N, H, W, C] (attribute
 // layout = "NHWC"; the layout-nhwc pass). Output [N, OH, OW, M] with ONNX's window arithmetic.
 void infer_nhwc_window(onnx::InferenceContext& ctx, bool conv) {
@@ -351,6 +381,7 @@ void register_gaf_schemas() {
     onnx::RegisterSchema(normalization("LayerNormalization", true));
     onnx::RegisterSchema(normalization("RMSNormalization", false));
     onnx::RegisterSchema(attention());
+    onnx::RegisterSchema(compressed_matmul());
     onnx::RegisterSchema(nhwc("Conv", true));
     onnx::RegisterSchema(nhwc("MaxPool", false));
     onnx::RegisterSchema(nhwc("AveragePool", false));

@@ -18,6 +18,7 @@ void register_all_op_families(OpRegistry& r) {
   register_attention_ops(r);
   register_expand_depthwise_ops(r);
   register_squeeze_excitation_ops(r);
+  register_compressed_matmul(r);
 }
 
 }  // namespace gaf::runtime

@@ -23,5 +23,6 @@ void register_extra_ops(OpRegistry& r);          // losses, RNN/GRU/LSTM, string
 void register_expand_depthwise_ops(OpRegistry& r);  // gaf.ExpandDepthwiseConv (expand-depthwise-fusion)
 void register_squeeze_excitation_ops(OpRegistry& r);  // gaf.SqueezeExcitation (squeeze-excitation-fusion)
 void register_attention_ops(OpRegistry& r);      // gaf.Attention (flash-style, from attention fusion)
+void register_compressed_matmul(OpRegistry& r);  // gaf.CompressedMatMul (bf16/int8 weights, weight-compression)
 
 }  // namespace gaf::runtime

@@ -6,6 +6,7 @@
 // a broadcast from cache.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -14,19 +15,27 @@ namespace gaf::runtime {
 class Gemv {
  public:
   static constexpr int64_t kMaxRows = 8;
+  // How the packed weights are stored: fp32; bfloat16 (half the bytes, fp32 products); int8 with a scale per
+  // column (a quarter, w = scale[n] * q). Decoding reads every weight once per token: the bytes are the time.
+  enum class Storage { F32, BF16, Int8 };
 
   // b: [K, N] row-major, or [N, K] when transposed (Gemm's transB: a Linear layer's weights).
   Gemv(const float* b, int64_t k, int64_t n, bool transposed);
+  // Compressed weights as a model stores them (raw: uint16_t bfloat16 or int8_t values; scale: [N], int8 only).
+  Gemv(Storage storage, const void* raw, const float* scale, int64_t k, int64_t n, bool transposed);
 
   // a: m <= kMaxRows rows of K (row stride lda); y: [m, N].
   void run(const float* a, int64_t m, int64_t lda, float* y) const;
 
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
+  size_t bytes() const { return packed_.size(); }
 
  private:
+  Storage storage_ = Storage::F32;
   int64_t k_, n_, panels_;
-  std::vector<float> packed_;  // [panel][K][64], columns past N zero
+  std::vector<uint8_t> packed_;  // [panel][K][64] elements of the storage type, columns past N zero
+  std::vector<float> scale_;     // Int8: [panels * 64], zero past N
 };
 
 }  // namespace gaf::runtime

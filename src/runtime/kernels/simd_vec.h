@@ -33,6 +33,13 @@ inline lanes_t all_lanes() { return lanes_t(0xFFFF); }
 inline bool is_all(lanes_t k) { return k == lanes_t(0xFFFF); }
 // Lanes outside k read as 0 and are not written.
 inline vf loadu(const float* p, lanes_t k) { return _mm512_maskz_loadu_ps(k, p); }
+// kW bfloat16 values (the high halves of floats) / kW int8 values, as floats.
+inline vf load_bf16(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+inline vf load_i8(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
 inline void storeu(float* p, vf x, lanes_t k) { _mm512_mask_storeu_ps(p, k, x); }
 
 inline vf add(vf a, vf b) { return _mm512_add_ps(a, b); }
@@ -85,6 +92,12 @@ inline lanes_t first(int64_t n) {
 inline lanes_t all_lanes() { return _mm256_castsi256_ps(_mm256_set1_epi32(-1)); }
 inline bool is_all(lanes_t k) { return _mm256_movemask_ps(k) == 0xFF; }
 inline vf loadu(const float* p, lanes_t k) { return _mm256_maskload_ps(p, _mm256_castps_si256(k)); }
+inline vf load_bf16(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+}
+inline vf load_i8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
 inline void storeu(float* p, vf x, lanes_t k) { _mm256_maskstore_ps(p, _mm256_castps_si256(k), x); }
 
 inline vf add(vf a, vf b) { return _mm256_add_ps(a, b); }

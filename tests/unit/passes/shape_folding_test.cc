@@ -159,7 +159,9 @@ TEST(ShapeFolding, SizeReadFromTheInputThatDeclaresItsSymbol) {
       shape_and_constant_folding());
   EXPECT_EQ(r.count("shape-folding"), 1) << r.dump();
   for (const Node* n : r.after.graph->nodes())
-    if (n->op_type == "Shape") EXPECT_TRUE(n->input(0)->name() == "q" || n->input(0)->name() == "kv") << r.dump();
+    if (n->op_type == "Shape") {
+      EXPECT_TRUE(n->input(0)->name() == "q" || n->input(0)->name() == "kv") << r.dump();
+    }
   runtime::Session a(*r.before.graph), b(*r.after.graph);
   auto in = tools::random_inputs(*r.before.graph, 1, std::map<std::string, int64_t>{{"B", 2}, {"T", 3}, {"P", 5}});
   auto x = a.run(in), y = b.run(in);

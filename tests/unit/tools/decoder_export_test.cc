@@ -75,3 +75,44 @@ INSTANTIATE_TEST_SUITE_P(Exports, DecoderExport,
 
 }  // namespace
 }  // namespace gaf
+
+namespace gaf {
+namespace {
+
+// Weight precision on a decoder wide enough for its products to be compressed (256 wide, 1024 hidden): the
+// logits stay within 2% (bf16_mixed) and 5% (int8_weights) of the fp32 logits' scale, for prefill and decode.
+TEST(DecoderExportPrecision, LogitsStayWithinTheModesTolerance) {
+  for (auto text : {testing::gpt2_decoder, testing::llama_decoder}) {
+    std::vector<testing::decoder_detail::Init> weights;
+    testing::DecoderDims dims;
+    dims.embed = 256, dims.heads = 4, dims.head_dim = 64, dims.hidden = 1024, dims.vocab = 512;
+    dims.deferred = &weights;
+    const std::string t = text(2, dims);
+    dims.deferred = nullptr;
+    Model m = onnx_io::import_model(testing::decoder_proto(t, weights));
+    runtime::Session fp32(*m.graph);
+    for (auto [mode, tolerance] : {std::pair{PrecisionMode::Bf16Mixed, 0.02}, std::pair{PrecisionMode::Int8Weights, 0.05}}) {
+      tools::FuseOptions opts;
+      opts.fusion.opt_level = 3;
+      opts.fusion.rules.precision_mode = mode;
+      tools::FuseResult r;
+      Model low = testing::fused_copy(m, opts, &r);
+      EXPECT_GE(r.rewrites["weight-compression"], 8) << m.graph->name;  // every layer's products at least
+      runtime::Session s(*low.graph);
+      for (Step step : {Step{1, 7, 0}, Step{1, 1, 20}}) {
+        auto in = decoder_inputs(*m.graph, step, dims.vocab, 5);
+        Tensor want = fp32.run(in)[0], got = s.run(in)[0];
+        double scale = 0, err = 0;
+        for (int64_t i = 0; i < want.numel(); ++i) {
+          scale = std::max(scale, double(std::abs(want.data<float>()[i])));
+          err = std::max(err, double(std::abs(want.data<float>()[i] - got.data<float>()[i])));
+        }
+        EXPECT_LT(err, tolerance * scale) << m.graph->name << " mode " << int(mode) << " seq " << step.seq;
+        EXPECT_GT(err, 0) << "nothing was compressed";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gaf

@@ -1,11 +1,14 @@
-// Products with compressed constant weights as one node, gaf.CompressedMatMul(A, W, [scale], trans_b), which reads
-// the weights in their stored precision (a decode step streams every weight once: the bytes are the time):
+// Products with compressed constant weights as one node, gaf.CompressedMatMul(A, W, [scale], trans_b), which
+// reads the weights in their stored precision (a decode step streams every weight once: the bytes are the
+// time):
 //
 //   MatMul(A, DequantizeLinear(Wq, s, [0], axis))    Wq int8 [K, N], s per column (axis 1) or per tensor,
-//                                                    zero point absent or all zero   (standard ONNX QDQ weights)
+//                                                    zero point absent or all zero   (standard ONNX QDQ
+//                                                    weights)
 //   MatMul(A, Cast(Wb, to = float))                  Wb bfloat16 [K, N]
 //   Gemm(A, the same, [C], transB)                   alpha = 1, transA = 0; C (beta = 1) added after
-//   MatMul / Gemm(A, W) with W fp32 [K, N]           with the rules' precision_mode "bf16_mixed" (W rounded to
+//   MatMul / Gemm(A, W) with W fp32 [K, N]           with the rules' precision_mode "bf16_mixed" (W rounded
+//   to
 //                                                    bfloat16) or "int8_weights" (symmetric per-column int8,
 //                                                    s = max |w| / 127), for W of at least 64K elements
 //
@@ -29,8 +32,8 @@ using rewrite::is_op;
 constexpr int64_t kMinCompressedElements = int64_t(1) << 16;
 
 struct Compressed {
-  Value* w = nullptr;      // int8 or bfloat16 constant, [K, N] or [N, K]
-  Value* scale = nullptr;  // int8: float [N] or scalar
+  Value* w = nullptr;        // int8 or bfloat16 constant, [K, N] or [N, K]
+  Value* scale = nullptr;    // int8: float [N] or scalar
   std::vector<Node*> nodes;  // the DequantizeLinear / Cast in between
 };
 
@@ -42,7 +45,8 @@ std::optional<Compressed> compressed_weights(const Graph& g, Value* b, int cols_
     const Tensor* w = rewrite::constant_of(g, p->input(0));
     const Tensor* s = rewrite::constant_of(g, p->input(1));
     if (!w || w->dtype() != DType::Int8 || w->rank() != 2) {
-      *why = fmt::format("{} dequantises '{}', not a constant int8 matrix", p->describe(), p->input(0)->name());
+      *why =
+          fmt::format("{} dequantises '{}', not a constant int8 matrix", p->describe(), p->input(0)->name());
       return std::nullopt;
     }
     if (!s || s->dtype() != DType::Float) {
@@ -61,7 +65,8 @@ std::optional<Compressed> compressed_weights(const Graph& g, Value* b, int cols_
     int64_t axis = p->attr_int("axis", 1);
     if (axis < 0) axis += 2;
     if (s->numel() != 1 && (axis != cols_axis || s->numel() != w->dim(cols_axis))) {
-      *why = fmt::format("{}: the scale runs along the reduced axis, not one per output column", p->describe());
+      *why =
+          fmt::format("{}: the scale runs along the reduced axis, not one per output column", p->describe());
       return std::nullopt;
     }
     return Compressed{p->input(0), p->input(1), {p}};
@@ -101,8 +106,8 @@ class WeightCompression final : public rewrite::RulePass {
     if (!c && b->producer() && is_op(b->producer(), "DequantizeLinear")) return miss(n, "{}", why);
     if (!c) c = compress(rw, b, tb);
     if (!c) return false;
-    Node* mm = rw.add_node("CompressedMatMul", c->scale ? std::vector<Value*>{a, c->w, c->scale}
-                                                        : std::vector<Value*>{a, c->w},
+    Node* mm = rw.add_node("CompressedMatMul",
+                           c->scale ? std::vector<Value*>{a, c->w, c->scale} : std::vector<Value*>{a, c->w},
                            {n.output(0)}, rewrite::kGafDomain, 1);
     if (tb) mm->attrs["trans_b"] = int64_t(1);
     Value* y = mm->output(0);
@@ -121,7 +126,8 @@ class WeightCompression final : public rewrite::RulePass {
   std::optional<Compressed> compress(rewrite::Rewriter& rw, Value* b, bool tb) {
     const std::string& mode = context().weight_precision;
     const Tensor* w = rewrite::constant_of(rw.graph(), b);
-    if (mode.empty() || !w || w->dtype() != DType::Float || w->rank() != 2 || w->numel() < kMinCompressedElements)
+    if (mode.empty() || !w || w->dtype() != DType::Float || w->rank() != 2 ||
+        w->numel() < kMinCompressedElements)
       return std::nullopt;
     const float* src = w->data<float>();
     if (mode == "bf16") {
@@ -139,15 +145,18 @@ class WeightCompression final : public rewrite::RulePass {
         m = std::max(m, std::abs(src[i * cols + j]));
       }
     Tensor scale(DType::Float, {n});
-    for (int64_t j = 0; j < n; ++j) scale.data<float>()[j] = amax[size_t(j)] > 0 ? amax[size_t(j)] / 127.f : 1.f;
+    for (int64_t j = 0; j < n; ++j)
+      scale.data<float>()[j] = amax[size_t(j)] > 0 ? amax[size_t(j)] / 127.f : 1.f;
     Tensor q(DType::Int8, w->dims());
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j) {
         const float s = scale.data<float>()[tb ? i : j];
-        q.data<int8_t>()[i * cols + j] = int8_t(std::clamp(std::nearbyint(src[i * cols + j] / s), -127.f, 127.f));
+        q.data<int8_t>()[i * cols + j] =
+            int8_t(std::clamp(std::nearbyint(src[i * cols + j] / s), -127.f, 127.f));
       }
     return Compressed{rw.add_constant(b->name() + "_int8", std::move(q)),
-                      rw.add_constant(b->name() + "_scale", std::move(scale)), {}};
+                      rw.add_constant(b->name() + "_scale", std::move(scale)),
+                      {}};
   }
 };
 

@@ -22,8 +22,8 @@ struct DecoderIO {
   const Value* position_ids = nullptr;
   std::vector<const Value*> pasts;
   int logits = 0;
-  std::vector<int> presents;  // output index per past
-  std::vector<size_t> past_axis;  // the sequence axis of each past
+  std::vector<int> presents;                     // output index per past
+  std::vector<size_t> past_axis;                 // the sequence axis of each past
   std::vector<std::vector<int64_t>> empty_past;  // each past's dims with no tokens
 };
 
@@ -36,22 +36,27 @@ DecoderIO find_io(const runtime::Session& s) {
     if (n == "input_ids" || (!io.ids && int_input && v->type.shape && v->type.shape->size() == 2 &&
                              !contains(n, "mask") && !contains(n, "position")))
       io.ids = v;
-    else if (n == "attention_mask") io.attention_mask = v;
-    else if (n == "position_ids") io.position_ids = v;
-    else if (contains(n, "past")) io.pasts.push_back(v);
-    else GAF_CHECK(false, "generate: input '{}' is neither input_ids, attention_mask, position_ids nor a past", n);
+    else if (n == "attention_mask")
+      io.attention_mask = v;
+    else if (n == "position_ids")
+      io.position_ids = v;
+    else if (contains(n, "past"))
+      io.pasts.push_back(v);
+    else
+      GAF_CHECK(false, "generate: input '{}' is neither input_ids, attention_mask, position_ids nor a past",
+                n);
   }
   GAF_CHECK(io.ids, "generate: the model has no token input (input_ids, or an int64 input of rank 2)");
-  GAF_CHECK(io.ids->type.dtype == DType::Int64, "generate: token input '{}' is {}, expected int64", io.ids->name(),
-            dtype_name(io.ids->type.dtype));
+  GAF_CHECK(io.ids->type.dtype == DType::Int64, "generate: token input '{}' is {}, expected int64",
+            io.ids->name(), dtype_name(io.ids->type.dtype));
   for (int i = 0; i < int(g.outputs().size()); ++i) {
     const std::string& n = g.outputs()[size_t(i)]->name();
     if (n == "logits") io.logits = i;
     if (contains(n, "present")) io.presents.push_back(i);
   }
   GAF_CHECK(io.pasts.size() == io.presents.size(),
-            "generate: {} past input(s) but {} present output(s): each past must have its present", io.pasts.size(),
-            io.presents.size());
+            "generate: {} past input(s) but {} present output(s): each past must have its present",
+            io.pasts.size(), io.presents.size());
   const Shape ids_shape = io.ids->type.shape.value_or(Shape{});
   const Dim batch = ids_shape.empty() ? Dim() : ids_shape[0];
   for (const Value* p : io.pasts) {
@@ -60,10 +65,15 @@ DecoderIO find_io(const runtime::Session& s) {
     std::optional<size_t> axis;
     for (size_t d = 0; d < p->type.shape->size(); ++d) {
       const Dim& x = (*p->type.shape)[d];
-      if (x.is_static()) dims.push_back(d == 0 ? 1 : x.value());
-      else if (d == 0 || (batch.is_symbol() && x == batch)) dims.push_back(1);
-      else if (!axis) axis = d, dims.push_back(0);
-      else GAF_CHECK(false, "generate: past input '{}' has more than one dynamic dim besides the batch", p->name());
+      if (x.is_static())
+        dims.push_back(d == 0 ? 1 : x.value());
+      else if (d == 0 || (batch.is_symbol() && x == batch))
+        dims.push_back(1);
+      else if (!axis)
+        axis = d, dims.push_back(0);
+      else
+        GAF_CHECK(false, "generate: past input '{}' has more than one dynamic dim besides the batch",
+                  p->name());
     }
     GAF_CHECK(axis, "generate: past input '{}' has no dynamic sequence dim (its shape is fixed)", p->name());
     io.past_axis.push_back(*axis);
@@ -73,8 +83,9 @@ DecoderIO find_io(const runtime::Session& s) {
 }
 
 int64_t argmax_last(const Tensor& logits) {
-  GAF_CHECK(logits.dtype() == DType::Float && logits.rank() >= 2, "generate: logits are {}{}, expected float [.., vocab]",
-            dtype_name(logits.dtype()), dims_to_string(logits.dims()));
+  GAF_CHECK(logits.dtype() == DType::Float && logits.rank() >= 2,
+            "generate: logits are {}{}, expected float [.., vocab]", dtype_name(logits.dtype()),
+            dims_to_string(logits.dims()));
   const int64_t vocab = logits.dim(-1);
   const float* row = logits.data<float>() + (logits.numel() - vocab);
   return std::max_element(row, row + vocab) - row;
@@ -83,8 +94,10 @@ int64_t argmax_last(const Tensor& logits) {
 Tensor int_tensor(DType t, std::vector<int64_t> dims, const std::vector<int64_t>& v) {
   Tensor r(t, std::move(dims));
   for (size_t i = 0; i < v.size(); ++i) {
-    if (t == DType::Int64) r.data<int64_t>()[i] = v[i];
-    else r.data<int32_t>()[i] = int32_t(v[i]);
+    if (t == DType::Int64)
+      r.data<int64_t>()[i] = v[i];
+    else
+      r.data<int32_t>()[i] = int32_t(v[i]);
   }
   return r;
 }
@@ -125,14 +138,17 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts) 
     std::vector<Tensor> outs = session.run(in);
     const int64_t next = argmax_last(outs[size_t(io.logits)]);
     const double dt = std::chrono::duration<double>(clock::now() - t0).count();
-    if (t == 0) r.prefill_s = dt;
-    else r.step_s.push_back(dt);
+    if (t == 0)
+      r.prefill_s = dt;
+    else
+      r.step_s.push_back(dt);
     for (size_t k = 0; k < pasts.size(); ++k) {
       Tensor& p = outs[size_t(io.presents[k])];
-      GAF_CHECK(p.rank() == int64_t(io.empty_past[k].size()) && p.dim(int64_t(io.past_axis[k])) == past_len + n,
-                "generate: present output '{}' is {}, expected {} tokens along axis {} (past {} + new {})",
-                session.graph().outputs()[size_t(io.presents[k])]->name(), dims_to_string(p.dims()), past_len + n,
-                io.past_axis[k], past_len, n);
+      GAF_CHECK(
+          p.rank() == int64_t(io.empty_past[k].size()) && p.dim(int64_t(io.past_axis[k])) == past_len + n,
+          "generate: present output '{}' is {}, expected {} tokens along axis {} (past {} + new {})",
+          session.graph().outputs()[size_t(io.presents[k])]->name(), dims_to_string(p.dims()), past_len + n,
+          io.past_axis[k], past_len, n);
       pasts[k] = std::move(p);
     }
     past_len += n;
@@ -159,23 +175,25 @@ double GenerateResult::median_step_s() const {
 }
 
 std::string GenerateResult::json() const {
-  return fmt::format("{{\"prefill_ms\": {:.3f}, \"tokens_per_s\": {:.2f}, \"median_step_ms\": {:.3f}, "
-                     "\"first_step_ms\": {:.3f}, \"last_step_ms\": {:.3f}, \"peak_rss_mb\": {:.1f}, "
-                     "\"pool_mb\": {:.1f}, \"ids\": [{}]}}\n",
-                     prefill_s * 1e3, tokens_per_s(), median_step_s() * 1e3, step_s.empty() ? 0 : step_s.front() * 1e3,
-                     step_s.empty() ? 0 : step_s.back() * 1e3, double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6,
-                     fmt::join(ids, ","));
+  return fmt::format(
+      "{{\"prefill_ms\": {:.3f}, \"tokens_per_s\": {:.2f}, \"median_step_ms\": {:.3f}, "
+      "\"first_step_ms\": {:.3f}, \"last_step_ms\": {:.3f}, \"peak_rss_mb\": {:.1f}, "
+      "\"pool_mb\": {:.1f}, \"ids\": [{}]}}\n",
+      prefill_s * 1e3, tokens_per_s(), median_step_s() * 1e3, step_s.empty() ? 0 : step_s.front() * 1e3,
+      step_s.empty() ? 0 : step_s.back() * 1e3, double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6,
+      fmt::join(ids, ","));
 }
 
 std::string GenerateResult::text() const {
   std::string s = fmt::format("time to first token: {:.2f} ms\n", prefill_s * 1e3);
   if (!step_s.empty()) {
     const double first = step_s.front(), last = step_s.back();
-    s += fmt::format("decode: {} steps, {:.1f} tokens/s (median step {:.2f} ms; first {:.2f} ms, last {:.2f} ms)\n",
-                     step_s.size(), tokens_per_s(), median_step_s() * 1e3, first * 1e3, last * 1e3);
+    s += fmt::format(
+        "decode: {} steps, {:.1f} tokens/s (median step {:.2f} ms; first {:.2f} ms, last {:.2f} ms)\n",
+        step_s.size(), tokens_per_s(), median_step_s() * 1e3, first * 1e3, last * 1e3);
   }
-  s += fmt::format("peak resident memory: {:.1f} MB (session buffer pool {:.1f} MB)\n", double(peak_rss_bytes) / 1e6,
-                   double(pool_bytes) / 1e6);
+  s += fmt::format("peak resident memory: {:.1f} MB (session buffer pool {:.1f} MB)\n",
+                   double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6);
   s += "ids:";
   for (int64_t id : ids) s += fmt::format(" {}", id);
   return s + "\n";

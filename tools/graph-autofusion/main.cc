@@ -65,14 +65,22 @@ void save_tensors(const std::vector<Tensor>& ts, const std::vector<Value*>& valu
   std::cout << "wrote " << ts.size() << " " << kind << "(s) to " << dir << "\n";
 }
 
-int cmd_run(const RunArgs& a) {
-  Model m = onnx_io::load_model(a.model);
-  if (a.opt_level > 0) {
+// The model at `path`, fused in memory first at `opt_level` (> 0) with the rules file (or the environment's);
+// the fusion summary printed unless `quiet`.
+Model load_fused(const std::string& path, int opt_level, const std::string& rules, bool quiet) {
+  Model m = onnx_io::load_model(path);
+  if (opt_level > 0) {
     tools::FuseOptions opts;
-    opts.fusion.opt_level = a.opt_level;
-    opts.fusion.rules = FusionRules::from_env_or_file(a.rules);
-    std::cout << tools::fuse_model(m, opts).summary_line() << "\n";
+    opts.fusion.opt_level = opt_level;
+    opts.fusion.rules = FusionRules::from_env_or_file(rules);
+    const std::string line = tools::fuse_model(m, opts).summary_line();
+    if (!quiet) std::cout << line << "\n";
   }
+  return m;
+}
+
+int cmd_run(const RunArgs& a) {
+  Model m = load_fused(a.model, a.opt_level, a.rules, false);
   runtime::Session session(*m.graph);
   std::vector<Tensor> inputs = gather_inputs(a, session);
   tools::Timing timing;
@@ -124,14 +132,7 @@ std::vector<int64_t> parse_ids(const std::string& text) {
 }
 
 int cmd_generate(const GenerateArgs& a) {
-  Model m = onnx_io::load_model(a.model);
-  if (a.opt_level > 0) {
-    tools::FuseOptions opts;
-    opts.fusion.opt_level = a.opt_level;
-    opts.fusion.rules = FusionRules::from_env_or_file(a.rules);
-    const std::string line = tools::fuse_model(m, opts).summary_line();
-    if (!a.json) std::cout << line << "\n";
-  }
+  Model m = load_fused(a.model, a.opt_level, a.rules, a.json);
   runtime::Session session(*m.graph);
   tools::GenerateOptions g;
   g.prompt = parse_ids(a.prompt);

@@ -1,8 +1,9 @@
 // gaf.CompressedMatMul(A, W, [scale], trans_b): Y = A x dequantise(W), W constant in bfloat16 or int8 (with a
-// float scale per output column: w = scale[n] q), fp32 activations and accumulation. The weight-compression pass
-// makes it from QDQ / Cast forms and from the rules' precision_mode; the written model decomposes it back to
-// DequantizeLinear (or Cast) + MatMul. Every row count runs on Gemv over the compressed weights, packed once when
-// the session starts: in passes of 8 rows, so a decode step reads a quarter (int8) or half (bf16) of the fp32 bytes.
+// float scale per output column: w = scale[n] q), fp32 activations and accumulation. The weight-compression
+// pass makes it from QDQ / Cast forms and from the rules' precision_mode; the written model decomposes it
+// back to DequantizeLinear (or Cast) + MatMul. Every row count runs on Gemv over the compressed weights,
+// packed once when the session starts: in passes of 8 rows, so a decode step reads a quarter (int8) or half
+// (bf16) of the fp32 bytes.
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/gemv.h"
@@ -75,7 +76,8 @@ void register_compressed_matmul(OpRegistry& r) {
   r.add("CompressedMatMul", OpKind::Opaque, "gaf")
       .set_flags(kMatrixFlops)
       .set_flops(compressed_matmul_flops)
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<CompressedMatMul>(n); });
+      .set_kernel(
+          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<CompressedMatMul>(n); });
 }
 
 }  // namespace gaf::runtime

@@ -26,14 +26,18 @@ std::string int8_values(int64_t n, int salt) {
   return s;
 }
 
-// A [3, 5, 300] activation times W' [300, 250] where W' comes from `weights` (defining w from the initializers).
-std::string product(const std::string& inits, const std::string& weights, const std::string& op = "y = MatMul(a, w)") {
-  return header(14) + "g (float[3,5,300] a) => (float[3,5,250] y) <" + inits + "> {" + weights + "  " + op + " }";
+// A [3, 5, 300] activation times W' [300, 250] where W' comes from `weights` (defining w from the
+// initializers).
+std::string product(const std::string& inits, const std::string& weights,
+                    const std::string& op = "y = MatMul(a, w)") {
+  return header(14) + "g (float[3,5,300] a) => (float[3,5,250] y) <" + inits + "> {" + weights + "  " + op +
+         " }";
 }
 
 TEST(WeightCompression, QdqInt8WeightsBecomeOneProduct) {
   const std::string inits = "int8[300,250] wq = {" + int8_values(300 * 250, 1) + "}, float[250] s = {" +
-                            testing::test_values(250, 2, 4000.0) + "}, int8[250] z = {" + std::string(499, '0') + "}";
+                            testing::test_values(250, 2, 4000.0) + "}, int8[250] z = {" +
+                            std::string(499, '0') + "}";
   // the zero point's 250 zeros as "0,0,...": every other character a comma
   std::string zeros;
   for (int i = 0; i < 250; ++i) zeros += i ? ",0" : "0";
@@ -47,8 +51,8 @@ TEST(WeightCompression, QdqInt8WeightsBecomeOneProduct) {
 }
 
 TEST(WeightCompression, Bf16WeightsAndGemmWithBias) {
-  // bfloat16 weights [N, K] read by Gemm(transB) with a bias: the product, then the bias added. (ONNX text has no
-  // bfloat16 literals: built in the IR.)
+  // bfloat16 weights [N, K] read by Gemm(transB) with a bias: the product, then the bias added. (ONNX text
+  // has no bfloat16 literals: built in the IR.)
   Model m;
   GraphBuilder b(m, 14);
   Value* a = b.input("a", DType::Float, {5, 300});
@@ -67,7 +71,8 @@ TEST(WeightCompression, Bf16WeightsAndGemmWithBias) {
 }
 
 TEST(WeightCompression, PrecisionModesCompressLargeFp32Weights) {
-  const std::string text = product("float[300,250] w = {" + testing::test_values(300 * 250, 5, 100.0) + "}", "");
+  const std::string text =
+      product("float[300,250] w = {" + testing::test_values(300 * 250, 5, 100.0) + "}", "");
   for (const char* mode : {"bf16", "int8"}) {
     auto r = compress(text, mode);
     EXPECT_EQ(r.count(kPass), 1) << mode << r.dump();
@@ -75,7 +80,8 @@ TEST(WeightCompression, PrecisionModesCompressLargeFp32Weights) {
     for (const Value* v : r.after.graph->initializers())
       stored |= v->type.dtype == (std::string(mode) == "bf16" ? DType::BFloat16 : DType::Int8);
     EXPECT_TRUE(stored) << mode;
-    // The error a mode allows, relative to the output's scale: bf16 keeps 8 bits of mantissa, int8 7 bits of range.
+    // The error a mode allows, relative to the output's scale: bf16 keeps 8 bits of mantissa, int8 7 bits of
+    // range.
     runtime::Session a(*r.before.graph), b(*r.after.graph);
     auto in = tools::random_inputs(*r.before.graph, 3);
     Tensor want = a.run(in)[0], got = b.run(in)[0];
@@ -90,12 +96,14 @@ TEST(WeightCompression, PrecisionModesCompressLargeFp32Weights) {
 }
 
 TEST(WeightCompression, VerifyStatesTheModesToleranceAndTheReportTheProducts) {
-  Model m = testing::parse(product("float[300,250] w = {" + testing::test_values(300 * 250, 5, 100.0) + "}", ""));
+  Model m =
+      testing::parse(product("float[300,250] w = {" + testing::test_values(300 * 250, 5, 100.0) + "}", ""));
   tools::FuseOptions opts;
   opts.fusion.rules.precision_mode = PrecisionMode::Int8Weights;
   tools::VerifyResult v = tools::verify_fusion(m, opts, {}, 1e-3, 1e-5);
   EXPECT_TRUE(v.ok) << v.text();
-  EXPECT_NE(v.text().find("5% of each output's largest magnitude (int8_weights)"), std::string::npos) << v.text();
+  EXPECT_NE(v.text().find("5% of each output's largest magnitude (int8_weights)"), std::string::npos)
+      << v.text();
   Model f = tools::copy_model(m);
   tools::FuseResult r = tools::fuse_model(f, opts);
   ASSERT_EQ(r.precision_changes.size(), 1u);
@@ -108,7 +116,8 @@ TEST(WeightCompression, VerifyStatesTheModesToleranceAndTheReportTheProducts) {
 
 TEST(WeightCompression, DoesNotFire) {
   // No precision mode; weights too small to gain; an asymmetric zero point (a near miss, named).
-  EXPECT_EQ(compress(product("float[300,250] w = {" + testing::test_values(300 * 250, 5, 100.0) + "}", "")).count(kPass),
+  EXPECT_EQ(compress(product("float[300,250] w = {" + testing::test_values(300 * 250, 5, 100.0) + "}", ""))
+                .count(kPass),
             0);
   auto small = compress(header(14) + "g (float[2,16] a) => (float[2,8] y) <float[16,8] w = {" +
                             testing::test_values(128, 1, 10.0) + "}> { y = MatMul(a, w) }",
@@ -125,12 +134,13 @@ TEST(WeightCompression, DoesNotFire) {
 }
 
 TEST(WeightCompression, WrittenModelKeepsTheStoredWeightsAndReadsBack) {
-  // The portable form is DequantizeLinear + MatMul on the int8 weights, which import reads back into one product
-  // (constant folding leaves the dequantisation of product weights alone).
+  // The portable form is DequantizeLinear + MatMul on the int8 weights, which import reads back into one
+  // product (constant folding leaves the dequantisation of product weights alone).
   tools::FuseOptions opts;
   opts.fusion.opt_level = 2;
   opts.fusion.rules.precision_mode = PrecisionMode::Int8Weights;
-  Model m = testing::parse(product("float[300,250] w = {" + testing::test_values(300 * 250, 5, 100.0) + "}", ""));
+  Model m =
+      testing::parse(product("float[300,250] w = {" + testing::test_values(300 * 250, 5, 100.0) + "}", ""));
   Model fused = tools::copy_model(m);
   tools::fuse_model(fused, opts);
   onnx::ModelProto proto;

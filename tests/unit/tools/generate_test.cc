@@ -1,6 +1,6 @@
 // Greedy generation through the past/present loop: every token the fused model picks is the unfused model's
-// best (within float noise) when it reads the whole sequence at once, so the loop's caching, positions and masks
-// agree with a plain prefill; models without the loop's inputs are refused by name.
+// best (within float noise) when it reads the whole sequence at once, so the loop's caching, positions and
+// masks agree with a plain prefill; models without the loop's inputs are refused by name.
 #include "models/decoder_exports.h"
 #include "passes/pass_test_util.h"
 
@@ -68,10 +68,11 @@ TEST(Generate, RefusesModelsWithoutTheLoopsInputs) {
     }
   };
   expect_error("g (float[1,4] x) => (float[1,4] y) { y = Relu(x) }", "input 'x' is neither");
-  expect_error("g (int64[1,T] input_ids, float[1,2,P,4] past_0) => (float[1,T,8] logits) {"
-               "  f = Cast <to = 1> (input_ids)  ax = Constant <value = int64[1] {2}> ()  u = Unsqueeze(f, ax)"
-               "  s = Constant <value = int64[3] {1, 1, 8}> ()  logits = Expand(u, s) }",
-               "1 past input(s) but 0 present");
+  expect_error(
+      "g (int64[1,T] input_ids, float[1,2,P,4] past_0) => (float[1,T,8] logits) {"
+      "  f = Cast <to = 1> (input_ids)  ax = Constant <value = int64[1] {2}> ()  u = Unsqueeze(f, ax)"
+      "  s = Constant <value = int64[3] {1, 1, 8}> ()  logits = Expand(u, s) }",
+      "1 past input(s) but 0 present");
   Model ok = testing::parse(testing::gpt2_decoder(1));
   runtime::Session s(*ok.graph);
   tools::GenerateOptions g;

@@ -9,7 +9,7 @@ BIN := $(BUILD)/graph-autofusion
 # OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
 export GOMP_SPINCOUNT ?= 10000
 
-.PHONY: setup configure build demo test test-asan bench bench-peers bench-llm clean
+.PHONY: setup configure build demo test test-asan bench bench-peers bench-llm python clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -39,6 +39,9 @@ bench: build
 # Side by side with ONNX Runtime (onnxruntime-node, installed into bench/peers/node_modules).
 bench-peers: build
 	@bash bench/peers/install.sh && bash bench/peers/run.sh $(BIN)
+
+python: configure
+	@cmake --build --preset $(PRESET) --target _core
 
 bench-llm: build
 	@bash bench/peers/install.sh && bash bench/llm/run.sh

@@ -7,7 +7,8 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libcli11-dev
       libfmt-dev libssl-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata graphviz)
+      libgtest-dev libgmock-dev libbenchmark-dev libonnx-testdata graphviz
+      pybind11-dev python3-dev python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,233 @@
+// Python binding (pybind11): the library's fuse / Session / generate / explain / verify over numpy arrays.
+// Models are paths or ONNX bytes; tensors cross as copies. Errors are RuntimeError carrying the tool's
+// message.
+#include <onnx/onnx_pb.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+
+#include "gaf/onnx_io.h"
+#include "gaf/session.h"
+#include "gaf/status.h"
+#include "gaf/tools.h"
+
+namespace py = pybind11;
+using namespace gaf;
+
+namespace {
+
+// A model from a path (str) or from ONNX bytes (no external data then).
+Model load(const py::object& model) {
+  if (py::isinstance<py::bytes>(model)) {
+    onnx::ModelProto proto;
+    const std::string bytes = model.cast<std::string>();
+    GAF_CHECK(proto.ParseFromString(bytes), "the bytes given are not a serialized ONNX model");
+    return onnx_io::import_model(std::move(proto));
+  }
+  return onnx_io::load_model(py::str(model).cast<std::string>());
+}
+
+tools::FuseOptions options(int opt_level, const std::optional<std::string>& rules,
+                           const std::string& target) {
+  tools::FuseOptions o;
+  o.fusion.opt_level = opt_level;
+  o.fusion.rules = FusionRules::from_env_or_file(rules.value_or(""));
+  o.target = Target::builtin_or_file(target);
+  return o;
+}
+
+Tensor to_tensor(const std::string& name, const py::array& a) {
+  const py::dtype d = a.dtype();
+  DType t;
+  if (d.is(py::dtype::of<float>()))
+    t = DType::Float;
+  else if (d.is(py::dtype::of<double>()))
+    t = DType::Double;
+  else if (d.is(py::dtype::of<int64_t>()))
+    t = DType::Int64;
+  else if (d.is(py::dtype::of<int32_t>()))
+    t = DType::Int32;
+  else if (d.is(py::dtype::of<int8_t>()))
+    t = DType::Int8;
+  else if (d.is(py::dtype::of<uint8_t>()))
+    t = DType::UInt8;
+  else if (d.is(py::dtype::of<bool>()))
+    t = DType::Bool;
+  else if (d.kind() == 'f' && d.itemsize() == 2)
+    t = DType::Float16;
+  else
+    fail("input '{}': numpy dtype {} is not supported (float32/64, float16, int64/32/8, uint8, bool)", name,
+         d.attr("name").cast<std::string>());
+  py::array c = py::array::ensure(a, py::array::c_style);
+  std::vector<int64_t> dims(c.shape(), c.shape() + c.ndim());
+  Tensor out(t, dims);
+  if (out.nbytes()) std::memcpy(out.raw(), c.data(), out.nbytes());
+  return out;
+}
+
+py::array to_numpy(const Tensor& t) {
+  py::dtype d;
+  switch (t.dtype()) {
+    case DType::Float:
+      d = py::dtype::of<float>();
+      break;
+    case DType::Double:
+      d = py::dtype::of<double>();
+      break;
+    case DType::Int64:
+      d = py::dtype::of<int64_t>();
+      break;
+    case DType::Int32:
+      d = py::dtype::of<int32_t>();
+      break;
+    case DType::Int8:
+      d = py::dtype::of<int8_t>();
+      break;
+    case DType::UInt8:
+      d = py::dtype::of<uint8_t>();
+      break;
+    case DType::Bool:
+      d = py::dtype::of<bool>();
+      break;
+    case DType::Float16:
+      d = py::dtype("float16");
+      break;
+    default:
+      fail("output of element type {} has no numpy form here", dtype_name(t.dtype()));
+  }
+  py::array a(d, std::vector<py::ssize_t>(t.dims().begin(), t.dims().end()));
+  if (t.nbytes()) std::memcpy(a.mutable_data(), t.raw(), t.nbytes());
+  return a;
+}
+
+// A model and a runtime session over it (the session reads the model's graph).
+class PySession {
+ public:
+  PySession(const py::object& model, int opt_level, const std::optional<std::string>& rules)
+      : model_(std::make_unique<Model>(load(model))) {
+    if (opt_level > 0) tools::fuse_model(*model_, options(opt_level, rules, "cpu-host"));
+    session_ = std::make_unique<runtime::Session>(*model_->graph);
+  }
+  py::dict run(const py::dict& feeds) {
+    std::map<std::string, Tensor> in;
+    for (auto [k, v] : feeds) {
+      const std::string name = py::str(k).cast<std::string>();
+      in.emplace(name, to_tensor(name, py::array::ensure(v)));
+    }
+    std::vector<Tensor> out;
+    {
+      py::gil_scoped_release release;
+      out = session_->run(in);
+    }
+    py::dict r;
+    const auto& outs = model_->graph->outputs();
+    for (size_t i = 0; i < out.size(); ++i) r[py::str(outs[i]->name())] = to_numpy(out[i]);
+    return r;
+  }
+  std::vector<std::string> input_names() const {
+    std::vector<std::string> n;
+    for (const Value* v : session_->required_inputs()) n.push_back(v->name());
+    return n;
+  }
+  // Each required input's dims: a size, or the symbol's name for a dynamic dim (None when unknown).
+  py::list input_shapes() const {
+    py::list shapes;
+    for (const Value* v : session_->required_inputs()) {
+      py::list dims;
+      if (v->type.shape)
+        for (const Dim& d : *v->type.shape) {
+          if (d.is_static())
+            dims.append(d.value());
+          else if (d.is_symbol())
+            dims.append(d.symbol());
+          else
+            dims.append(py::none());
+        }
+      shapes.append(dims);
+    }
+    return shapes;
+  }
+  std::vector<std::string> output_names() const {
+    std::vector<std::string> n;
+    for (const Value* v : model_->graph->outputs()) n.push_back(v->name());
+    return n;
+  }
+  py::dict generate(const std::vector<int64_t>& prompt, int tokens) {
+    tools::GenerateOptions g;
+    g.prompt = prompt;
+    g.tokens = tokens;
+    tools::GenerateResult r;
+    {
+      py::gil_scoped_release release;
+      r = tools::generate(*session_, g);
+    }
+    py::dict d;
+    d["ids"] = r.ids;
+    d["prefill_ms"] = r.prefill_s * 1e3;
+    d["tokens_per_s"] = r.tokens_per_s();
+    d["median_step_ms"] = r.median_step_s() * 1e3;
+    d["peak_rss_mb"] = double(r.peak_rss_bytes) / 1e6;
+    return d;
+  }
+  size_t generated_kernels() const { return session_->generated_kernels(); }
+
+ private:
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<runtime::Session> session_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "graph-autofusion: fuses the operators of ONNX models and runs them (C++ core)";
+  m.def(
+      "fuse",
+      [](const py::object& model, int opt_level, const std::optional<std::string>& rules,
+         const std::string& target) {
+        Model md = load(model);
+        tools::FuseOptions o = options(opt_level, rules, target);
+        tools::FuseResult r = tools::fuse_model(md, o);
+        return py::make_tuple(py::bytes(onnx_io::serialize_model(md)),
+                              r.report_json(md.graph->name, o.target, opt_level));
+      },
+      py::arg("model"), py::arg("opt_level") = 3, py::arg("rules") = py::none(),
+      py::arg("target") = "cpu-host",
+      "Fuses a model (path or ONNX bytes). Returns (fused ONNX bytes, report JSON text).");
+  m.def(
+      "explain",
+      [](const py::object& model, int opt_level, const std::string& node) {
+        Model md = load(model);
+        tools::FuseResult r = tools::fuse_model(md, options(opt_level, std::nullopt, "cpu-host"));
+        return tools::explain(r, node) + r.summary_line() + "\n";
+      },
+      py::arg("model"), py::arg("opt_level") = 3, py::arg("node") = "",
+      "Why each candidate was or was not fused, and the near misses of pattern passes, as text.");
+  m.def(
+      "verify",
+      [](const py::object& model, int opt_level, double rtol, double atol) {
+        Model md = load(model);
+        tools::VerifyResult v =
+            tools::verify_fusion(md, options(opt_level, std::nullopt, "cpu-host"), {}, rtol, atol);
+        py::dict d;
+        d["ok"] = v.ok;
+        d["text"] = v.text();
+        return d;
+      },
+      py::arg("model"), py::arg("opt_level") = 3, py::arg("rtol") = 1e-3, py::arg("atol") = 1e-5,
+      "Fused against unfused on seeded random inputs: {'ok': bool, 'text': the verify report}.");
+  py::class_<PySession>(m, "Session",
+                        "A model compiled for the CPU runtime, fused in memory at opt_level first.")
+      .def(py::init<const py::object&, int, const std::optional<std::string>&>(), py::arg("model"),
+           py::arg("opt_level") = 3, py::arg("rules") = py::none())
+      .def("run", &PySession::run, py::arg("feeds"),
+           "Runs on {input name: numpy array}; returns {output name: array}.")
+      .def_property_readonly("input_names", &PySession::input_names)
+      .def_property_readonly("input_shapes", &PySession::input_shapes)
+      .def_property_readonly("output_names", &PySession::output_names)
+      .def_property_readonly("generated_kernels", &PySession::generated_kernels)
+      .def("generate", &PySession::generate, py::arg("prompt"), py::arg("tokens") = 16,
+           "Greedy decoding with a past/present decoder: {'ids', 'prefill_ms', 'tokens_per_s', ...}.");
+}

@@ -1,0 +1,88 @@
+"""The Python package against the models gaf_make_test_models writes: fuse, Session.run, explain, verify, generate,
+errors as exceptions; then the README's Python example, run as written.
+
+    test_package.py MODELS_DIR README.md        (PYTHONPATH: <build>/python)
+"""
+import json
+import os
+import re
+import sys
+import tempfile
+
+import numpy as np
+
+import graph_autofusion as gaf
+
+models, readme = sys.argv[1], sys.argv[2]
+mlp = os.path.abspath(os.path.join(models, "mlp", "model.onnx"))
+failures = []
+
+
+def check(name, cond, detail=""):
+    if not cond:
+        failures.append(f"{name}: {detail}")
+
+
+# fuse: bytes back, a report with kernels before and after.
+fused, report = gaf.fuse(mlp, opt_level=3)
+check("fuse-bytes", isinstance(fused, bytes) and len(fused) > 1000, type(fused))
+check("fuse-report", report["after"]["kernels"] < report["before"]["kernels"], json.dumps(report)[:300])
+
+# Session on the path (fused) and unfused: the same outputs on the same input.
+s = gaf.Session(mlp)
+plain = gaf.Session(mlp, opt_level=0)
+check("inputs", s.input_names == plain.input_names, (s.input_names, plain.input_names))
+name = s.input_names[0]
+shape = [d if isinstance(d, int) else 2 for d in s.input_shapes[0]]
+a = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+out_fused, out_plain = s.run({name: a}), plain.run({name: a})
+check("outputs", list(out_fused) == s.output_names, (list(out_fused), s.output_names))
+for k in out_plain:
+    check("run-match-" + k, np.allclose(out_fused[k], out_plain[k], rtol=1e-3, atol=1e-5),
+          float(np.abs(out_fused[k] - out_plain[k]).max()))
+from_bytes = gaf.Session(fused, opt_level=0)
+for k in out_plain:
+    check("bytes-session-" + k, np.allclose(from_bytes.run({name: a})[k], out_plain[k], rtol=1e-3, atol=1e-5))
+
+# explain and verify
+check("explain", "fused" in gaf.explain(mlp), gaf.explain(mlp)[:200])
+v = gaf.verify(mlp)
+check("verify", v["ok"] and "match" in v["text"], v["text"])
+
+# generate with the GPT-2-style decoder: the unfused session picks the same tokens.
+dec = os.path.join(models, "decoders", "gpt2.onnx")
+g1 = gaf.Session(dec).generate([5, 17, 3], tokens=8)
+g0 = gaf.Session(dec, opt_level=0).generate([5, 17, 3], tokens=8)
+check("generate", g1["ids"] == g0["ids"] and len(g1["ids"]) == 8, (g1, g0))
+
+# Errors are exceptions with the tool's message.
+try:
+    gaf.Session(os.path.join(models, "nope.onnx"))
+    failures.append("missing file: no exception")
+except RuntimeError as e:
+    check("missing-file-message", "no such file" in str(e), str(e))
+try:
+    s.run({name: np.zeros((2, 3), dtype=np.float32)})
+    failures.append("wrong shape: no exception")
+except RuntimeError as e:
+    check("wrong-shape-message", name in str(e) or "shape" in str(e), str(e))
+
+# The README's example, as written (MODEL replaced by the generated mlp).
+blocks = re.findall(r"```python\n(.*?)```", open(readme).read(), re.S)
+check("readme-example", len(blocks) == 1, f"{len(blocks)} python blocks in the README")
+if blocks:
+    with tempfile.TemporaryDirectory() as d:
+        cwd = os.getcwd()
+        os.chdir(d)
+        try:
+            code = blocks[0].replace('"model.onnx"', repr(mlp))
+            exec(compile(code, "README.md", "exec"), {})
+        except Exception as e:  # noqa: BLE001 - any failure of the example is a test failure
+            failures.append(f"readme-example: {type(e).__name__}: {e}")
+        finally:
+            os.chdir(cwd)
+
+for f in failures:
+    print("FAIL", f)
+print(f"python: {'FAILED' if failures else 'ok'} ({len(failures)} failures)")
+sys.exit(1 if failures else 0)

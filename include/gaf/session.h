@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,8 @@ struct RunStats {
 class PoolAllocator;
 
 // Runs a graph on the CPU. One run at a time per Session: kernels keep per-run state (oneDNN argument maps,
-// shape caches), so threads that run the same model concurrently each build their own Session. Tensors a run
-// returns stay valid after the Session is gone.
+// shape caches), so runs from several threads take turns (run() holds a lock); threads that should run the same
+// model in parallel each build their own Session. Tensors a run returns stay valid after the Session is gone.
 class Session {
  public:
   // Creates a kernel for every node; throws gaf::UnsupportedError naming the first node whose op, opset or
@@ -69,6 +70,7 @@ class Session {
   RunStats stats_;
   std::map<std::string, std::string> fallbacks_;
   size_t generated_ = 0;
+  std::unique_ptr<std::mutex> run_mutex_ = std::make_unique<std::mutex>();
 };
 
 }  // namespace gaf::runtime

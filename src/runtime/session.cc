@@ -244,6 +244,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
 }
 
 std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
+  std::lock_guard<std::mutex> one_run_at_a_time(*run_mutex_);
   auto t0 = std::chrono::steady_clock::now();
   pool_->begin_run();
   std::vector<Tensor> slots(num_slots_);

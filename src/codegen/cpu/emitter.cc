@@ -606,7 +606,8 @@ void Emitter::emit_rows(std::ostream& os) {
       reject("{} reads a row inside a per-row computation", n.describe());
     return load_expr(v, idx);
   };
-  for (const auto& [v, b] : buffer) os << ind << "float* buf" << b << " = scratch + size_t(L) * " << b << ";\n";
+  for (size_t b = 0; b < buffer.size(); ++b)  // in buffer order, not the map's (pointer) order: the same text each time
+    os << ind << "float* buf" << b << " = scratch + size_t(L) * " << b << ";\n";
   int sv = 0;
   for (const Node* n : body_.nodes()) {
     const Value* out = n->output(0);

@@ -60,8 +60,19 @@ std::string dims_to_string(std::span<const int64_t> dims) {
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims, Allocator& alloc, bool zero)
     : dtype_(dtype), dims_(std::move(dims)) {
-  for (int64_t d : dims_) GAF_CHECK(d >= 0, "negative dimension in tensor shape {}", dims_to_string(dims_));
-  numel_ = numel_of(dims_);
+  // Checked: a shape read from a model or computed from its data (Expand, ConstantOfShape, Tile...) whose element
+  // or byte count overflows 64 bits would otherwise allocate a small buffer and be written far past it.
+  int64_t n = 1, bytes = 0;
+  for (int64_t d : dims_) {
+    GAF_CHECK(d >= 0, "negative dimension in tensor shape {}", dims_to_string(dims_));
+    GAF_CHECK(!__builtin_mul_overflow(n, d, &n),
+              "tensor shape {} has more elements than 64 bits count: the model asks for an impossible size",
+              dims_to_string(dims_));
+  }
+  GAF_CHECK(dtype == DType::String || !__builtin_mul_overflow(n, int64_t(dtype_size(dtype)), &bytes),
+            "tensor shape {} of {} needs more bytes than 64 bits count: the model asks for an impossible size",
+            dims_to_string(dims_), dtype_name(dtype));
+  numel_ = n;
   if (dtype == DType::String) {
     auto* arr = new std::string[std::max<int64_t>(numel_, 1)];
     storage_ = std::shared_ptr<void>(arr, [](void* p) { delete[] static_cast<std::string*>(p); });

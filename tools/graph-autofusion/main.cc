@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <new>
 
 #include "gaf/onnx_io.h"
 #include "gaf/session.h"
@@ -456,6 +457,10 @@ int main(int argc, char** argv) {
     if (*generate) return cmd_generate(gen_args);
   } catch (const gaf::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory: the model or its inputs need more memory than this machine gives; try "
+                 "smaller inputs (--dim NAME=SIZE) or a machine with more memory\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

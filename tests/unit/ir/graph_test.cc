@@ -4,6 +4,7 @@
 
 #include "gaf/builder.h"
 #include "gaf/op_registry.h"
+#include "test_util.h"
 
 namespace gaf {
 namespace {
@@ -99,6 +100,31 @@ TEST(Tensor, SetDoubleConvertsToTheElementType) {
   EXPECT_EQ(h.get_double(0), -2.5);
   i.set_double(0, 7.0);
   EXPECT_EQ(i.data<int32_t>()[0], 7);
+}
+
+}  // namespace
+}  // namespace gaf
+
+namespace gaf {
+namespace {
+
+// A size that overflows 64 bits is an error naming the shape, at the tensor and through a run whose shape comes
+// from the model's data (Expand to [2^40, 2^40]), never a small buffer written past its end.
+TEST(Tensor, SizesThatOverflowAreErrors) {
+  const int64_t big = int64_t(1) << 40;
+  try {
+    Tensor t(DType::Float, {big, big});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[1099511627776,1099511627776]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Tensor(DType::Double, {int64_t(1) << 31, int64_t(1) << 31}), Error);  // elements fit, bytes do not
+  Model m = gaf::testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]> g (float[1] x, int64[2] shape)
+      => (float[?,?] y) { y = Expand(x, shape) })");
+  runtime::Session s(*m.graph);
+  Tensor x = Tensor::from<float>({1}, std::vector<float>{1.f});
+  Tensor shape = Tensor::from<int64_t>({2}, std::vector<int64_t>{big, big});
+  EXPECT_THROW(s.run(std::vector<Tensor>{x, shape}), Error);
 }
 
 }  // namespace

@@ -6,8 +6,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <memory>
+#include <utility>
 
 #include "gaf/onnx_io.h"
 #include "gaf/session.h"
@@ -39,66 +42,31 @@ tools::FuseOptions options(int opt_level, const std::optional<std::string>& rule
   return o;
 }
 
+// Element types that cross between numpy and tensors, by numpy's name.
+constexpr std::pair<DType, const char*> kNumpyTypes[] = {
+    {DType::Float, "float32"}, {DType::Double, "float64"}, {DType::Float16, "float16"},
+    {DType::Int64, "int64"},   {DType::Int32, "int32"},    {DType::Int8, "int8"},
+    {DType::UInt8, "uint8"},   {DType::Bool, "bool"}};
+
 Tensor to_tensor(const std::string& name, const py::array& a) {
-  const py::dtype d = a.dtype();
-  DType t;
-  if (d.is(py::dtype::of<float>()))
-    t = DType::Float;
-  else if (d.is(py::dtype::of<double>()))
-    t = DType::Double;
-  else if (d.is(py::dtype::of<int64_t>()))
-    t = DType::Int64;
-  else if (d.is(py::dtype::of<int32_t>()))
-    t = DType::Int32;
-  else if (d.is(py::dtype::of<int8_t>()))
-    t = DType::Int8;
-  else if (d.is(py::dtype::of<uint8_t>()))
-    t = DType::UInt8;
-  else if (d.is(py::dtype::of<bool>()))
-    t = DType::Bool;
-  else if (d.kind() == 'f' && d.itemsize() == 2)
-    t = DType::Float16;
-  else
+  const std::string np = a.dtype().attr("name").cast<std::string>();
+  const auto* it = std::find_if(std::begin(kNumpyTypes), std::end(kNumpyTypes),
+                                [&](const auto& p) { return np == p.second; });
+  if (it == std::end(kNumpyTypes))
     fail("input '{}': numpy dtype {} is not supported (float32/64, float16, int64/32/8, uint8, bool)", name,
-         d.attr("name").cast<std::string>());
+         np);
   py::array c = py::array::ensure(a, py::array::c_style);
-  std::vector<int64_t> dims(c.shape(), c.shape() + c.ndim());
-  Tensor out(t, dims);
+  Tensor out(it->first, std::vector<int64_t>(c.shape(), c.shape() + c.ndim()));
   if (out.nbytes()) std::memcpy(out.raw(), c.data(), out.nbytes());
   return out;
 }
 
 py::array to_numpy(const Tensor& t) {
-  py::dtype d;
-  switch (t.dtype()) {
-    case DType::Float:
-      d = py::dtype::of<float>();
-      break;
-    case DType::Double:
-      d = py::dtype::of<double>();
-      break;
-    case DType::Int64:
-      d = py::dtype::of<int64_t>();
-      break;
-    case DType::Int32:
-      d = py::dtype::of<int32_t>();
-      break;
-    case DType::Int8:
-      d = py::dtype::of<int8_t>();
-      break;
-    case DType::UInt8:
-      d = py::dtype::of<uint8_t>();
-      break;
-    case DType::Bool:
-      d = py::dtype::of<bool>();
-      break;
-    case DType::Float16:
-      d = py::dtype("float16");
-      break;
-    default:
-      fail("output of element type {} has no numpy form here", dtype_name(t.dtype()));
-  }
-  py::array a(d, std::vector<py::ssize_t>(t.dims().begin(), t.dims().end()));
+  const auto* it = std::find_if(std::begin(kNumpyTypes), std::end(kNumpyTypes),
+                                [&](const auto& p) { return t.dtype() == p.first; });
+  if (it == std::end(kNumpyTypes))
+    fail("an output of element type {} has no numpy form here", dtype_name(t.dtype()));
+  py::array a(py::dtype(it->second), std::vector<py::ssize_t>(t.dims().begin(), t.dims().end()));
   if (t.nbytes()) std::memcpy(a.mutable_data(), t.raw(), t.nbytes());
   return a;
 }

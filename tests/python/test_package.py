@@ -67,6 +67,12 @@ try:
 except RuntimeError as e:
     check("wrong-shape-message", name in str(e) or "shape" in str(e), str(e))
 
+try:
+    s.run({name: np.zeros(shape, dtype=np.complex64)})
+    failures.append("complex input: no exception")
+except RuntimeError as e:
+    check("dtype-message", "complex64" in str(e) and name in str(e), str(e))
+
 # The README's example, as written (MODEL replaced by the generated mlp).
 blocks = re.findall(r"```python\n(.*?)```", open(readme).read(), re.S)
 check("readme-example", len(blocks) == 1, f"{len(blocks)} python blocks in the README")

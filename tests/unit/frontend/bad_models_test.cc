@@ -1,4 +1,4 @@
-// Models that are wrong in one way each: loading, fusing, compiling and running them gives one gaf::Error
+// 40 models that are wrong in one way each: loading, fusing, compiling and running them gives one gaf::Error
 // whose message names what is wrong (the node, tensor or field), never a crash or another exception type.
 #include "test_util.h"
 
@@ -96,6 +96,44 @@ const Bad kCases[] = {
     {"pad_mode", R"(g (float[4] x) => (float[?] y) {
         p = Constant <value = int64[2] {1, 1}> ()  y = Pad <mode = "sideways"> (x, p) })",
      "Pad"},
+    {"gemm_inner", "g (float[2,3] a, float[4,5] b) => (float[2,5] y) { y = Gemm(a, b) }", "Gemm"},
+    {"conv_kernel_too_big", "g (float[1,1,2,2] x, float[1,1,3,3] w) => (float[?,?,?,?] y) { y = Conv(x, w) }",
+     "Conv"},
+    {"maxpool_kernel_too_big",
+     "g (float[1,1,2,2] x) => (float[?,?,?,?] y) { y = MaxPool <kernel_shape = [3, 3]> (x) }", "MaxPool"},
+    {"squeeze_not_one", R"(g (float[2,3] x) => (float[?] y) {
+        a = Constant <value = int64[1] {0}> ()  y = Squeeze(x, a) })",
+     "Squeeze"},
+    {"unsqueeze_duplicate", R"(g (float[2] x) => (float[?,?,?] y) {
+        a = Constant <value = int64[2] {0, 0}> ()  y = Unsqueeze(x, a) })",
+     "Unsqueeze"},
+    {"flatten_axis", "g (float[2,3] x) => (float[?,?] y) { y = Flatten <axis = 4> (x) }", "Flatten"},
+    {"gather_axis", R"(g (float[4,3] x) => (float[?] y) {
+        i = Constant <value = int64 {0}> ()  y = Gather <axis = 3> (x, i) })",
+     "Gather"},
+    {"topk_too_many", R"(g (float[4] x) => (float[?] v, int64[?] i) {
+        k = Constant <value = int64[1] {9}> ()  v, i = TopK(x, k) })",
+     "TopK"},
+    {"einsum_equation", "g (float[2,3] a) => (float[?] y) { y = Einsum <equation = \"ij,jk->ik\"> (a) }",
+     "Einsum"},
+    {"layernorm_axis", R"(g (float[2,3] x, float[3] s) => (float[2,3] y) {
+        y = LayerNormalization <axis = 5> (x, s) })",
+     "LayerNormalization"},
+    {"batchnorm_params", R"(g (float[1,3,2,2] x, float[2] s, float[3] b, float[3] m, float[3] v)
+        => (float[1,3,2,2] y) { y = BatchNormalization(x, s, b, m, v) })",
+     "BatchNormalization"},
+    {"trilu_rank", "g (float[4] x) => (float[4] y) { y = Trilu(x) }", "Trilu"},
+    {"depth_to_space_channels",
+     "g (float[1,3,2,2] x) => (float[?,?,?,?] y) { y = DepthToSpace <blocksize = 2> (x) }", "DepthToSpace"},
+    {"scatternd_index", R"(g (float[4] x, float[1] u) => (float[4] y) {
+        i = Constant <value = int64[1,1] {7}> ()  y = ScatterND(x, i, u) })",
+     "ScatterND"},
+    {"cumsum_axis", R"(g (float[4] x) => (float[4] y) {
+        a = Constant <value = int64 {3}> ()  y = CumSum(x, a) })",
+     "CumSum"},
+    {"onehot_depth", R"(g (int64[3] i) => (float[?,?] y) {
+        d = Constant <value = int64 {-2}> ()  v = Constant <value = float[2] {0.0, 1.0}> ()  y = OneHot(i, d, v) })",
+     "OneHot"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, BadModel, ::testing::ValuesIn(kCases),

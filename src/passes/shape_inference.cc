@@ -47,6 +47,9 @@ bool typed(const TensorType& t) {
 
 // "min(L,1024)": a dim that a slice of a static dim by a symbolic end gives (see symbolic_slice).
 std::string min_symbol(const std::string& sym, int64_t bound) { return fmt::format("min({},{})", sym, bound); }
+// "cut(T,1024)": a slice [b:e] of a static dim by computed bounds whose length e - b is the size T (see
+// symbolic_slice).
+std::string cut_symbol(const std::string& len, int64_t bound) { return fmt::format("cut({},{})", len, bound); }
 // Whether `a` is min(b, k) for the symbol b. Broadcasting such a dim against b gives b in every run where the
 // broadcast is valid: min(b, k) is b when b <= k, and otherwise (b > k >= 1) valid only when k is 1.
 // cut(b,k) (see symbolic_slice) is b in every valid run where it is not 1 either.
@@ -432,16 +435,15 @@ class Inferrer {
       r[size_t(a)] = Dim();
       if (!steps.empty() && steps[k] != 1) continue;
       const Dim& d = s[size_t(a)];
-      const SymInt D = SymInt::of(d);
       SymInt b = (*starts)[k], e = (*ends)[k];
       if (!b.known() || !e.known()) continue;
       if (d.is_static()) {
         if (d.value() < 1 || e.num() || b.num().value_or(0) < 0) continue;
         if (b.is(0)) r[size_t(a)] = Dim(min_symbol(e.text(), d.value()));
-        else if (!(e - b).num()) r[size_t(a)] = Dim(fmt::format("cut({},{})", (e - b).text(), d.value()));
+        else if (!(e - b).num()) r[size_t(a)] = Dim(cut_symbol((e - b).text(), d.value()));
         continue;
       }
-      r[size_t(a)] = slice_of_symbol(D, b, e);
+      r[size_t(a)] = slice_of_symbol(SymInt::of(d), b, e);
     }
     return r;
   }

@@ -7,8 +7,7 @@
 //                                                    weights)
 //   MatMul(A, Cast(Wb, to = float))                  Wb bfloat16 [K, N]
 //   Gemm(A, the same, [C], transB)                   alpha = 1, transA = 0; C (beta = 1) added after
-//   MatMul / Gemm(A, W) with W fp32 [K, N]           with the rules' precision_mode "bf16_mixed" (W rounded
-//   to
+//   MatMul / Gemm(A, W) with W fp32 [K, N]           with the rules' precision_mode "bf16_mixed" (W rounded to
 //                                                    bfloat16) or "int8_weights" (symmetric per-column int8,
 //                                                    s = max |w| / 127), for W of at least 64K elements
 //
@@ -17,7 +16,6 @@
 // DequantizeLinear / Cast of such weights alone (it would store them as fp32).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <optional>
 
 #include "gaf/passes.h"
@@ -78,13 +76,6 @@ std::optional<Compressed> compressed_weights(const Graph& g, Value* b, int cols_
   return std::nullopt;
 }
 
-uint16_t to_bf16(float f) {  // round to nearest even; NaN stays NaN
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 class WeightCompression final : public rewrite::RulePass {
  public:
   std::string_view name() const override { return "weight-compression"; }
@@ -133,7 +124,7 @@ class WeightCompression final : public rewrite::RulePass {
     if (mode == "bf16") {
       Tensor t(DType::BFloat16, w->dims());
       uint16_t* dst = static_cast<uint16_t*>(t.raw());
-      for (int64_t i = 0; i < w->numel(); ++i) dst[i] = to_bf16(src[i]);
+      for (int64_t i = 0; i < w->numel(); ++i) dst[i] = float_to_bf16(src[i]);
       return Compressed{rw.add_constant(b->name() + "_bf16", std::move(t)), nullptr, {}};
     }
     // int8: per output column, s = max |w| / 127, q = round(w / s)

@@ -43,8 +43,7 @@ DecoderIO find_io(const runtime::Session& s) {
     else if (contains(n, "past"))
       io.pasts.push_back(v);
     else
-      GAF_CHECK(false, "generate: input '{}' is neither input_ids, attention_mask, position_ids nor a past",
-                n);
+      fail("generate: input '{}' is neither input_ids, attention_mask, position_ids nor a past", n);
   }
   GAF_CHECK(io.ids, "generate: the model has no token input (input_ids, or an int64 input of rank 2)");
   GAF_CHECK(io.ids->type.dtype == DType::Int64, "generate: token input '{}' is {}, expected int64",
@@ -72,8 +71,7 @@ DecoderIO find_io(const runtime::Session& s) {
       else if (!axis)
         axis = d, dims.push_back(0);
       else
-        GAF_CHECK(false, "generate: past input '{}' has more than one dynamic dim besides the batch",
-                  p->name());
+        fail("generate: past input '{}' has more than one dynamic dim besides the batch", p->name());
     }
     GAF_CHECK(axis, "generate: past input '{}' has no dynamic sequence dim (its shape is fixed)", p->name());
     io.past_axis.push_back(*axis);

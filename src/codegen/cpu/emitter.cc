@@ -192,16 +192,11 @@ class Emitter {
       }
       os << rows.str();
     } else if (has_injective) {
-      // One loop nest per output shape (a head split writes Q as [B, L, H, D] and K, V as [B, H, L, D]), in order
-      // of first appearance; each nest computes what its outputs need.
-      std::vector<std::pair<Dims, std::vector<size_t>>> nests;
-      for (size_t o = 0; o < body_.outputs().size(); ++o) {
-        const Dims d = dims_of(body_.outputs()[o]);
-        auto it = std::find_if(nests.begin(), nests.end(), [&](const auto& x) { return same(x.first, d); });
-        if (it == nests.end()) nests.push_back({d, {o}});
-        else it->second.push_back(o);
-      }
-      for (const auto& nest : nests) emit_indexed(os, nest.second);
+      // One loop nest per output shape (a head split writes Q as [B, L, H, D] and K, V as [B, H, L, D]); each
+      // nest computes what its outputs need.
+      std::map<std::string, std::vector<size_t>> nests;  // by shape
+      for (size_t o = 0; o < body_.outputs().size(); ++o) nests[shape_key(body_.outputs()[o])].push_back(o);
+      for (const auto& [shape, outs] : nests) emit_indexed(os, outs);
     } else {
       emit_elementwise(os);
     }
@@ -211,6 +206,10 @@ class Emitter {
 
  private:
   // ---- shapes ----
+  // v's dims as text: outputs of one shape share a loop nest.
+  std::string shape_key(const Value* v) const {
+    return fmt::format("{}", fmt::join(dims_of(v) | std::views::transform(text), ","));
+  }
   void bind_symbols() {
     for (size_t i = 0; i < body_.inputs().size(); ++i) {
       const Value* v = body_.inputs()[i];
@@ -1133,8 +1132,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
     const Value* v = body_.outputs()[o];
     if (v == red->output(0)) red_out = o;
     else
-      (downstream.count(v) ? after : before)[fmt::format("{}", fmt::join(dims_of(v) | std::views::transform(text), ","))]
-          .push_back(o);
+      (downstream.count(v) ? after : before)[shape_key(v)].push_back(o);
   }
   for (const auto& [shape, outs] : before) emit_indexed(os, outs);
   // The reduction's result goes to a scratch buffer (fp32) when later nests read it back, and to its output

@@ -2,8 +2,7 @@
 // float scale per output column: w = scale[n] q), fp32 activations and accumulation. The weight-compression
 // pass makes it from QDQ / Cast forms and from the rules' precision_mode; the written model decomposes it
 // back to DequantizeLinear (or Cast) + MatMul. Every row count runs on Gemv over the compressed weights,
-// packed once when the session starts: in passes of 8 rows, so a decode step reads a quarter (int8) or half
-// (bf16) of the fp32 bytes.
+// packed once when the session starts, so a decode step reads a quarter (int8) or half (bf16) of the fp32 bytes.
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/gemv.h"
@@ -34,9 +33,7 @@ class CompressedMatMul final : public Kernel {
       if (s->constant().numel() == n_) std::copy_n(s->constant().data<float>(), n_, scale.begin());
       gemv_ = std::make_unique<Gemv>(Gemv::Storage::Int8, t.raw(), scale.data(), k_, n_, trans_b_);
     } else {
-      GAF_CHECK(t.dtype() == DType::Float, "{}: W is {}; expected bfloat16, int8 or float", n.describe(),
-                dtype_name(t.dtype()));
-      gemv_ = std::make_unique<Gemv>(t.data<float>(), k_, n_, trans_b_);
+      fail("{}: W is {}; expected bfloat16 or int8", n.describe(), dtype_name(t.dtype()));
     }
   }
 
@@ -48,11 +45,7 @@ class CompressedMatMul final : public Kernel {
     std::vector<int64_t> out = a.dims();
     out.back() = n_;
     Tensor& y = ctx.allocate_output(0, DType::Float, out);
-    const int64_t rows = k_ ? a.numel() / k_ : 0;
-    const float* ap = a.data<float>();
-    float* yp = y.data<float>();
-    for (int64_t r = 0; r < rows; r += Gemv::kMaxRows)
-      gemv_->run(ap + r * k_, std::min(Gemv::kMaxRows, rows - r), k_, yp + r * n_);
+    gemv_->run(a.data<float>(), k_ ? a.numel() / k_ : 0, k_, y.data<float>());
   }
 
  private:

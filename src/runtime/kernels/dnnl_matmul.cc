@@ -225,7 +225,7 @@ class MatMulKernel final : public Kernel {
   };
 
   // A few dense rows of A against constant B large enough to be a stream over the weights (gemv.h); with the
-  // weights packed at session start (see prepack_gemv), up to kGemvChunkRows rows as passes of kMaxRows.
+  // weights packed at session start (see prepack_gemv), up to kGemvChunkRows rows.
   static constexpr int64_t kGemvChunkRows = 32;
   bool gemv_pays(const Problem& p) const {
     if (!b_const_.defined() || p.src.size() != 2 || p.src_strides != Dims{p.K, 1}) return false;
@@ -396,9 +396,7 @@ class MatMulKernel final : public Kernel {
     if (e.degenerate || e.gemv) {  // K == 0 (the product is zero), or a few rows: then alpha C and the post-ops
       if (e.gemv) {
         Tensor Af = to_float(A, ctx.allocator());
-        for (int64_t r = 0; r < p.src[0]; r += Gemv::kMaxRows)
-          e.gemv->run(Af.data<float>() + r * p.K, std::min(Gemv::kMaxRows, p.src[0] - r), p.K,
-                      Yf.data<float>() + r * p.N);
+        e.gemv->run(Af.data<float>(), p.src[0], p.K, Yf.data<float>());
         if (alpha_ != 1.f)
           for (int64_t i = 0; i < Yf.numel(); ++i) Yf.data<float>()[i] *= alpha_;
       } else {

@@ -1,9 +1,9 @@
 #include "runtime/kernels/gemv.h"
 
 #include <algorithm>
-#include <cstring>
 #include <type_traits>
 
+#include "gaf/dtype.h"
 #include "runtime/kernels/common.h"
 
 #include "runtime/kernels/simd_vec.h"
@@ -90,15 +90,8 @@ constexpr GroupFn<W> kGroupFns[2] = {group_rows<W, 1, 2>, group_rows<W, 2, 1>};
 
 template <class W>
 [[maybe_unused]] float to_float(W v) {
-  if constexpr (std::is_same_v<W, float>) return v;
-  else if constexpr (std::is_same_v<W, uint16_t>) {
-    const uint32_t bits = uint32_t(v) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-  } else {
-    return float(v);
-  }
+  if constexpr (std::is_same_v<W, uint16_t>) return bf16_to_float(v);
+  else return float(v);
 }
 
 // Panel p of packed weights w [panels][K][kPanel] times rows of a into y.
@@ -140,9 +133,7 @@ void pack(const W* b, int64_t k, int64_t n, bool transposed, W* out) {
 }  // namespace
 
 Gemv::Gemv(const float* b, int64_t k, int64_t n, bool transposed)
-    : k_(k), n_(n), panels_((n + kPanel - 1) / kPanel), packed_(size_t(panels_ * k * kPanel) * sizeof(float), 0) {
-  pack(b, k, n, transposed, reinterpret_cast<float*>(packed_.data()));
-}
+    : Gemv(Storage::F32, b, nullptr, k, n, transposed) {}
 
 Gemv::Gemv(Storage storage, const void* raw, const float* scale, int64_t k, int64_t n, bool transposed)
     : storage_(storage), k_(k), n_(n), panels_((n + kPanel - 1) / kPanel) {

@@ -24,12 +24,13 @@ class Gemv {
   // Compressed weights as a model stores them (raw: uint16_t bfloat16 or int8_t values; scale: [N], int8 only).
   Gemv(Storage storage, const void* raw, const float* scale, int64_t k, int64_t n, bool transposed);
 
-  // a: m <= kMaxRows rows of K (row stride lda); y: [m, N].
+  // a: m rows of K (row stride lda); y: [m, N]. Each panel of weights is read from memory once for all m rows
+  // (its K x 64 weights stay in cache while the row groups take turns); it pays for up to about kMaxRows rows,
+  // beyond which a GEMM's blocking wins, and up to 32 when the weights were packed ahead (dnnl_matmul.cc).
   void run(const float* a, int64_t m, int64_t lda, float* y) const;
 
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
-  size_t bytes() const { return packed_.size(); }
 
  private:
   Storage storage_ = Storage::F32;

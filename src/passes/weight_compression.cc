@@ -7,7 +7,8 @@
 //                                                    weights)
 //   MatMul(A, Cast(Wb, to = float))                  Wb bfloat16 [K, N]
 //   Gemm(A, the same, [C], transB)                   alpha = 1, transA = 0; C (beta = 1) added after
-//   MatMul / Gemm(A, W) with W fp32 [K, N]           with the rules' precision_mode "bf16_mixed" (W rounded to
+//   MatMul / Gemm(A, W) with W fp32 [K, N]           with the rules' precision_mode "bf16_mixed" (W rounded
+//   to
 //                                                    bfloat16) or "int8_weights" (symmetric per-column int8,
 //                                                    s = max |w| / 127), for W of at least 64K elements
 //

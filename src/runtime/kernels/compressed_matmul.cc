@@ -2,7 +2,8 @@
 // float scale per output column: w = scale[n] q), fp32 activations and accumulation. The weight-compression
 // pass makes it from QDQ / Cast forms and from the rules' precision_mode; the written model decomposes it
 // back to DequantizeLinear (or Cast) + MatMul. Every row count runs on Gemv over the compressed weights,
-// packed once when the session starts, so a decode step reads a quarter (int8) or half (bf16) of the fp32 bytes.
+// packed once when the session starts, so a decode step reads a quarter (int8) or half (bf16) of the fp32
+// bytes.
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/gemv.h"

@@ -36,6 +36,9 @@ struct Target {
   // With conv_expand_depthwise: fuse every block the kernel runs, also those where it measured slower than the
   // two convolutions apart (stride 2 with a 5x5 window or SiLU/HardSwish); for measuring them (gaf_block_bench).
   bool conv_expand_depthwise_everywhere = false;
+  // Whether convolutions run channels-last (NHWC): the CPU runtime's oneDNN and hand-written kernels do; cuDNN
+  // on the GPU takes the model's NCHW as it is, so a GPU target keeps the layout passes out of the pipeline.
+  bool channels_last = true;
 
   // "cpu-host", "cuda-h200", "ascend910b", or a JSON file with these fields. Throws naming the bad field.
   static Target builtin_or_file(const std::string& name_or_path);

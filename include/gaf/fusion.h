@@ -66,8 +66,9 @@ struct FusionRule {
 
 // fp16_mixed: fp16 regions, precision-sensitive ops kept apart; bf16_mixed / int8_weights: the constant weights of
 // large products stored in bf16 / per-output-channel symmetric int8, dequantised inside the product (fp32
-// activations and accumulation; weight-compression pass).
-enum class PrecisionMode { Fp32, Fp16Mixed, Bf16Mixed, Int8Weights };
+// activations and accumulation; weight-compression pass). tf32: products and convolutions on a GPU's tensor cores
+// in TF32 (the CPU, which has none, computes fp32).
+enum class PrecisionMode { Fp32, Fp16Mixed, Bf16Mixed, Int8Weights, Tf32 };
 
 struct FusionRules {
   bool enable_fusion = true;

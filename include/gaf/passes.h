@@ -56,7 +56,8 @@ class PassManager {
   // Runs the pipeline to a fixed point (at most `max_iterations` sweeps). Returns whether anything changed.
   bool run(Graph& g, PassContext& ctx, int max_iterations = 32);
   // The canonicalisation and rewrite pipeline of an opt level (empty at 0).
-  static PassManager for_opt_level(int opt_level);
+  // `channels_last`: the target runs convolutions channels-last (the layout passes join the pipeline).
+  static PassManager for_opt_level(int opt_level, bool channels_last = true);
   std::vector<std::string> names() const;
 
  private:

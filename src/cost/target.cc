@@ -43,6 +43,7 @@ Target cuda_h200() {
   t.vector_flops = 67e12;
   t.matrix_flops = 494e12;
   t.cores = 132;
+  t.channels_last = false;
   return t;
 }
 
@@ -100,6 +101,9 @@ Target Target::builtin_or_file(const std::string& spec) {
     } else if (k == "conv_winograd") {
       GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_winograd' must be true or false", spec);
       t.conv_winograd = it->get<bool>();
+    } else if (k == "channels_last") {
+      GAF_CHECK(it->is_boolean(), "target file '{}': 'channels_last' must be true or false", spec);
+      t.channels_last = it->get<bool>();
     } else if (k == "conv_expand_depthwise") {
       GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_expand_depthwise' must be true or false", spec);
       t.conv_expand_depthwise = it->get<bool>();
@@ -107,7 +111,7 @@ Target Target::builtin_or_file(const std::string& spec) {
       GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_expand_depthwise_everywhere' must be true or false", spec);
       t.conv_expand_depthwise_everywhere = it->get<bool>();
     } else fail("target file '{}': unknown key '{}' (known: name, dram_bandwidth, onchip_bytes, launch_overhead_s, "
-              "vector_flops, matrix_flops, cores, conv_clip_epilogue, conv_winograd, conv_expand_depthwise, "
+              "vector_flops, matrix_flops, cores, conv_clip_epilogue, conv_winograd, conv_expand_depthwise, channels_last, "
               "conv_expand_depthwise_everywhere)", spec, k);
   }
   return t;
@@ -123,6 +127,7 @@ std::string Target::to_json() const {
                       {"cores", cores},
                       {"conv_clip_epilogue", conv_clip_epilogue},
                       {"conv_winograd", conv_winograd},
+                      {"channels_last", channels_last},
                       {"conv_expand_depthwise", conv_expand_depthwise},
                       {"conv_expand_depthwise_everywhere", conv_expand_depthwise_everywhere}};
   return j.dump(2);

@@ -65,7 +65,8 @@ void parse_global(const json& g, FusionRules& r, const Source& src) {
       else if (m == "fp16_mixed") r.precision_mode = PrecisionMode::Fp16Mixed;
       else if (m == "bf16_mixed") r.precision_mode = PrecisionMode::Bf16Mixed;
       else if (m == "int8_weights") r.precision_mode = PrecisionMode::Int8Weights;
-      else src.error(k, "must be \"fp32\", \"fp16_mixed\", \"bf16_mixed\" or \"int8_weights\"");
+      else if (m == "tf32") r.precision_mode = PrecisionMode::Tf32;
+      else src.error(k, "must be \"fp32\", \"tf32\", \"fp16_mixed\", \"bf16_mixed\" or \"int8_weights\"");
     } else if (k == "max_ops_per_group" || k == "max_inputs_per_group" || k == "max_rounds") {
       if (!v.is_number_integer() || v.get<int64_t>() < 1) src.error(k, "must be a positive integer");
       int n = int(v.get<int64_t>());

@@ -28,7 +28,7 @@ bool PassManager::run(Graph& g, PassContext& ctx, int max_iterations) {
   return any;
 }
 
-PassManager PassManager::for_opt_level(int opt_level) {
+PassManager PassManager::for_opt_level(int opt_level, bool channels_last) {
   PassManager pm;
   if (opt_level < 1) return pm;
   // Canonicalise first: later matchers see constants folded and duplicates merged.
@@ -51,7 +51,7 @@ PassManager PassManager::for_opt_level(int opt_level) {
   pm.add(make_hard_swish_recognition());
   // Channels-last convolutions for the CPU runtime, after BN folding; transpose folding cancels the Transposes
   // between consecutive convolutions.
-  if (opt_level >= 2) {
+  if (opt_level >= 2 && channels_last) {
     pm.add(make_batch_norm_affine());
     pm.add(make_layout_nhwc());
     pm.add(make_transpose_fold());

@@ -69,7 +69,7 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
         fail("rules: skip_passes names '{}', which is no rewrite pass (known: {})", p, fmt::join(known, ", "));
   }
   if (!opts.dump_dir.empty()) ctx.dump_dir = (std::filesystem::path(opts.dump_dir) / "passes").string();
-  PassManager::for_opt_level(opts.fusion.opt_level).run(g, ctx);
+  PassManager::for_opt_level(opts.fusion.opt_level, opts.target.channels_last).run(g, ctx);
   r.rewrites = ctx.rewrites;
   {
     std::set<std::string> present;  // a near miss whose anchor a later rewrite consumed is no miss

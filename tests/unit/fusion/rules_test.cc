@@ -1,6 +1,9 @@
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "gaf/fusion.h"
+#include "gaf/passes.h"
 
 namespace gaf {
 namespace {
@@ -84,6 +87,36 @@ TEST(Targets, BuiltinsAndFiles) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("bogus"), std::string::npos);
   }
+}
+
+// tf32 selects TF32 products on a GPU; a misspelt mode names the known ones, tf32 among them.
+TEST(Rules, PrecisionModeTf32) {
+  EXPECT_EQ(FusionRules::parse(R"({"global": {"precision_mode": "tf32"}})").precision_mode, PrecisionMode::Tf32);
+  try {
+    FusionRules::parse(R"({"global": {"precision_mode": "tf16"}})");
+    FAIL() << "tf16 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"tf32\""), std::string::npos) << e.what();
+  }
+}
+
+// A GPU target keeps convolutions channels-first (cuDNN takes NCHW as it is): no layout passes in its pipeline;
+// the CPU's has them. A target file may say either.
+TEST(Targets, ChannelsLastIsTheCpusLayout) {
+  EXPECT_TRUE(Target::cpu_host().channels_last);
+  EXPECT_FALSE(Target::builtin_or_file("cuda-h200").channels_last);
+  auto has_layout = [](const PassManager& pm) {
+    auto names = pm.names();
+    return std::find(names.begin(), names.end(), "layout-nhwc") != names.end();
+  };
+  EXPECT_TRUE(has_layout(PassManager::for_opt_level(2)));
+  EXPECT_FALSE(has_layout(PassManager::for_opt_level(2, false)));
+  EXPECT_FALSE(has_layout(PassManager::for_opt_level(1)));
+  std::string path = ::testing::TempDir() + "/target_nchw.json";
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(R"({"name": "mine", "channels_last": false})", f);
+  std::fclose(f);
+  EXPECT_FALSE(Target::builtin_or_file(path).channels_last);
 }
 
 }  // namespace

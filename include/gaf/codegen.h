@@ -25,6 +25,16 @@ struct DimExpr {
   int symbol = -1;
 };
 
+// How the host launches a CUDA kernel. Every CUDA kernel uses grid-stride loops, so any grid size is correct;
+// block size is always 256 threads (kernels may assume blockDim.x == 256). Element kernels: the host picks
+// grid = min(ceil(max output numel / 256), 132 * 16), at least 1.
+struct CudaLaunch {
+  bool rows = false;                // false: element kernel; true: one row per block (row kernel)
+  std::vector<DimExpr> rows_dims;   // rows kernel: rows = product of these
+  std::vector<DimExpr> row_length;  // rows kernel: L = product of these
+  int row_buffers = 0;              // rows kernel: dynamic shared memory = row_buffers * L * sizeof(float) bytes
+};
+
 // Everything the host side needs to call a generated kernel.
 struct KernelSignature {
   std::string symbol;                             // exported function name
@@ -33,6 +43,7 @@ struct KernelSignature {
   std::vector<std::vector<DimExpr>> input_dims;   // expected input shapes (checked at run time)
   std::vector<std::vector<DimExpr>> output_dims;
   std::vector<DType> output_dtypes;
+  CudaLaunch cuda;                                // how the host launches the CUDA dialect's kernel
 };
 
 struct EmittedKernel {
@@ -40,8 +51,14 @@ struct EmittedKernel {
   std::string source;  // the function (and its constants), without the shared prelude
 };
 
+// Cpu: C++ functions with OpenMP loops (the signature above). Cuda: CUDA C++ `__global__` kernels for NVRTC,
+//   extern "C" __global__ void __launch_bounds__(256) SYMBOL(const GafArgs args)
+// with GafArgs (in cuda_prelude()) holding the same three arrays by value.
+enum class Dialect { Cpu, Cuda };
+
 struct EmitOptions {
   bool debug = false;  // node names as variable names, bounds checks
+  Dialect dialect = Dialect::Cpu;
 };
 
 // Emits the kernel of a fused node, or nullopt with `why_not` set when a member op, dtype or shape is outside
@@ -51,6 +68,9 @@ std::optional<EmittedKernel> emit_kernel(const Node& fused, const std::string& s
 
 // Helpers shared with the runtime prelude.
 std::string prelude();
+// The CUDA translation unit head: types, GafArgs, gaf_* device helpers, block reductions. No #include: it
+// compiles under NVRTC without headers.
+std::string cuda_prelude();
 
 struct CompileOptions {
   bool debug = false;  // -O0 -g instead of -O3

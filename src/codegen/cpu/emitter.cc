@@ -18,14 +18,30 @@
 //                 in between is written to memory.
 //
 // Every dimension is a constant or a symbol read from `sym[]`, so a kernel serves every shape of a dynamic model.
+//
+// The CUDA dialect (EmitOptions::dialect) prints the same declarations and expressions as `__global__` kernels
+// for NVRTC (head, loop headers and limits in codegen/cuda/printer.h, helpers in cuda_prelude()); only the loops
+// differ, and no kernel allocates:
+//
+//   elementwise   one grid-stride loop over the output index i; the row form's per-row bases come from
+//                 r = i / inner, j = i - r * inner.
+//   row           one row per block (grid-stride over rows), row buffers in dynamic shared memory, the block's
+//                 threads striding over the row; each reduction's per-thread partial is combined over the block
+//                 (gaf_block_sum / max / min / or), per-row outputs written by thread 0.
+//   indexed       each loop nest a grid-stride loop over its linear index. Nests only read the group's inputs;
+//                 one that reads what another wrote (a materialised reduction) would need a grid-wide barrier
+//                 and is refused, as is the segmented Concat form (the plain nest reads the same values).
+//                 An indexed reduction is one thread per output element running the reduced loops.
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ranges>
 #include <set>
 #include <sstream>
 
 #include "codegen/cpu/scalar_ops.h"
+#include "codegen/cuda/printer.h"
 #include "gaf/codegen.h"
 #include "gaf/op_registry.h"
 
@@ -142,7 +158,7 @@ bool indexable(const Node& n) {
 class Emitter {
  public:
   Emitter(const Node& fused, const std::string& symbol, const EmitOptions& opts)
-      : fused_(fused), body_(*fused.body), opts_(opts) {
+      : fused_(fused), body_(*fused.body), opts_(opts), cuda_(opts.dialect == Dialect::Cuda) {
     sig_.symbol = symbol;
     for (const Node* n : body_.nodes()) sig_.original_nodes.push_back(n->name.empty() ? n->output(0)->name() : n->name);
   }
@@ -166,12 +182,16 @@ class Emitter {
                op_kind_name(k));
     }
     mark_params();
-    std::ostringstream os;
-    os << "// " << sig_.symbol << ": fused group of " << body_.num_nodes() << " ops\n";
+    if (cuda_) check_cuda_args();
+    std::ostringstream head, os;
+    head << "// " << sig_.symbol << ": fused group of " << body_.num_nodes() << " ops\n";
     for (const Node* n : body_.nodes())
-      os << "//   " << n->op_type << " " << (n->name.empty() ? n->output(0)->name() : n->name) << "\n";
-    os << "extern \"C\" void " << sig_.symbol
-       << "(const void* const* in_, void* const* out_, const int64_t* sym) {\n  (void)sym;\n";
+      head << "//   " << n->op_type << " " << (n->name.empty() ? n->output(0)->name() : n->name) << "\n";
+    if (cuda_)
+      os << cuda::kernel_head(sig_.symbol);
+    else
+      os << "extern \"C\" void " << sig_.symbol
+         << "(const void* const* in_, void* const* out_, const int64_t* sym) {\n  (void)sym;\n";
     declare_pointers(os);
     if (has_reduction) {
       // Trailing-axis rows (softmax, layer-norm shapes) first; a single reduction over other axes, or behind
@@ -201,10 +221,24 @@ class Emitter {
       emit_elementwise(os);
     }
     os << "}\n";
-    return {sig_, os.str()};
+    // CUDA constants live at namespace scope, before the kernel that reads them.
+    return {sig_, head.str() + constants_.str() + os.str()};
   }
 
  private:
+  // GafArgs carries fixed-size arrays.
+  void check_cuda_args() const {
+    if (body_.inputs().size() > size_t(cuda::kMaxInputs) || body_.outputs().size() > size_t(cuda::kMaxOutputs) ||
+        sig_.symbol_binds.size() > size_t(cuda::kMaxSymbols))
+      reject("CUDA kernels take at most {} inputs, {} outputs and {} symbolic dims; the group has {}, {} and {}",
+             cuda::kMaxInputs, cuda::kMaxOutputs, cuda::kMaxSymbols, body_.inputs().size(), body_.outputs().size(),
+             sig_.symbol_binds.size());
+  }
+  // An OpenMP pragma line at indent `ind`; nothing in the CUDA dialect, whose loops are spread over the grid.
+  std::string omp(const std::string& ind, const std::string& clause) const {
+    return cuda_ ? "" : ind + "#pragma omp " + clause + "\n";
+  }
+
   // ---- shapes ----
   // v's dims as text: outputs of one shape share a loop nest.
   std::string shape_key(const Value* v) const {
@@ -234,6 +268,7 @@ class Emitter {
     return out;
   }
 
+  const char* restrict_() const { return cuda_ ? "__restrict__" : "__restrict"; }
   void declare_pointers(std::ostream& os) {
     int i = 0;
     for (const Value* v : body_.inputs()) {
@@ -243,8 +278,8 @@ class Emitter {
       }
       if (!storage_ok(v->type.dtype) && !cast_only_input(body_, v))
         reject("input '{}' has element type {}", v->name(), dtype_name(v->type.dtype));
-      os << fmt::format("  const {}* __restrict in{} = static_cast<const {}*>(in_[{}]);\n", c_type(v->type.dtype), i,
-                        c_type(v->type.dtype), i);
+      os << fmt::format("  const {}* {} in{} = static_cast<const {}*>(in_[{}]);\n", c_type(v->type.dtype), restrict_(),
+                        i, c_type(v->type.dtype), i);
       ptr_[v] = fmt::format("in{}", i++);
     }
     int c = 0;
@@ -252,17 +287,24 @@ class Emitter {
       if (params_.count(v)) continue;
       const Tensor& t = v->constant();
       if (!storage_ok(t.dtype()) || t.numel() > 64) reject("constant '{}' cannot be inlined", v->name());
-      std::string name = fmt::format("c{}", c++);
-      os << "  static const " << (t.dtype() == DType::Bool ? "bool" : "float") << " " << name << "[] = {";
+      // CUDA: namespace-scope __device__ arrays, whose initialisers must be constant expressions; NVRTC has none
+      // for infinity or NaN (__int_as_float is a function), so an array holding one is local to the kernel.
+      bool finite = true;
+      for (int64_t k = 0; k < t.numel() && t.dtype() != DType::Bool; ++k) finite &= std::isfinite(float(t.get_double(k)));
+      const bool global = cuda_ && finite;
+      std::string name = global ? fmt::format("{}_c{}", sig_.symbol, c++) : fmt::format("c{}", c++);
+      std::ostream& to = global ? constants_ : os;
+      to << (global ? "__device__ const " : cuda_ ? "  const " : "  static const ")
+         << (t.dtype() == DType::Bool ? "bool" : "float") << " " << name << "[] = {";
       for (int64_t k = 0; k < t.numel(); ++k)
-        os << (k ? ", " : "") << (t.dtype() == DType::Bool ? (t.get_int(k) ? "true" : "false") : float_literal(t.get_double(k)));
-      os << "};\n";
+        to << (k ? ", " : "") << (t.dtype() == DType::Bool ? (t.get_int(k) ? "true" : "false") : float_literal(t.get_double(k)));
+      to << "};\n";
       ptr_[v] = name;
       const_float_[v] = true;
     }
     for (size_t o = 0; o < body_.outputs().size(); ++o) {
       DType t = body_.outputs()[o]->type.dtype;
-      os << fmt::format("  {}* __restrict out{} = static_cast<{}*>(out_[{}]);\n", c_type(t), o, c_type(t), o);
+      os << fmt::format("  {}* {} out{} = static_cast<{}*>(out_[{}]);\n", c_type(t), restrict_(), o, c_type(t), o);
     }
   }
 
@@ -352,6 +394,10 @@ class Emitter {
       }
     }
     os << "  const int64_t n = " << product(space, 0, rank) << ";\n  if (n == 0) return;\n";
+    if (cuda_) {
+      emit_elementwise_cuda(os, operands, operand_of, space, flat);
+      return;
+    }
     std::vector<std::string> index(operands.size());
     std::string out_index;
     if (flat || rank == 0) {
@@ -372,23 +418,55 @@ class Emitter {
       os << "    int64_t rem = r;\n";
       for (int d = int(rank) - 2; d >= 0; --d)
         os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
-      for (size_t k = 0; k < operands.size(); ++k) {
-        const Dims& vd = operands[k].vdims;
-        std::string base;
-        for (size_t d = 0; d + 1 < rank; ++d) {
-          if (is_one(vd[d]) && !is_one(space[d])) continue;
-          base += fmt::format(" + q{} * ({})", d, product(vd, d + 1, rank));
-        }
-        os << fmt::format("    const int64_t b{} = 0{};\n", k, base);
-        bool inner_bcast = is_one(vd[rank - 1]) && !is_one(space[rank - 1]);
-        index[k] = inner_bcast ? fmt::format("b{}", k) : fmt::format("b{} + j", k);
-      }
+      row_bases(os, operands, space, index);
       os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n";
       os << "      const int64_t i = r * inner + j;\n";
       out_index = "i";
     }
     emit_body(os, operands, operand_of, index, [&](size_t) { return out_index; }, "      ");
     os << "    }\n  }\n";
+  }
+
+  // The row form's per-operand base offsets from the row coordinates q<d> (index[k]: b<k> + j, or b<k> for an
+  // operand broadcast along the row).
+  void row_bases(std::ostream& os, const std::vector<Operand>& operands, const Dims& space,
+                 std::vector<std::string>& index) {
+    const size_t rank = space.size();
+    for (size_t k = 0; k < operands.size(); ++k) {
+      const Dims& vd = operands[k].vdims;
+      std::string base;
+      for (size_t d = 0; d + 1 < rank; ++d) {
+        if (is_one(vd[d]) && !is_one(space[d])) continue;
+        base += fmt::format(" + q{} * ({})", d, product(vd, d + 1, rank));
+      }
+      os << fmt::format("    const int64_t b{} = 0{};\n", k, base);
+      bool inner_bcast = is_one(vd[rank - 1]) && !is_one(space[rank - 1]);
+      index[k] = inner_bcast ? fmt::format("b{}", k) : fmt::format("b{} + j", k);
+    }
+  }
+
+  // The CUDA form of emit_elementwise's loops (after `n`): one grid-stride loop over i, the row form's row r and
+  // column j derived from it.
+  void emit_elementwise_cuda(std::ostream& os, const std::vector<Operand>& operands,
+                             const std::map<std::pair<const Node*, int>, int>& operand_of, const Dims& space,
+                             bool flat) {
+    const size_t rank = space.size();
+    std::vector<std::string> index(operands.size());
+    if (flat || rank == 0) {
+      os << "  " << cuda::element_loop() << " {\n";
+      for (size_t k = 0; k < operands.size(); ++k)
+        index[k] = std::all_of(operands[k].vdims.begin(), operands[k].vdims.end(), is_one) ? "0" : "i";
+    } else {
+      // Not flat: some operand is broadcast over part of the space, so rank >= 2.
+      os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  " << cuda::element_loop() << " {\n"
+         << "    int64_t rem = i / inner;\n    [[maybe_unused]] const int64_t j = i - rem * inner;\n";
+      for (int d = int(rank) - 2; d >= 0; --d)
+        os << fmt::format("    [[maybe_unused]] const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]),
+                          text(space[d]));
+      row_bases(os, operands, space, index);
+    }
+    emit_body(os, operands, operand_of, index, [](size_t) { return std::string("i"); }, "    ");
+    os << "  }\n";
   }
 
   // Loads, node formulas and stores for one element; `index[k]` indexes operand k.
@@ -475,6 +553,8 @@ class Emitter {
   const Node& fused_;
   const Graph& body_;
   EmitOptions opts_;
+  bool cuda_;
+  std::ostringstream constants_;  // CUDA: the inlined constants, printed before the kernel
   KernelSignature sig_;
   std::map<std::string, int> symbols_;
   std::map<const Value*, std::string> ptr_;
@@ -574,15 +654,38 @@ void Emitter::emit_rows(std::ostream& os) {
   std::map<const Value*, int> buffer;
   for (const Node* n : body_.nodes())
     if (shape_of(n->output(0)) == Shape::Row) buffer[n->output(0)] = int(buffer.size());
-  os << "#pragma omp parallel if (rows * L >= 32768)\n  {\n"
-     << "    float* scratch = static_cast<float*>(std::malloc(sizeof(float) * size_t(L) * " << std::max<size_t>(1, buffer.size())
-     << "));\n"
-     << "#pragma omp for schedule(static)\n    for (int64_t r = 0; r < rows; ++r) {\n";
+  if (cuda_) {
+    // One block per row: its buffers in dynamic shared memory, which the host sizes from sig_.cuda.
+    int64_t static_l = 1;
+    for (size_t d = from; d < rank && static_l >= 0; ++d) static_l = space[d].value < 0 ? -1 : static_l * space[d].value;
+    const int64_t bytes = int64_t(buffer.size()) * static_l * int64_t(sizeof(float));
+    if (static_l >= 0 && bytes > cuda::kMaxRowSharedBytes)
+      reject("the row kernel's {} row buffers of {} floats need {} bytes of shared memory, more than the {} a block "
+             "gets", buffer.size(), static_l, bytes, cuda::kMaxRowSharedBytes);
+    os << (buffer.empty() ? "" : "  extern __shared__ float gaf_smem[];\n") << "  {\n    " << cuda::row_loop()
+       << " {\n";
+  } else {
+    os << "#pragma omp parallel if (rows * L >= 32768)\n  {\n"
+       << "    float* scratch = static_cast<float*>(std::malloc(sizeof(float) * size_t(L) * "
+       << std::max<size_t>(1, buffer.size()) << "));\n"
+       << "#pragma omp for schedule(static)\n    for (int64_t r = 0; r < rows; ++r) {\n";
+  }
   std::map<const Value*, std::string> scalar_var;  // per-row scalars
   std::map<const Value*, ScalarType> scalar_type_of;
   std::map<const Value*, int> out_slot;
   for (size_t o = 0; o < body_.outputs().size(); ++o) out_slot[body_.outputs()[o]] = int(o);
   const std::string ind = "      ";
+  // Every j-loop over the row has this header (see cuda::row_element_loop()).
+  const std::string jl = cuda_ ? cuda::row_element_loop() : "for (int64_t j = 0; j < L; ++j)";
+  // CUDA: the block's total of a per-thread partial `v`, in every thread.
+  auto block_total = [&](const char* fn, const std::string& v) {
+    if (cuda_) os << ind << v << " = " << fn << "(" << v << ");\n";
+  };
+  // A per-row output: one thread writes it in the CUDA dialect.
+  auto store_row_scalar = [&](const Value* out, const std::string& v) {
+    os << ind << (cuda_ ? "if (threadIdx.x == 0) " : "") << "out" << out_slot[out] << "[r] = "
+       << store(out->type.dtype, v) << ";\n";
+  };
   // Expression reading value v (input i of n) at row element j (or the per-row scalar).
   auto arg = [&](const Node& n, int i, bool in_loop, ScalarType& t) -> std::string {
     const Value* v = n.input(i);
@@ -606,7 +709,7 @@ void Emitter::emit_rows(std::ostream& os) {
     return load_expr(v, idx);
   };
   for (size_t b = 0; b < buffer.size(); ++b)  // in buffer order, not the map's (pointer) order: the same text each time
-    os << ind << "float* buf" << b << " = scratch + size_t(L) * " << b << ";\n";
+    os << ind << "float* buf" << b << " = " << (cuda_ ? "gaf_smem" : "scratch") << " + size_t(L) * " << b << ";\n";
   int sv = 0;
   for (const Node* n : body_.nodes()) {
     const Value* out = n->output(0);
@@ -620,29 +723,28 @@ void Emitter::emit_rows(std::ostream& os) {
       if (op == "Softmax" || op == "LogSoftmax") {
         int b = buffer.at(out);
         std::string mx = fmt::format("m{}", sv), sum = fmt::format("s{}", sv++);
-        os << ind << "float " << mx << " = -__builtin_inff();\n"
-           << ind << "#pragma omp simd reduction(max:" << mx << ")\n"
-           << ind << "for (int64_t j = 0; j < L; ++j) { const float v = " << x << "; " << mx << " = v > " << mx
-           << " ? v : " << mx << "; }\n"
-           << ind << "float " << sum << " = 0.0f;\n"
-           << ind << "#pragma omp simd reduction(+:" << sum << ")\n"
-           << ind << "for (int64_t j = 0; j < L; ++j) { const float e = gaf_exp_nonpos(" << x << " - " << mx << "); "
+        os << ind << "float " << mx << " = -__builtin_inff();\n" << omp(ind, "simd reduction(max:" + mx + ")")
+           << ind << jl << " { const float v = " << x << "; " << mx << " = v > " << mx << " ? v : " << mx << "; }\n";
+        block_total("gaf_block_max", mx);
+        os << ind << "float " << sum << " = 0.0f;\n" << omp(ind, "simd reduction(+:" + sum + ")")
+           << ind << jl << " { const float e = gaf_exp_nonpos(" << x << " - " << mx << "); "
            << (op == "Softmax" ? fmt::format("buf{}[j] = e; ", b) : "") << sum << " += e; }\n";
+        block_total("gaf_block_sum", sum);
         if (op == "Softmax" && out_slot.count(out)) {  // scale and store in one pass
-          os << ind << "{ const float inv = 1.0f / " << sum << ";\n" << ind << "#pragma omp simd\n"
-             << ind << "for (int64_t j = 0; j < L; ++j) { const float y = buf" << b << "[j] * inv; buf" << b
+          os << ind << "{ const float inv = 1.0f / " << sum << ";\n" << omp(ind, "simd")
+             << ind << jl << " { const float y = buf" << b << "[j] * inv; buf" << b
              << "[j] = y; out" << out_slot[out] << "[r * L + j] = " << store(out->type.dtype, "y") << "; } }\n";
           continue;
         }
         if (op == "Softmax")
-          os << ind << "{ const float inv = 1.0f / " << sum << ";\n" << ind << "#pragma omp simd\n"
-             << ind << "for (int64_t j = 0; j < L; ++j) buf" << b << "[j] *= inv; }\n";
+          os << ind << "{ const float inv = 1.0f / " << sum << ";\n" << omp(ind, "simd")
+             << ind << jl << " buf" << b << "[j] *= inv; }\n";
         else
           // (x - max) - log(sum): x - (max + log(sum)) would lose log(sum) to max's rounding for large logits.
-          os << ind << "{ const float ls = gaf_log(" << sum << ");\n" << ind << "#pragma omp simd\n"
-             << ind << "for (int64_t j = 0; j < L; ++j) buf" << b << "[j] = (" << x << " - " << mx << ") - ls; }\n";
+          os << ind << "{ const float ls = gaf_log(" << sum << ");\n" << omp(ind, "simd")
+             << ind << jl << " buf" << b << "[j] = (" << x << " - " << mx << ") - ls; }\n";
         if (out_slot.count(out))
-          os << ind << "#pragma omp simd\n" << ind << "for (int64_t j = 0; j < L; ++j) out" << out_slot[out]
+          os << omp(ind, "simd") << ind << jl << " out" << out_slot[out]
              << "[r * L + j] = " << store(out->type.dtype, fmt::format("buf{}[j]", b)) << ";\n";
         continue;
       }
@@ -653,18 +755,17 @@ void Emitter::emit_rows(std::ostream& os) {
         // Row statistics in double, as the runtime's kernel keeps them: fp32 squares overflow from 1.8e19.
         std::string mean = fmt::format("s{}", sv++), var = fmt::format("s{}", sv++);
         os << ind << "double " << mean << " = 0.0;\n";
-        if (centre)
-          os << ind << "#pragma omp simd reduction(+:" << mean << ")\n"
-             << ind << "for (int64_t j = 0; j < L; ++j) " << mean << " += double(" << x << ");\n"
-             << ind << mean << " /= double(L);\n";
-        os << ind << "double " << var << " = 0.0;\n"
-           << ind << "#pragma omp simd reduction(+:" << var << ")\n"
-           << ind << "for (int64_t j = 0; j < L; ++j) { const double d = double(" << x << ") - " << mean << "; " << var
-           << " += d * d; }\n"
-           << ind << "{ const float rstd = float(1.0 / __builtin_sqrt(" << var << " / double(L) + "
+        if (centre) {
+          os << omp(ind, "simd reduction(+:" + mean + ")") << ind << jl << " " << mean << " += double(" << x << ");\n";
+          block_total("gaf_block_sum", mean);
+          os << ind << mean << " /= double(L);\n";
+        }
+        os << ind << "double " << var << " = 0.0;\n" << omp(ind, "simd reduction(+:" + var + ")")
+           << ind << jl << " { const double d = double(" << x << ") - " << mean << "; " << var << " += d * d; }\n";
+        block_total("gaf_block_sum", var);
+        os << ind << "{ const float rstd = float(1.0 / __builtin_sqrt(" << var << " / double(L) + "
            << float_literal(n->attr_float("epsilon", 1e-5f)) << ")), mf = float(" << mean << ");\n"
-           << ind << "#pragma omp simd\n"
-           << ind << "for (int64_t j = 0; j < L; ++j) { float v = (" << x << " - mf) * rstd;";
+           << omp(ind, "simd") << ind << jl << " { float v = (" << x << " - mf) * rstd;";
         ScalarType st;
         if (n->input(1)) os << " v *= " << arg(*n, 1, true, st) << ";";
         if (centre && n->input(2)) os << " v += " << arg(*n, 2, true, st) << ";";
@@ -690,9 +791,9 @@ void Emitter::emit_rows(std::ostream& os) {
       else if (op == "ReduceLogSumExp") combine = 'L';
       else reject("{} has no row form in the emitter", n->describe());
       if (combine == '+') {
-        os << ind << acc_t << " " << acc << " = " << init << ";\n"
-           << ind << "#pragma omp simd reduction(+:" << acc << ")\n"
-           << ind << "for (int64_t j = 0; j < L; ++j) " << acc << " += " << step << ";\n";
+        os << ind << acc_t << " " << acc << " = " << init << ";\n" << omp(ind, "simd reduction(+:" + acc + ")")
+           << ind << jl << " " << acc << " += " << step << ";\n";
+        block_total("gaf_block_sum", acc);
       } else {
         // Max / min over the row (a NaN anywhere makes it NaN, as the runtime's reductions give); LogSumExp:
         // max + log(sum exp(x - max)), the row's infinite maximum itself (an all -inf row gives -inf).
@@ -700,17 +801,17 @@ void Emitter::emit_rows(std::ostream& os) {
         std::string ext = fmt::format("s{}", sv++), nan = fmt::format("s{}", sv++);
         os << ind << "float " << ext << " = " << (hi ? "-__builtin_inff()" : "__builtin_inff()") << ";\n"
            << ind << "int " << nan << " = 0;\n"
-           << ind << "#pragma omp simd reduction(" << (hi ? "max" : "min") << ":" << ext << ") reduction(|:" << nan
-           << ")\n"
-           << ind << "for (int64_t j = 0; j < L; ++j) { const float v = " << x << "; " << ext << " = v "
-           << (hi ? ">" : "<") << " " << ext << " ? v : " << ext << "; " << nan << " |= v != v; }\n";
+           << omp(ind, fmt::format("simd reduction({}:{}) reduction(|:{})", hi ? "max" : "min", ext, nan))
+           << ind << jl << " { const float v = " << x << "; " << ext << " = v " << (hi ? ">" : "<") << " " << ext
+           << " ? v : " << ext << "; " << nan << " |= v != v; }\n";
+        block_total(hi ? "gaf_block_max" : "gaf_block_min", ext);
+        block_total("gaf_block_or", nan);
         if (combine == 'L') {
           std::string sum = fmt::format("s{}", sv++);
-          os << ind << "float " << sum << " = 0.0f;\n"
-             << ind << "#pragma omp simd reduction(+:" << sum << ")\n"
-             << ind << "for (int64_t j = 0; j < L; ++j) " << sum << " += gaf_exp_nonpos(" << x << " - " << ext
-             << ");\n"
-             << ind << "const float " << acc << " = " << nan << " ? __builtin_nanf(\"\") : (" << ext << " - " << ext
+          os << ind << "float " << sum << " = 0.0f;\n" << omp(ind, "simd reduction(+:" + sum + ")")
+             << ind << jl << " " << sum << " += gaf_exp_nonpos(" << x << " - " << ext << ");\n";
+          block_total("gaf_block_sum", sum);
+          os << ind << "const float " << acc << " = " << nan << " ? __builtin_nanf(\"\") : (" << ext << " - " << ext
              << " != 0.0f ? " << ext << " : " << ext << " + gaf_log(" << sum << "));\n";
         } else {
           os << ind << "const float " << acc << " = " << nan << " ? __builtin_nanf(\"\") : " << ext << ";\n";
@@ -720,7 +821,7 @@ void Emitter::emit_rows(std::ostream& os) {
       os << ind << "const float " << fin << " = " << finish << ";\n";
       scalar_var[out] = fin;
       scalar_type_of[out] = ScalarType::F32;
-      if (out_slot.count(out)) os << ind << "out" << out_slot[out] << "[r] = " << store(out->type.dtype, fin) << ";\n";
+      if (out_slot.count(out)) store_row_scalar(out, fin);
       continue;
     }
     // Elementwise node: per-row scalar or row loop.
@@ -739,16 +840,26 @@ void Emitter::emit_rows(std::ostream& os) {
       os << ind << decl(e.type) << " " << name << " = " << e.expr << ";\n";
       scalar_var[out] = name;
       scalar_type_of[out] = e.type;
-      if (out_slot.count(out)) os << ind << "out" << out_slot[out] << "[r] = " << store(out->type.dtype, name) << ";\n";
+      if (out_slot.count(out)) store_row_scalar(out, name);
       continue;
     }
     if (e.type == ScalarType::Bool) reject("{}: boolean row values are not staged", n->describe());
-    os << ind << "#pragma omp simd\n" << ind << "for (int64_t j = 0; j < L; ++j) { const float v = " << e.expr
+    os << omp(ind, "simd") << ind << jl << " { const float v = " << e.expr
        << "; buf" << buffer.at(out) << "[j] = v;";
     if (out_slot.count(out)) os << " out" << out_slot[out] << "[r * L + j] = " << store(out->type.dtype, "v") << ";";
     os << " }\n";
   }
-  os << "    }\n    std::free(scratch);\n  }\n";
+  // CUDA: rows end at a barrier, so a stage reading row entries other threads wrote could not race with the next
+  // row (today each thread reads back only its own).
+  if (!cuda_) {
+    os << "    }\n    std::free(scratch);\n  }\n";
+    return;
+  }
+  os << "      __syncthreads();\n    }\n  }\n";
+  sig_.cuda.rows = true;
+  sig_.cuda.rows_dims.assign(space.begin(), space.begin() + long(from));
+  sig_.cuda.row_length.assign(space.begin() + long(from), space.end());
+  sig_.cuda.row_buffers = int(buffer.size());
 }
 
 }  // namespace
@@ -994,21 +1105,41 @@ Emitter::Computed Emitter::concat_at(std::ostream& os, const Node& n, const Inde
 Emitter::Index Emitter::open_space(std::ostream& os, const Dims& space, int64_t parallel_from) {
   if (space.empty()) {
     os << "  {\n  const int64_t n = " << product(space, 0, 0) << ";\n  if (n > 0) {\n";
-    os << "  {\n    const int64_t i = 0;\n";
+    os << (cuda_ ? "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n" : "  {\n") << "    const int64_t i = 0;\n";
     ind_ = "    ";
     return {};
   }
   Index idx = open_rows(os, space, parallel_from);
+  if (cuda_) {
+    ind_ = "    ";
+    return idx;
+  }
   os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n      const int64_t i = r * inner + j;\n";
   ind_ = "      ";
   return idx;
 }
 
 // open_space up to its inner loop (rank >= 1): the row loop with the row's index q<d> per outer dim; the last
-// dim's index is `j`, for the inner loop(s) the caller opens.
+// dim's index is `j`, for the inner loop(s) the caller opens. CUDA: the whole nest, one grid-stride loop over i
+// with j and the q<d> unravelled from it (some may go unread: a size-1 dim's index is never used).
 Emitter::Index Emitter::open_rows(std::ostream& os, const Dims& space, int64_t parallel_from) {
   const size_t rank = space.size();
   os << "  {\n  const int64_t n = " << product(space, 0, rank) << ";\n  if (n > 0) {\n";
+  if (cuda_) {
+    if (rank == 1) {
+      os << "  " << cuda::element_loop() << " {\n    [[maybe_unused]] const int64_t j = i;\n";
+    } else {
+      os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  " << cuda::element_loop() << " {\n"
+         << "    int64_t rem = i / inner;\n    [[maybe_unused]] const int64_t j = i - rem * inner;\n";
+      for (int d = int(rank) - 2; d >= 0; --d)
+        os << fmt::format("    [[maybe_unused]] const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]),
+                          text(space[d]));
+    }
+    Index idx;
+    for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
+    idx.push_back("j");
+    return idx;
+  }
   os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
      << "#pragma omp parallel for schedule(static) if (n >= " << parallel_from << ")\n"
      << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
@@ -1021,7 +1152,7 @@ Emitter::Index Emitter::open_rows(std::ostream& os, const Dims& space, int64_t p
 }
 
 void Emitter::close_space(std::ostream& os, size_t rank) {
-  os << (rank == 0 ? "  }\n" : "    }\n  }\n") << "  }\n  }\n";
+  os << (rank == 0 || cuda_ ? "  }\n" : "    }\n  }\n") << "  }\n  }\n";
 }
 
 // Inside a loop nest: body outputs `outs` computed at `idx` and stored at the linear index i.
@@ -1055,6 +1186,7 @@ void Emitter::emit_indexed(std::ostream& os, std::vector<size_t> outs) {
 // range, each reading that operand contiguously, instead of reading every operand at every element and
 // selecting. False (nothing written) when the group is not of that form.
 bool Emitter::emit_segmented(std::ostream& out, const std::vector<size_t>& outs, const Dims& space) {
+  if (cuda_) return false;  // a grid-stride loop over i has no inner loop to split into segments
   const Node* concat = nullptr;
   for (const Node* n : body_.nodes())
     if (n->op_type == "Concat") {
@@ -1139,6 +1271,9 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   // when it is one.
   const bool is_output = red_out < body_.outputs().size();
   const bool scratch = !is_output || !after.empty();
+  if (cuda_ && (scratch || !before.empty()))
+    reject("{}: the CUDA dialect prints an indexed reduction only as the group's one loop nest (other outputs or "
+           "readers of its result would need a scratch buffer and a grid-wide barrier)", red->describe());
   if (scratch) {
     os << "  float* __restrict redbuf = static_cast<float*>(std::malloc(sizeof(float) * size_t(1 + "
        << product(dims_of(red->output(0)), 0, dims_of(red->output(0)).size()) << ")));\n";
@@ -1173,23 +1308,29 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   // split over the threads even when the output is one row. Each output element still accumulates its inputs
   // in the same order. Parallel from 32768 elements read.
   constexpr int kRedBlock = 64;
-  os << "  {\n  const int64_t n = " << product(space, 0, orank) << ";\n  if (n > 0) {\n"
-     << "  const int64_t inner = " << (orank ? text(space[orank - 1]) : std::string("1")) << ";\n"
-     << "  const int64_t rows = n / inner;\n"
-     << "  const int64_t nblk = (inner + " << kRedBlock - 1 << ") / " << kRedBlock << ";\n"
-     << "#pragma omp parallel for schedule(static) if (double(n) * (" << count << ") >= 32768.0)\n"
-     << "  for (int64_t item = 0; item < rows * nblk; ++item) {\n"
-     << "    const int64_t r = item / nblk, j0 = item % nblk * " << kRedBlock << ";\n"
-     << "    const int64_t jn = inner - j0 < " << kRedBlock << " ? inner - j0 : " << kRedBlock << ";\n"
-     << "    int64_t rem = r;\n";
   Index oidx;
-  for (int d = int(orank) - 2; d >= 0; --d)
-    os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
-                      text(space[size_t(d)]));
-  for (size_t d = 0; d + 1 < orank; ++d) oidx.push_back(fmt::format("q{}", d));
-  if (orank) oidx.push_back("j");
-  os << "    (void)rem;\n    " << acc_t << " acc[" << kRedBlock << "];\n"
-     << "    for (int64_t jj = 0; jj < jn; ++jj) acc[jj] = " << init << ";\n";
+  if (cuda_) {
+    // One thread per output element, running the reduced loops serially.
+    oidx = open_space(os, space, 0);
+    os << ind_ << acc_t << " acc = " << init << ";\n";
+  } else {
+    os << "  {\n  const int64_t n = " << product(space, 0, orank) << ";\n  if (n > 0) {\n"
+       << "  const int64_t inner = " << (orank ? text(space[orank - 1]) : std::string("1")) << ";\n"
+       << "  const int64_t rows = n / inner;\n"
+       << "  const int64_t nblk = (inner + " << kRedBlock - 1 << ") / " << kRedBlock << ";\n"
+       << "#pragma omp parallel for schedule(static) if (double(n) * (" << count << ") >= 32768.0)\n"
+       << "  for (int64_t item = 0; item < rows * nblk; ++item) {\n"
+       << "    const int64_t r = item / nblk, j0 = item % nblk * " << kRedBlock << ";\n"
+       << "    const int64_t jn = inner - j0 < " << kRedBlock << " ? inner - j0 : " << kRedBlock << ";\n"
+       << "    int64_t rem = r;\n";
+    for (int d = int(orank) - 2; d >= 0; --d)
+      os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
+                        text(space[size_t(d)]));
+    for (size_t d = 0; d + 1 < orank; ++d) oidx.push_back(fmt::format("q{}", d));
+    if (orank) oidx.push_back("j");
+    os << "    (void)rem;\n    " << acc_t << " acc[" << kRedBlock << "];\n"
+       << "    for (int64_t jj = 0; jj < jn; ++jj) acc[jj] = " << init << ";\n";
+  }
   Index iidx(static_cast<size_t>(rank));
   size_t o = 0;
   for (int a = 0; a < rank; ++a) {
@@ -1206,22 +1347,27 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
       os << ind_ << fmt::format("for (int64_t k{} = 0; k{} < {}; ++k{}) {{\n", a, a, text(id[size_t(a)]), a);
       ind_ += "  ";
     }
-  os << "#pragma omp simd\n"
-     << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) {\n"
-     << ind_ << "  const int64_t j = j0 + jj;\n" << ind_ << "  const int64_t i = r * inner + j;\n"
-     << ind_ << "  (void)j;\n" << ind_ << "  (void)i;\n";
-  ind_ += "  ";
+  if (!cuda_) {
+    os << "#pragma omp simd\n"
+       << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) {\n"
+       << ind_ << "  const int64_t j = j0 + jj;\n" << ind_ << "  const int64_t i = r * inner + j;\n"
+       << ind_ << "  (void)j;\n" << ind_ << "  (void)i;\n";
+    ind_ += "  ";
+  }
   Computed v = value_at(os, in, iidx);
   std::string x = v.name;
+  const std::string acc = cuda_ ? "acc" : "acc[jj]";
   // Max / min: a NaN read makes the element NaN and keeps it so (no comparison with NaN is true).
-  if (op == "ReduceMax") os << ind_ << "acc[jj] = (" << x << " > acc[jj] || " << x << " != " << x << ") ? " << x << " : acc[jj];\n";
-  else if (op == "ReduceMin") os << ind_ << "acc[jj] = (" << x << " < acc[jj] || " << x << " != " << x << ") ? " << x << " : acc[jj];\n";
-  else if (op == "ReduceProd") os << ind_ << "acc[jj] *= " << x << ";\n";
-  else if (op == "ReduceSumSquare" || op == "ReduceL2") os << ind_ << "acc[jj] += double(" << x << ") * double(" << x << ");\n";
-  else if (op == "ReduceL1") os << ind_ << "acc[jj] += double(gaf_abs(" << x << "));\n";
-  else os << ind_ << "acc[jj] += double(" << x << ");\n";
-  ind_.resize(ind_.size() - 2);
-  os << ind_ << "}\n";
+  if (op == "ReduceMax") os << ind_ << acc << " = (" << x << " > " << acc << " || " << x << " != " << x << ") ? " << x << " : " << acc << ";\n";
+  else if (op == "ReduceMin") os << ind_ << acc << " = (" << x << " < " << acc << " || " << x << " != " << x << ") ? " << x << " : " << acc << ";\n";
+  else if (op == "ReduceProd") os << ind_ << acc << " *= " << x << ";\n";
+  else if (op == "ReduceSumSquare" || op == "ReduceL2") os << ind_ << acc << " += double(" << x << ") * double(" << x << ");\n";
+  else if (op == "ReduceL1") os << ind_ << acc << " += double(gaf_abs(" << x << "));\n";
+  else os << ind_ << acc << " += double(" << x << ");\n";
+  if (!cuda_) {
+    ind_.resize(ind_.size() - 2);
+    os << ind_ << "}\n";
+  }
   for (int a = 0; a < rank; ++a)
     if (reduced[size_t(a)]) {
       ind_.resize(ind_.size() - 2);
@@ -1229,10 +1375,15 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
     }
   computed_.clear();
   index_vars_.clear();
-  std::string result = "float(acc[jj])";
-  if (op == "ReduceMean") result = "float(acc[jj] / (" + count + "))";
-  else if (op == "ReduceL2") result = "float(__builtin_sqrt(acc[jj]))";
-  else if (op == "ReduceLogSum") result = "gaf_log(float(acc[jj]))";
+  std::string result = "float(" + acc + ")";
+  if (op == "ReduceMean") result = "float(" + acc + " / (" + count + "))";
+  else if (op == "ReduceL2") result = "float(__builtin_sqrt(" + acc + "))";
+  else if (op == "ReduceLogSum") result = "gaf_log(float(" + acc + "))";
+  if (cuda_) {  // is_output, as checked above
+    os << "    out" << red_out << "[i] = " << store(red->output(0)->type.dtype, result) << ";\n";
+    close_space(os, orank);
+    return;
+  }
   os << "#pragma omp simd\n    for (int64_t jj = 0; jj < jn; ++jj) {\n      const int64_t i = r * inner + j0 + jj;\n";
   if (scratch) os << "      redbuf[i] = " << result << ";\n";
   if (is_output) os << "      out" << red_out << "[i] = " << store(red->output(0)->type.dtype, result) << ";\n";

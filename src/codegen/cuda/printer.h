@@ -1,0 +1,28 @@
+// The CUDA dialect's pieces of the generated-kernel emitter (src/codegen/cpu/emitter.cc prints the kernel
+// bodies for both dialects from one walk over the group, so CPU and GPU kernels compute the same formulas):
+// the kernel head, the loop headers of the CUDA kernel shapes, and the limits they assume.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gaf::codegen::cuda {
+
+// The sizes of GafArgs' arrays (cuda_prelude()): a group with more inputs, outputs or symbols is not printed.
+inline constexpr int kMaxInputs = 32, kMaxOutputs = 16, kMaxSymbols = 16;
+// Threads per block, for every kernel (the block reductions in the prelude are written for it).
+inline constexpr int kBlockSize = 256;
+// The dynamic shared memory a block may use without the host opting in (cudaFuncSetAttribute).
+inline constexpr int64_t kMaxRowSharedBytes = 48 * 1024;
+
+// `extern "C" __global__ ... SYMBOL(const GafArgs args) {` and the in_ / out_ / sym locals the body reads.
+std::string kernel_head(const std::string& symbol);
+// Grid-stride loop header over the linear output index i in [0, n).
+std::string element_loop();
+// Grid-stride loop header over rows r in [0, rows), one row per block.
+std::string row_loop();
+// The block's threads over a row, j in [0, L). Every row loop uses this one header, so each thread reads back
+// only the row-buffer entries it wrote itself and needs no barrier between loops.
+std::string row_element_loop();
+
+}  // namespace gaf::codegen::cuda

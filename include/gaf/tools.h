@@ -171,3 +171,51 @@ struct GenerateResult {
 GenerateResult generate(runtime::Session& session, const GenerateOptions& opts);
 
 }  // namespace gaf::tools
+
+namespace gaf::tools {
+
+// A copy of `model` to run op by op on the GPU: constants and static shape arithmetic folded (the device runs no
+// int64 size computations), nothing rewritten or fused.
+Model unfused_for_gpu(const Model& model);
+
+// --device cuda. The reference is always the CPU runtime's fp32 run of the unfused model on the same inputs.
+struct CudaVerifyResult {
+  bool ok = true;
+  std::string device, tolerance;
+  struct Output {
+    std::string name;
+    double max_abs = 0, scale = 0;  // largest |cuda - cpu|, largest |cpu|
+    bool ok = true;
+  };
+  std::vector<Output> outputs;
+  std::vector<std::string> plan;  // one line per step of the fused model on the device
+  std::string text() const;
+  std::string json() const;
+};
+// Fuses a copy of `model` for the GPU (no channels-last layout), runs it with the CUDA backend and compares every
+// output with the CPU's unfused fp32 run: |cuda - cpu| <= tol * max|cpu| per output, tol 1e-5 (fp32) or 1e-2
+// (precision_mode tf32).
+CudaVerifyResult verify_cuda(const Model& model, const FuseOptions& opts, std::vector<Tensor> inputs);
+
+struct CudaBenchResult {
+  std::string device;
+  double unfused_ms = 0, fused_ms = 0, fused_graph_ms = 0;  // medians (CUDA events)
+  size_t unfused_kernels = 0, fused_kernels = 0, unfused_steps = 0, fused_steps = 0, generated = 0;
+  size_t arena_bytes = 0;
+  int iterations = 0;
+  double max_rel_err = 0;  // fused vs unfused on the device, relative to the output's scale
+  std::string capture_error;  // why the fused schedule runs without a CUDA graph, if it does
+  std::vector<std::string> plan;  // the fused model's steps
+  std::string text() const;
+  std::string json() const;
+};
+// The model on the device op by op (only constants folded: every op its own kernel or library call), fused, and
+// fused replayed as one CUDA graph: the medians of `iterations` timed runs of each after warm-up.
+CudaBenchResult bench_cuda(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
+                           int iterations);
+// Time per step of the model fused for the GPU (CUDA events between steps, medians of `iterations` runs): the
+// `top` most expensive steps (every step in run order when 0), with how each runs, and the totals by how.
+std::string profile_cuda(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs, int iterations,
+                         int top);
+
+}  // namespace gaf::tools

@@ -43,37 +43,10 @@ std::vector<GroupSummary> apply_fusion(Graph& g, const FusionPlan& plan, const C
     s.bytes_saved = unfused_bytes - fk.bytes;
     s.benefit_s = unfused_time - cm.kernel_time(fk);
 
-    // Body: inputs, inlined constants, cloned nodes, outputs.
-    auto body = std::make_unique<Graph>();
-    body->name = s.name;
-    std::map<const Value*, Value*> map;
+    std::vector<const Value*> inputs, escaping;
+    std::unique_ptr<Graph> body = group_body(gr.nodes, g, s.name, &inputs, &escaping);
     std::vector<Value*> outer_inputs;
-    for (const Value* v : external_inputs(gr.nodes)) {
-      if (is_inlined_constant(v)) {
-        map[v] = body->add_constant(v->name(), v->constant());
-      } else {
-        map[v] = body->add_input(v->name(), v->type);
-        outer_inputs.push_back(const_cast<Value*>(v));
-      }
-    }
-    for (const Node* n : gr.nodes) {
-      std::vector<Value*> ins;
-      for (const Value* v : n->inputs()) ins.push_back(v ? map.at(v) : nullptr);
-      std::vector<std::string> outs;
-      for (const Value* o : n->outputs()) outs.push_back(o->name());
-      Node* c = body->add_node(n->op_type, ins, outs, n->name);
-      c->domain = n->domain;
-      c->opset = n->opset;
-      c->attrs = n->attrs;
-      c->doc_string = n->doc_string;
-      for (int i = 0; i < n->num_outputs(); ++i) {
-        c->output(i)->type = n->output(i)->type;
-        c->output(i)->absent_output = n->output(i)->absent_output;
-        map[n->output(i)] = c->output(i);
-      }
-    }
-    std::vector<const Value*> escaping = escaping_outputs(gr.nodes, g);
-    for (const Value* v : escaping) body->add_output(map.at(v));
+    for (const Value* v : inputs) outer_inputs.push_back(const_cast<Value*>(v));
 
     // Outer node: fresh outputs that take over the escaping values' names and uses.
     Node* last = const_cast<Node*>(gr.nodes.back());

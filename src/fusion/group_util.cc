@@ -147,6 +147,42 @@ std::vector<const Value*> escaping_outputs(const std::vector<const Node*>& nodes
   return out;
 }
 
+std::unique_ptr<Graph> group_body(const std::vector<const Node*>& nodes, const Graph& g, const std::string& name,
+                                  std::vector<const Value*>* inputs, std::vector<const Value*>* outputs) {
+  auto body = std::make_unique<Graph>();
+  body->name = name;
+  std::map<const Value*, Value*> map;
+  for (const Value* v : external_inputs(nodes)) {
+    if (is_inlined_constant(v)) {
+      map[v] = body->add_constant(v->name(), v->constant());
+    } else {
+      map[v] = body->add_input(v->name(), v->type);
+      inputs->push_back(v);
+    }
+  }
+  for (const Node* n : nodes) {
+    std::vector<Value*> ins;
+    for (const Value* v : n->inputs()) ins.push_back(v ? map.at(v) : nullptr);
+    std::vector<std::string> outs;
+    for (const Value* o : n->outputs()) outs.push_back(o->name());
+    Node* c = body->add_node(n->op_type, ins, outs, n->name);
+    c->domain = n->domain;
+    c->opset = n->opset;
+    c->attrs = n->attrs;
+    c->doc_string = n->doc_string;
+    for (int i = 0; i < n->num_outputs(); ++i) {
+      c->output(i)->type = n->output(i)->type;
+      c->output(i)->absent_output = n->output(i)->absent_output;
+      map[n->output(i)] = c->output(i);
+    }
+  }
+  for (const Value* v : escaping_outputs(nodes, g)) {
+    body->add_output(map.at(v));
+    outputs->push_back(v);
+  }
+  return body;
+}
+
 bool is_inlined_constant(const Value* v) {
   if (v->is_constant()) return v->constant().numel() <= 16;
   const Node* p = v->producer();

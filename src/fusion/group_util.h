@@ -3,8 +3,10 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "gaf/fusion.h"
@@ -57,5 +59,10 @@ std::vector<const Value*> external_inputs(const std::vector<const Node*>& nodes)
 std::vector<const Value*> escaping_outputs(const std::vector<const Node*>& nodes, const Graph& g);
 // Small constants (<= 16 elements) are copied into a fused body instead of becoming inputs.
 bool is_inlined_constant(const Value* v);
+// The body of a fused node computing `nodes` (of graph g, in order): an input per external value read (in
+// first-use order; small constants copied in instead), the nodes cloned, an output per escaping value. `inputs`
+// and `outputs` receive the values of g the body's inputs and outputs stand for.
+std::unique_ptr<Graph> group_body(const std::vector<const Node*>& nodes, const Graph& g, const std::string& name,
+                                  std::vector<const Value*>* inputs, std::vector<const Value*>* outputs);
 
 }  // namespace gaf::fusion_detail

@@ -133,5 +133,16 @@ check profile 0 "by op type" -- "$bin" profile "$models/mlp/model.onnx" -O 3 --i
 check profile-all 0 "Gemm +fc1 .* Erf .* Gemm +fc2" -- \
   bash -c '"$1" profile "$2" --iterations 1 --top 0 | tr "\n" " "' _ "$bin" "$models/mlp/model.onnx"
 
+# --device cuda: on a machine without a GPU (or a build without the toolkit) one line saying so and exit 1; with
+# one, the generated model runs and verifies against the CPU.
+if "$bin" run "$models/mlp/model.onnx" --device cuda -O 2 --random-inputs >/dev/null 2>&1; then
+  check cuda-run 0 "kernels per run" -- "$bin" run "$models/mlp/model.onnx" --device cuda -O 2 --random-inputs --iterations 3
+  check cuda-verify 0 "matches the CPU" -- "$bin" verify "$models/encoder/model.onnx" --device cuda
+else
+  check cuda-absent 1 "^error: --device cuda: (no CUDA|this build has no CUDA)" -- "$bin" run "$models/mlp/model.onnx" \
+    --device cuda -O 2 --random-inputs
+  check cuda-absent-one-line 0 "^1$" -- bash -c '"$1" verify "$2" --device cuda 2>&1 | wc -l' _ "$bin" "$models/mlp/model.onnx"
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -6,9 +6,11 @@
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <new>
 
+#include "gaf/cuda.h"
 #include "gaf/onnx_io.h"
 #include "gaf/session.h"
 #include "gaf/tools.h"
@@ -28,6 +30,8 @@ struct RunArgs {
   uint64_t seed = 0;
   int opt_level = 0;  // run: fuse in memory at this level first (0: run the file as it is)
   std::string rules;  // with opt_level: the rules file (else $GAF_FUSION_CONFIG / $ASCEND_FUSION_CONFIG)
+  std::string device = "cpu";
+  bool dry_run = false;  // --device cuda: plan and compile only
 };
 
 int cmd_info(const std::string& path) {
@@ -80,7 +84,49 @@ Model load_fused(const std::string& path, int opt_level, const std::string& rule
   return m;
 }
 
+// run --device cuda: fused for the GPU at --opt-level, then the same report as on the CPU.
+int cmd_run_cuda(const RunArgs& a) {
+  if (std::string why = cuda::unavailable_reason(); !why.empty() && !a.dry_run)
+    fail("--device cuda: {} (--dry-run plans and compiles the kernels without one)", why);
+  Model m = onnx_io::load_model(a.model);
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = a.opt_level;
+  opts.fusion.rules = FusionRules::from_env_or_file(a.rules);
+  opts.target = Target::builtin_or_file("cuda-h200");
+  if (a.opt_level > 0) std::cout << tools::fuse_model(m, opts).summary_line() << "\n";
+  else m = tools::unfused_for_gpu(m);
+  cuda::Options co;
+  co.tf32 = opts.fusion.rules.precision_mode == PrecisionMode::Tf32;
+  co.dry_run = a.dry_run;
+  cuda::Session session(*m.graph, co);
+  if (a.dry_run) {
+    for (const cuda::Step& s : session.steps()) std::cout << s.node << ": " << s.how << "\n";
+    std::cout << fmt::format("dry run: {} steps, {} generated kernels compiled for sm_90, arena {:.2f} MB\n",
+                             session.steps().size(), session.generated_kernels(), session.arena_bytes() / 1e6);
+    return 0;
+  }
+  std::vector<Tensor> inputs = given_inputs(a);
+  if (inputs.empty()) {
+    std::vector<const Value*> need;
+    for (const Value* v : m.graph->inputs())
+      if (!v->is_constant()) need.push_back(v);
+    GAF_CHECK(a.random_inputs || need.empty(),
+              "the model needs {} input(s): give --input-pb FILE... or --inputs DIR, or --random-inputs", need.size());
+    inputs = tools::random_inputs(*m.graph, a.seed, tools::parse_dim_sizes(a.dims));
+  }
+  std::vector<Tensor> outs = session.run(inputs);
+  const Graph& g = *m.graph;
+  for (size_t i = 0; i < outs.size(); ++i) std::cout << g.outputs()[i]->name() << ": " << outs[i].to_string(8) << "\n";
+  if (a.iterations > 0)
+    std::cout << fmt::format("{}: median {:.3f} ms over {} runs (one CUDA graph, {} kernels per run); arena {:.2f} MB\n",
+                             session.device_name(), session.median_ms(inputs, a.iterations, 3, true), a.iterations,
+                             session.kernels_per_run(), session.arena_bytes() / 1e6);
+  if (!a.save_outputs.empty()) save_tensors(outs, g.outputs(), a.save_outputs, "output");
+  return 0;
+}
+
 int cmd_run(const RunArgs& a) {
+  if (a.device == "cuda") return cmd_run_cuda(a);
   Model m = load_fused(a.model, a.opt_level, a.rules, false);
   runtime::Session session(*m.graph);
   std::vector<Tensor> inputs = gather_inputs(a, session);
@@ -153,6 +199,7 @@ int cmd_generate(const GenerateArgs& a) {
 
 struct FuseArgs {
   std::string input, output, fusion_rules = "all", rules, target = "cpu-host", report, dump_graph, emit_code;
+  std::string device = "cpu", json;  // verify / bench: where the fused model runs; a JSON copy of the result
   int opt_level = 2;
   bool debug = false;
   bool force = false;
@@ -238,7 +285,29 @@ std::vector<Tensor> inputs_for(const Model& m, const RunArgs& io) {
   return inputs.empty() ? tools::random_inputs(*m.graph, 0, tools::parse_dim_sizes(io.dims)) : inputs;
 }
 
+// --device cuda: the device is checked first, so a machine without one gets that one line, not a model error.
+tools::FuseOptions cuda_fuse_options(const FuseArgs& a) {
+  if (std::string why = cuda::unavailable_reason(); !why.empty()) fail("--device cuda: {}", why);
+  tools::FuseOptions opts = fuse_options(a);
+  if (a.target == "cpu-host") opts.target = Target::builtin_or_file("cuda-h200");
+  return opts;
+}
+
+void write_json(const std::string& path, const std::string& text) {
+  if (path.empty()) return;
+  std::ofstream f(path);
+  GAF_CHECK(f << text << "\n", "--json: cannot write '{}'", path);
+}
+
 int cmd_verify(const FuseArgs& a, const RunArgs& io, double rtol, double atol) {
+  if (a.device == "cuda") {
+    tools::FuseOptions opts = cuda_fuse_options(a);
+    Model m = onnx_io::load_model(a.input);
+    auto r = tools::verify_cuda(m, opts, inputs_for(m, io));
+    std::cout << r.text();
+    write_json(a.json, r.json());
+    return r.ok ? 0 : 1;
+  }
   tools::FuseOptions opts = fuse_options(a);
   Model m = onnx_io::load_model(a.input);
   auto r = tools::verify_fusion(m, opts, inputs_for(m, io), rtol, atol);
@@ -264,6 +333,14 @@ int cmd_explain(const FuseArgs& a, const std::string& node) {
 }
 
 int cmd_bench(const FuseArgs& a, const RunArgs& io) {
+  if (a.device == "cuda") {
+    tools::FuseOptions opts = cuda_fuse_options(a);
+    Model m = onnx_io::load_model(a.input);
+    auto r = tools::bench_cuda(m, opts, inputs_for(m, io), std::max(io.iterations, 1));
+    std::cout << r.text();
+    write_json(a.json, r.json());
+    return 0;
+  }
   tools::FuseOptions opts = fuse_options(a);
   Model m = onnx_io::load_model(a.input);
   auto r = tools::bench_fusion(m, opts, inputs_for(m, io), std::max(io.iterations, 1));
@@ -272,6 +349,12 @@ int cmd_bench(const FuseArgs& a, const RunArgs& io) {
 }
 
 int cmd_profile(const FuseArgs& a, const RunArgs& io, int top) {
+  if (a.device == "cuda") {
+    tools::FuseOptions opts = cuda_fuse_options(a);
+    Model m = onnx_io::load_model(a.input);
+    std::cout << tools::profile_cuda(m, opts, inputs_for(m, io), std::max(io.iterations, 1), top);
+    return 0;
+  }
   tools::FuseOptions opts = fuse_options(a);
   Model m = onnx_io::load_model(a.input);
   std::cout << tools::profile_fusion(m, opts, inputs_for(m, io), std::max(io.iterations, 1),
@@ -357,6 +440,10 @@ int main(int argc, char** argv) {
                   "fuse in memory first (rewrites, channels-last layout, generated kernels); 0 runs the file as is")
       ->check(CLI::Range(0, 3));
   run->add_option("--rules", run_args.rules, "with --opt-level: JSON rules file (else $GAF_FUSION_CONFIG)");
+  run->add_option("--device", run_args.device, "cpu | cuda: where the model runs (cuda: fused for the GPU at "
+                  "--opt-level, static shapes)")->check(CLI::IsMember({"cpu", "cuda"}));
+  run->add_flag("--dry-run", run_args.dry_run, "with --device cuda: print the plan and compile its kernels; no GPU "
+                "needed, nothing runs");
 
   auto* demo = app.add_subcommand("demo", "build, run and report the built-in transformer block");
 
@@ -373,6 +460,9 @@ int main(int argc, char** argv) {
   add_fuse_options(verify, verify_args, true);
   add_input_options(verify, verify_io);
   verify->add_option("--rtol", rtol);
+  verify->add_option("--device", verify_args.device, "cpu | cuda: cuda runs the fused model on the GPU and compares it "
+                     "with the CPU's unfused fp32 run")->check(CLI::IsMember({"cpu", "cuda"}));
+  verify->add_option("--json", verify_args.json, "with --device cuda: also write the result as JSON to this file");
   verify->add_option("--atol", atol);
 
   FuseArgs explain_args;
@@ -387,7 +477,10 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "unfused vs fused, interleaved runs, median ratio");
   add_fuse_options(bench, bench_args, true);
   add_input_options(bench, bench_io);
-  bench->add_option("--iterations", bench_io.iterations, "runs of each variant");
+  bench->add_option("--iterations,-n", bench_io.iterations, "runs of each variant");
+  bench->add_option("--device", bench_args.device, "cpu | cuda: cuda times the model op by op, fused, and fused in "
+                    "one CUDA graph on the GPU")->check(CLI::IsMember({"cpu", "cuda"}));
+  bench->add_option("--json", bench_args.json, "with --device cuda: also write the result as JSON to this file");
 
   FuseArgs profile_args;
   RunArgs profile_io;
@@ -396,6 +489,8 @@ int main(int argc, char** argv) {
   add_fuse_options(profile, profile_args, true);
   add_input_options(profile, profile_io);
   profile->add_option("--iterations", profile_io.iterations, "profiled runs of each variant");
+  profile->add_option("--device", profile_args.device, "cpu | cuda: cuda times each step of the model fused for the "
+                      "GPU")->check(CLI::IsMember({"cpu", "cuda"}));
   int profile_top = 15;
   profile->add_option("--top", profile_top, "most expensive nodes listed per variant (0: every node, in run order)")
       ->check(CLI::NonNegativeNumber);

@@ -1,0 +1,303 @@
+// The CUDA backend's hand-written kernels (compiled by NVRTC with the generated ones, after the CUDA
+// prelude): flash attention, 2-D pooling, global pooling, row gather. Each takes one argument struct by
+// value; the host side (session.cc) fills the same structs, declared in library_kernels.h.
+#include "backends/cuda/library_kernels.h"
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "gaf/graph.h"
+#include "gaf/status.h"
+
+namespace gaf::cuda {
+
+std::vector<int64_t> static_dims(const Value* v, const Node& n) {
+  if (!v->type.has_static_shape())
+    throw UnsupportedError(
+        fmt::format("{}: value '{}' has shape {}; the CUDA backend runs static shapes so far", n.describe(),
+                    v->name(), v->type.to_string()));
+  return v->type.static_dims();
+}
+int64_t numel(const std::vector<int64_t>& d) {
+  return std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>());
+}
+
+AttnArgs attention_args(const Node& n, int64_t* nbatch_out) {
+  auto operand = [&](int i, const char* perm_attr, std::vector<int64_t>& dims,
+                     std::vector<int64_t>& strides) {
+    const Value* v = n.input(i);
+    std::vector<int64_t> d = static_dims(v, n);
+    if (v->type.dtype != DType::Float)
+      throw UnsupportedError(fmt::format("{}: attention on float", n.describe()));
+    std::vector<int64_t> perm = n.attr_ints(perm_attr);
+    if (perm.empty()) {
+      perm.resize(d.size());
+      std::iota(perm.begin(), perm.end(), int64_t(0));
+    }
+    std::vector<int64_t> cs(d.size(), 1);
+    for (int k = int(d.size()) - 2; k >= 0; --k) cs[size_t(k)] = cs[size_t(k) + 1] * d[size_t(k) + 1];
+    dims.clear();
+    strides.clear();
+    for (int64_t p : perm) dims.push_back(d[size_t(p)]), strides.push_back(cs[size_t(p)]);
+  };
+  std::vector<int64_t> qd, qs, kd, ks, vd, vs, md, ms;
+  operand(0, "q_perm", qd, qs);
+  operand(1, "k_perm", kd, ks);
+  operand(2, "v_perm", vd, vs);
+  const Value* mask = n.input(3);
+  if (mask) {
+    md = static_dims(mask, n);
+    while (md.size() < 2) md.insert(md.begin(), 1);
+    ms.assign(md.size(), 1);
+    for (int k = int(md.size()) - 2; k >= 0; --k) ms[size_t(k)] = ms[size_t(k) + 1] * md[size_t(k) + 1];
+    for (size_t k = 0; k < md.size(); ++k)
+      if (md[k] == 1) ms[k] = 0;
+  }
+  const std::vector<int64_t> yd = static_dims(n.output(0), n);
+  std::vector<int64_t> out_perm = n.attr_ints("out_perm");
+  const size_t orank = yd.size();
+  if (out_perm.empty()) {
+    out_perm.resize(orank);
+    std::iota(out_perm.begin(), out_perm.end(), int64_t(0));
+  }
+  std::vector<int64_t> ycs(orank, 1), ostr(orank);
+  for (int k = int(orank) - 2; k >= 0; --k) ycs[size_t(k)] = ycs[size_t(k) + 1] * yd[size_t(k) + 1];
+  for (size_t j = 0; j < orank; ++j) ostr[size_t(out_perm[j])] = ycs[j];
+  std::vector<int64_t> od(orank);
+  for (size_t j = 0; j < orank; ++j) od[size_t(out_perm[j])] = yd[j];
+  const int nb = int(orank) - 2;
+  AttnArgs a{};
+  a.lq = qd.end()[-2], a.d = qd.back(), a.lk = kd.end()[-2], a.dv = vd.back();
+  if (nb > 4 || a.d > 256 || a.dv > 256)
+    throw UnsupportedError(
+        fmt::format("{}: the CUDA attention kernel takes up to 4 batch dims and depth 256", n.describe()));
+  a.nb = nb;
+  int64_t nbatch = 1;
+  // Batch strides right-aligned; an operand's size-1 batch dim broadcasts (stride 0).
+  auto batch_strides = [&](const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                           long long* out) {
+    int r = int(dims.size()) - 2;
+    for (int k = nb - 1, j = r - 1; k >= 0; --k, --j)
+      out[k] = j >= 0 && dims[size_t(j)] != 1 ? strides[size_t(j)] : 0;
+  };
+  for (int k = 0; k < nb; ++k) a.bdims[k] = od[size_t(k)], nbatch *= od[size_t(k)];
+  batch_strides(qd, qs, a.qb);
+  batch_strides(kd, ks, a.kb);
+  batch_strides(vd, vs, a.vb);
+  if (mask) batch_strides(md, ms, a.mb);
+  for (int k = 0; k < nb; ++k) a.ob[k] = ostr[size_t(k)];
+  a.qr = qs.end()[-2], a.qc = qs.back(), a.kr = ks.end()[-2], a.kc = ks.back(), a.vr = vs.end()[-2],
+  a.vc = vs.back();
+  if (mask) a.mr = ms.end()[-2], a.mc = ms.back();
+  a.orow = ostr[orank - 2], a.ocol = ostr[orank - 1];
+  a.scale = n.attr_float("scale", float(1.0 / std::sqrt(double(std::max<int64_t>(a.d, 1)))));
+  *nbatch_out = nbatch;
+  return a;
+}
+
+size_t attention_smem(const AttnArgs& a) {
+  return size_t(32 * (a.d + 1) + 32 * a.dv + 4 * a.d) * sizeof(float);
+}
+
+PoolArgs pool_args(const Node& n) {
+  std::vector<int64_t> xd = static_dims(n.input(0), n), yd = static_dims(n.output(0), n);
+  if (xd.size() != 4 || n.input(0)->type.dtype != DType::Float ||
+      (n.num_outputs() > 1 && !n.output(1)->absent_output && !n.output(1)->uses().empty()))
+    throw UnsupportedError(
+        fmt::format("{}: the CUDA backend pools 2-D float maps (no indices output)", n.describe()));
+  if (n.attr_string("auto_pad", "NOTSET") != "NOTSET")
+    throw UnsupportedError(fmt::format("{}: auto_pad on the CUDA backend", n.describe()));
+  std::vector<int64_t> ks = n.attr_ints("kernel_shape"), pads = n.attr_ints("pads", {0, 0, 0, 0}),
+                       st = n.attr_ints("strides", {1, 1}), dil = n.attr_ints("dilations", {1, 1});
+  GAF_CHECK(ks.size() == 2 && pads.size() == 4 && st.size() == 2 && dil.size() == 2,
+            "{}: 2-D pooling needs 2 kernel dims, 4 pads, 2 strides and 2 dilations", n.describe());
+  PoolArgs a{};
+  a.nc = xd[0] * xd[1], a.h = xd[2], a.w = xd[3], a.oh = yd[2], a.ow = yd[3];
+  a.kh = int(ks[0]), a.kw = int(ks[1]), a.sh = int(st[0]), a.sw = int(st[1]), a.ph = int(pads[0]),
+  a.pw = int(pads[1]), a.dh = int(dil[0]), a.dw = int(dil[1]);
+  a.mode = n.op_type == "MaxPool" ? 0 : n.attr_int("count_include_pad", 0) ? 1 : 2;
+  return a;
+}
+
+GlobalPoolArgs global_pool_args(const Node& n) {
+  std::vector<int64_t> xd = static_dims(n.input(0), n);
+  if (xd.size() < 3 || n.input(0)->type.dtype != DType::Float)
+    throw UnsupportedError(fmt::format("{}: the CUDA backend pools float maps", n.describe()));
+  GlobalPoolArgs a{};
+  a.rows = xd[0] * xd[1];
+  a.len = numel(xd) / std::max<int64_t>(a.rows, 1);
+  a.max = n.op_type == "GlobalMaxPool";
+  return a;
+}
+
+GatherArgs gather_args(const Node& n) {
+  std::vector<int64_t> dd = static_dims(n.input(0), n), id = static_dims(n.input(1), n);
+  if (n.input(0)->type.dtype != DType::Float || n.input(1)->type.dtype != DType::Int64)
+    throw UnsupportedError(
+        fmt::format("{}: the CUDA backend gathers float data by int64 indices", n.describe()));
+  int64_t axis = n.attr_int("axis", 0);
+  if (axis < 0) axis += int64_t(dd.size());
+  GAF_CHECK(axis >= 0 && axis < int64_t(dd.size()), "{}: axis out of range", n.describe());
+  GatherArgs a{};
+  a.outer = numel(std::vector<int64_t>(dd.begin(), dd.begin() + axis));
+  a.rows = dd[size_t(axis)];
+  a.len = numel(std::vector<int64_t>(dd.begin() + axis + 1, dd.end()));
+  a.nidx = numel(id);
+  return a;
+}
+
+std::string library_kernels_source() {
+  return R"CUDA(
+// ---- graph-autofusion CUDA library kernels ----
+#define GAFL_INF __int_as_float(0x7f800000)
+
+struct GafAttnArgs {
+  const float* q; const float* k; const float* v; const float* mask; float* o;
+  int nb; long long bdims[4];
+  long long qb[4], kb[4], vb[4], mb[4], ob[4];
+  long long lq, lk, d, dv;
+  long long qr, qc, kr, kc, vr, vc, mr, mc, orow, ocol;
+  float scale;
+};
+
+__device__ __forceinline__ float gafl_warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float gafl_warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// One warp per query row, four rows per block; key/value tiles of 32 rows in shared memory, shared by the
+// block's warps. Lane j scores key j of a tile; the online softmax rescales the running output (each lane holds
+// dv / 32 of its columns) when the row maximum grows. A row whose keys are all masked with -inf comes out NaN,
+// as the unfused softmax gives.
+extern "C" __global__ void __launch_bounds__(128) gaf_attention(const GafAttnArgs a) {
+  extern __shared__ float gafl_sm[];
+  const int d = int(a.d), dv = int(a.dv), ldk = d + 1;
+  float* ks = gafl_sm;
+  float* vs = ks + 32 * ldk;
+  float* qs = vs + 32 * dv;
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  long long rem = blockIdx.y, qo = 0, ko = 0, vo = 0, mo = 0, oo = 0;
+  for (int i = a.nb - 1; i >= 0; --i) {
+    const long long idx = rem % a.bdims[i];
+    rem /= a.bdims[i];
+    qo += idx * a.qb[i]; ko += idx * a.kb[i]; vo += idx * a.vb[i]; mo += idx * a.mb[i]; oo += idx * a.ob[i];
+  }
+  const long long row = (long long)blockIdx.x * 4 + warp;
+  const bool live = row < a.lq;
+  for (int t = lane; t < d; t += 32) qs[warp * d + t] = live ? a.q[qo + row * a.qr + t * a.qc] : 0.0f;
+  float m = -GAFL_INF, l = 0.0f, acc[8];
+  for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
+  for (long long k0 = 0; k0 < a.lk; k0 += 32) {
+    const int nk = a.lk - k0 < 32 ? int(a.lk - k0) : 32;
+    __syncthreads();
+    for (int e = threadIdx.x; e < 32 * d; e += blockDim.x) {
+      const int j = e / d, t = e - j * d;
+      ks[j * ldk + t] = j < nk ? a.k[ko + (k0 + j) * a.kr + t * a.kc] : 0.0f;
+    }
+    for (int e = threadIdx.x; e < 32 * dv; e += blockDim.x) {
+      const int j = e / dv, t = e - j * dv;
+      vs[j * dv + t] = j < nk ? a.v[vo + (k0 + j) * a.vr + t * a.vc] : 0.0f;
+    }
+    __syncthreads();
+    float s = -GAFL_INF;
+    if (live && lane < nk) {
+      const float* qr = qs + warp * d;
+      const float* kr = ks + lane * ldk;
+      float dot = 0.0f;
+      for (int t = 0; t < d; ++t) dot = fmaf(qr[t], kr[t], dot);
+      s = dot * a.scale;
+      if (a.mask) s += a.mask[mo + row * a.mr + (k0 + lane) * a.mc];
+    }
+    const float mn = fmaxf(m, gafl_warp_max(s));
+    const float p = mn == -GAFL_INF ? 0.0f : expf(s - mn);
+    const float corr = mn == -GAFL_INF ? 1.0f : expf(m - mn);
+    l = l * corr + gafl_warp_sum(p);
+    m = mn;
+    for (int t = 0; t < 8; ++t) acc[t] *= corr;
+    for (int j = 0; j < nk; ++j) {
+      const float pj = __shfl_sync(0xffffffffu, p, j);
+      const float* vr = vs + j * dv;
+      for (int t = 0; t < 8; ++t) {
+        const int c = lane + 32 * t;
+        if (c < dv) acc[t] = fmaf(pj, vr[c], acc[t]);
+      }
+    }
+  }
+  if (!live) return;
+  const float inv = 1.0f / l;
+  for (int t = 0; t < 8; ++t) {
+    const int c = lane + 32 * t;
+    if (c < dv) a.o[oo + row * a.orow + c * a.ocol] = l > 0.0f ? acc[t] * inv : __int_as_float(0x7fffffff);
+  }
+}
+
+struct GafPoolArgs {
+  const float* x; float* y;
+  long long nc, h, w, oh, ow;
+  int kh, kw, sh, sw, ph, pw, dh, dw;
+  int mode;  // 0 max, 1 average counting padding, 2 average over the window's in-image elements
+};
+
+extern "C" __global__ void __launch_bounds__(256) gaf_pool2d(const GafPoolArgs a) {
+  const long long n = a.nc * a.oh * a.ow;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const long long ox = i % a.ow, oy = (i / a.ow) % a.oh, plane = i / (a.ow * a.oh);
+    const float* xp = a.x + plane * a.h * a.w;
+    float acc = a.mode == 0 ? -GAFL_INF : 0.0f;
+    int count = 0;
+    bool nan = false;
+    for (int ky = 0; ky < a.kh; ++ky) {
+      const long long iy = oy * a.sh - a.ph + (long long)ky * a.dh;
+      if (iy < 0 || iy >= a.h) continue;
+      for (int kx = 0; kx < a.kw; ++kx) {
+        const long long ix = ox * a.sw - a.pw + (long long)kx * a.dw;
+        if (ix < 0 || ix >= a.w) continue;
+        const float v = xp[iy * a.w + ix];
+        if (a.mode == 0) { nan |= v != v; acc = v > acc ? v : acc; }
+        else acc += v;
+        ++count;
+      }
+    }
+    if (a.mode == 0) a.y[i] = nan ? __int_as_float(0x7fffffff) : acc;
+    else if (a.mode == 1) a.y[i] = acc / float(a.kh * a.kw);
+    else a.y[i] = count ? acc / float(count) : 0.0f;
+  }
+}
+
+struct GafGlobalPoolArgs { const float* x; float* y; long long rows, len; int max; };
+
+// One warp per (n, c) plane.
+extern "C" __global__ void __launch_bounds__(256) gaf_global_pool(const GafGlobalPoolArgs a) {
+  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+  const int lane = int(threadIdx.x) & 31;
+  for (long long r = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5); r < a.rows; r += warps) {
+    const float* xp = a.x + r * a.len;
+    float acc = a.max ? -GAFL_INF : 0.0f;
+    for (long long j = lane; j < a.len; j += 32) acc = a.max ? fmaxf(acc, xp[j]) : acc + xp[j];
+    acc = a.max ? gafl_warp_max(acc) : gafl_warp_sum(acc);
+    if (lane == 0) a.y[r] = a.max ? acc : acc / float(a.len);
+  }
+}
+
+struct GafGatherArgs { const float* data; const long long* idx; float* y; long long nidx, rows, outer, len; };
+
+// Gather along axis `a` of data viewed as [outer, rows, len]: y[o, i, :] = data[o, idx[i], :] (negative indices
+// count from the end; out-of-range ones give 0 rather than reading outside the tensor).
+extern "C" __global__ void __launch_bounds__(256) gaf_gather(const GafGatherArgs a) {
+  const long long n = a.outer * a.nidx * a.len;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const long long j = i % a.len, k = (i / a.len) % a.nidx, o = i / (a.len * a.nidx);
+    long long r = a.idx[k];
+    r = r < 0 ? r + a.rows : r;
+    a.y[i] = r >= 0 && r < a.rows ? a.data[(o * a.rows + r) * a.len + j] : 0.0f;
+  }
+}
+)CUDA";
+}
+
+}  // namespace gaf::cuda

@@ -1,0 +1,67 @@
+// Argument structs of the CUDA backend's hand-written kernels (library_kernels.cc holds their source,
+// compiled by NVRTC); the layouts here and there must match field for field.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gaf {
+class Node;
+class Value;
+}  // namespace gaf
+
+namespace gaf::cuda {
+
+std::string library_kernels_source();
+
+// v's dims; UnsupportedError naming node n and v when they are not all known (the backend plans static
+// shapes).
+std::vector<int64_t> static_dims(const Value* v, const Node& n);
+int64_t numel(const std::vector<int64_t>& dims);
+
+struct AttnArgs {
+  const float *q, *k, *v, *mask;
+  float* o;
+  int nb;
+  long long bdims[4];
+  long long qb[4], kb[4], vb[4], mb[4], ob[4];
+  long long lq, lk, d, dv;
+  long long qr, qc, kr, kc, vr, vc, mr, mc, orow, ocol;
+  float scale;
+};
+
+struct PoolArgs {
+  const float* x;
+  float* y;
+  long long nc, h, w, oh, ow;
+  int kh, kw, sh, sw, ph, pw, dh, dw;
+  int mode;
+};
+
+struct GlobalPoolArgs {
+  const float* x;
+  float* y;
+  long long rows, len;
+  int max;
+};
+
+struct GatherArgs {
+  const float* data;
+  const long long* idx;
+  float* y;
+  long long nidx, rows, outer, len;
+};
+
+// The arguments of each library kernel for node `n` (static shapes), its data pointers left null for the
+// session to fill: gaf.Attention (`*nbatch` receives the grid's batch count), MaxPool / AveragePool,
+// GlobalAveragePool / GlobalMaxPool, Gather. Throw gaf::UnsupportedError naming the node when the kernel does
+// not take its form.
+AttnArgs attention_args(const Node& n, int64_t* nbatch);
+size_t attention_smem(const AttnArgs& a);  // dynamic shared memory of a launch (128 threads, 4 query rows)
+PoolArgs pool_args(const Node& n);
+GlobalPoolArgs global_pool_args(const Node& n);
+GatherArgs gather_args(const Node& n);
+
+}  // namespace gaf::cuda

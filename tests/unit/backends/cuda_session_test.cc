@@ -1,0 +1,142 @@
+// The CUDA backend. Without a GPU (CI, development machines) only the refusal is checked and the rest skips
+// with the reason; on a GPU the fused models must match the CPU runtime.
+#include <gtest/gtest.h>
+
+#include "gaf/codegen.h"
+#include "gaf/cuda.h"
+#include "gaf/tools.h"
+#include "test_util.h"
+
+namespace gaf {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                            \
+  do {                                                                \
+    if (std::string why = cuda::unavailable_reason(); !why.empty()) { \
+      GTEST_SKIP() << "needs a CUDA device: " << why;                 \
+    }                                                                 \
+  } while (0)
+
+TEST(CudaSession, WithoutADeviceSaysWhyInOneError) {
+  const std::string why = cuda::unavailable_reason();
+  if (why.empty()) GTEST_SKIP() << "a CUDA device is present";
+  Model m = tools::demo_transformer_block(16, 32, 2, 64);
+  try {
+    cuda::Session s(*m.graph);
+    FAIL() << "a session was built without a device";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), why);
+    EXPECT_NE(why.find("CUDA"), std::string::npos) << why;
+  }
+}
+
+#ifdef GAF_HAVE_CUDA
+// A dry run plans without a device: every node a step with the way it runs, the generated and library kernels
+// compiled by NVRTC for sm_90 as a session on an H200 compiles them (source NVRTC rejects fails here, not on
+// the first machine with a GPU). The fused transformer block: attention on the flash kernel, products on
+// cuBLASLt with their bias folded in, LayerNorm as a row kernel, the QKV head split as an indexed kernel.
+TEST(CudaSession, DryRunPlansTheFusedBlock) {
+  Model m = tools::demo_transformer_block(128, 256, 4, 1024);
+  tools::FuseOptions opts;
+  opts.target = Target::builtin_or_file("cuda-h200");
+  tools::fuse_model(m, opts);
+  cuda::Options o;
+  o.dry_run = true;
+  cuda::Session s(*m.graph, o);
+  std::string plan;
+  for (const cuda::Step& st : s.steps()) plan += st.node + ": " + st.how + "\n";
+  EXPECT_NE(plan.find("flash attention fp32 (128 x 128 x 64, batch 4)"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("+bias"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("(LayerNormalization)"), std::string::npos) << plan;
+  EXPECT_GT(s.generated_kernels(), 2u) << plan;
+  EXPECT_THROW(s.run({}), Error);
+}
+
+// Values that are never alive together share arena bytes: a chain of 8 elementwise ops on 1 MiB values needs
+// about two of them at a time, not eight (the output and the input stay alive to the end).
+TEST(CudaSession, ArenaReusesTheBytesOfDeadValues) {
+  Model m = testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[512,512] x) => (float[512,512] y) {
+      a = Relu(x)
+      b = Neg(a)
+      c = Abs(b)
+      d = Sqrt(c)
+      e = Exp(d)
+      f = Neg(e)
+      h = Abs(f)
+      y = Relu(h)
+    })");
+  cuda::Options o;
+  o.dry_run = true;
+  cuda::Session s(*m.graph, o);  // unfused: every op its own kernel and value
+  EXPECT_EQ(s.steps().size(), 8u);
+  const size_t value = 512 * 512 * 4;
+  EXPECT_GE(s.arena_bytes(), 3 * value);
+  EXPECT_LE(s.arena_bytes(), 4 * value) << "8 values of " << value << " bytes";
+}
+
+// Does not fire: a node with no CUDA kernel is one UnsupportedError naming it and BACKEND_UNSUPPORTED; a
+// dynamic shape is refused naming the value.
+TEST(CudaSession, NodesWithoutAKernelAreRefusedByName) {
+  Model m = testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[4,4] x) => (float[4,4] y) {
+      y = Hardmax(x)
+    })");
+  cuda::Options o;
+  o.dry_run = true;
+  try {
+    cuda::Session s(*m.graph, o);
+    FAIL() << "Hardmax has no CUDA kernel";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("Hardmax"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("BACKEND_UNSUPPORTED"), std::string::npos) << e.what();
+  }
+  Model d = testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N,4] x) => (float[N,4] y) {
+      y = Relu(x)
+    })");
+  EXPECT_THROW(
+      {
+        try {
+          cuda::Session s(*d.graph, o);
+        } catch (const UnsupportedError& e) {
+          EXPECT_NE(std::string(e.what()).find("static shapes"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      UnsupportedError);
+}
+#endif
+
+// The transformer block fused for the GPU: attention as the flash kernel, products on cuBLASLt with their
+// bias epilogues, LayerNorm and GELU as generated kernels; every output within fp32 rounding of the CPU's.
+TEST(CudaSession, FusedTransformerBlockMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Model m = tools::demo_transformer_block(128, 256, 4, 1024);
+  tools::FuseOptions opts;
+  opts.target = Target::builtin_or_file("cuda-h200");
+  tools::CudaVerifyResult r = tools::verify_cuda(m, opts, {});
+  EXPECT_TRUE(r.ok) << r.text();
+  bool attention = false, generated = false, lt = false;
+  for (const std::string& p : r.plan) {
+    attention |= p.find("flash attention") != std::string::npos;
+    generated |= p.find("generated kernel") != std::string::npos;
+    lt |= p.find("cuBLASLt") != std::string::npos;
+  }
+  EXPECT_TRUE(attention && generated && lt) << r.text();
+}
+
+// The same block op by op and fused, in and out of a CUDA graph: one result, fewer steps fused.
+TEST(CudaSession, FusedAndUnfusedAgreeOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  Model m = tools::demo_transformer_block(64, 128, 4, 512);
+  tools::FuseOptions opts;
+  opts.target = Target::builtin_or_file("cuda-h200");
+  tools::CudaBenchResult b = tools::bench_cuda(m, opts, {}, 5);
+  EXPECT_LT(b.max_rel_err, 1e-4) << b.text();
+  EXPECT_LT(b.fused_steps, b.unfused_steps) << b.text();
+  EXPECT_GT(b.generated, 0u) << b.text();
+}
+
+}  // namespace
+}  // namespace gaf

@@ -9,7 +9,7 @@ BIN := $(BUILD)/graph-autofusion
 # OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
 export GOMP_SPINCOUNT ?= 10000
 
-.PHONY: setup configure build demo test test-asan bench bench-peers bench-llm python clean
+.PHONY: setup configure build demo test test-asan bench bench-peers bench-llm python device-bundle clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -45,6 +45,13 @@ python: configure
 
 bench-llm: build
 	@bash bench/peers/install.sh && bash bench/llm/run.sh
+
+# The binary and its non-CUDA libraries for the lent GPU machine (.device/bundle.tar.xz; bench/cuda/README.md): built
+# without -march=native, since that machine's processor may lack this one's vector extensions.
+device-bundle: setup
+	@cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DGAF_NATIVE=OFF >/dev/null
+	@cmake --build build/device -j$$(nproc) --target graph-autofusion
+	@bash tools/device/pack.sh build/device/graph-autofusion .device
 
 clean:
 	rm -rf build

@@ -115,7 +115,7 @@ PoolArgs pool_args(const Node& n) {
   PoolArgs a{};
   a.nc = xd[0] * xd[1], a.h = xd[2], a.w = xd[3], a.oh = yd[2], a.ow = yd[3];
   a.kh = int(ks[0]), a.kw = int(ks[1]), a.sh = int(st[0]), a.sw = int(st[1]), a.ph = int(pads[0]),
-  a.pw = int(pads[1]), a.dh = int(dil[0]), a.dw = int(dil[1]);
+  a.pw = int(pads[1]), a.dh = int(dil[0]), a.dw = int(dil[1]), a.ph_end = int(pads[2]), a.pw_end = int(pads[3]);
   a.mode = n.op_type == "MaxPool" ? 0 : n.attr_int("count_include_pad", 0) ? 1 : 2;
   return a;
 }
@@ -240,6 +240,7 @@ struct GafPoolArgs {
   const float* x; float* y;
   long long nc, h, w, oh, ow;
   int kh, kw, sh, sw, ph, pw, dh, dw;
+  int ph_end, pw_end;  // bottom and right pads
   int mode;  // 0 max, 1 average counting padding, 2 average over the window's in-image elements
 };
 
@@ -249,14 +250,16 @@ extern "C" __global__ void __launch_bounds__(256) gaf_pool2d(const GafPoolArgs a
     const long long ox = i % a.ow, oy = (i / a.ow) % a.oh, plane = i / (a.ow * a.oh);
     const float* xp = a.x + plane * a.h * a.w;
     float acc = a.mode == 0 ? -GAFL_INF : 0.0f;
-    int count = 0;
+    int count = 0, padded = 0;  // window elements inside the image, inside the padded image
     bool nan = false;
     for (int ky = 0; ky < a.kh; ++ky) {
       const long long iy = oy * a.sh - a.ph + (long long)ky * a.dh;
-      if (iy < 0 || iy >= a.h) continue;
+      const bool row_padded = iy < a.h + a.ph_end;
       for (int kx = 0; kx < a.kw; ++kx) {
         const long long ix = ox * a.sw - a.pw + (long long)kx * a.dw;
-        if (ix < 0 || ix >= a.w) continue;
+        // A ceil_mode window's last positions can lie past the padding too: those count for no average.
+        padded += row_padded && ix < a.w + a.pw_end;
+        if (iy < 0 || iy >= a.h || ix < 0 || ix >= a.w) continue;
         const float v = xp[iy * a.w + ix];
         if (a.mode == 0) { nan |= v != v; acc = v > acc ? v : acc; }
         else acc += v;
@@ -264,7 +267,7 @@ extern "C" __global__ void __launch_bounds__(256) gaf_pool2d(const GafPoolArgs a
       }
     }
     if (a.mode == 0) a.y[i] = nan ? __int_as_float(0x7fffffff) : acc;
-    else if (a.mode == 1) a.y[i] = acc / float(a.kh * a.kw);
+    else if (a.mode == 1) a.y[i] = padded ? acc / float(padded) : 0.0f;
     else a.y[i] = count ? acc / float(count) : 0.0f;
   }
 }

@@ -37,6 +37,7 @@ struct PoolArgs {
   float* y;
   long long nc, h, w, oh, ow;
   int kh, kw, sh, sw, ph, pw, dh, dw;
+  int ph_end, pw_end;
   int mode;
 };
 

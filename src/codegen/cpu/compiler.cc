@@ -20,7 +20,6 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -38,6 +37,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/cpu/cache_util.h"
 #include "gaf/codegen.h"
 #include "gaf/onnx_io.h"
 
@@ -50,15 +50,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kEntryMagic = "gaf-kernel-cache 1";
-
-std::string sha256_hex(const void* data, size_t n) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
-  unsigned len = 0;
-  GAF_CHECK(EVP_Digest(data, n, md.data(), &len, EVP_sha256(), nullptr) == 1, "SHA-256 failed (OpenSSL)");
-  std::string hex;
-  for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
-  return hex;
-}
 
 std::string compiler() {
   const char* env = std::getenv("GAF_CXX");
@@ -169,9 +160,7 @@ fs::path library_path(const fs::path& dir, const std::string& key, const std::st
 std::string check_library(int fd, const Entry& e) {
   struct stat st {};
   if (fstat(fd, &st) != 0) return fmt::format("cannot stat it: {}", std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return "not a regular file";
-  if (st.st_uid != geteuid()) return "owned by another user";
-  if (st.st_mode & (S_IWGRP | S_IWOTH)) return "writable by other users";
+  if (std::string why = untrusted_file_reason(st); !why.empty()) return why;
   if (uint64_t(st.st_size) != e.size)
     return fmt::format("{} bytes where its entry records {} (truncated?)", st.st_size, e.size);
   std::string bytes(size_t(st.st_size), '\0');

@@ -1,10 +1,19 @@
 // The CUDA backend. Without a GPU (CI, development machines) only the refusal is checked and the rest skips
 // with the reason; on a GPU the fused models must match the CPU runtime.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "gaf/codegen.h"
 #include "gaf/cuda.h"
 #include "gaf/tools.h"
+
+#ifdef GAF_HAVE_CUDA
+#include "backends/cuda/library_kernels.h"
+#include "backends/cuda/nvrtc.h"
+#endif
 #include "test_util.h"
 
 namespace gaf {
@@ -31,6 +40,50 @@ TEST(CudaSession, WithoutADeviceSaysWhyInOneError) {
 }
 
 #ifdef GAF_HAVE_CUDA
+
+// The CUBIN cache loads nothing it has not verified: a CUBIN whose bytes no longer match its entry, or a link
+// put in its place, is compiled again (and the entry rewritten to match), never loaded.
+TEST(CudaSession, CubinCacheVerifiesBeforeUse) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / fmt::format("gaf_cubin_cache_{}", getpid());
+  fs::remove_all(root);
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string old_value = old ? old : "";
+  setenv("XDG_CACHE_HOME", root.c_str(), 1);
+  const std::string src = codegen::cuda_prelude() + cuda::library_kernels_source();
+  const std::string first = cuda::compile_cubin(src, 9, 0);
+  ASSERT_EQ(first.compare(0, 4,
+                          "\x7f"
+                          "ELF"),
+            0);
+  fs::path cubin;
+  for (const auto& e : fs::directory_iterator(root / "graph-autofusion" / "cuda"))
+    if (e.path().extension() == ".cubin") cubin = e.path();
+  ASSERT_FALSE(cubin.empty());
+  EXPECT_EQ(cuda::compile_cubin(src, 9, 0), first);  // from the cache
+
+  std::string damaged = first;
+  damaged[damaged.size() / 2] ^= 0x5a;  // same size, still an ELF header: only the hash tells
+  std::ofstream(cubin, std::ios::binary | std::ios::trunc) << damaged;
+  const std::string rebuilt = cuda::compile_cubin(src, 9, 0);
+  EXPECT_NE(rebuilt, damaged);
+  EXPECT_EQ(rebuilt.compare(0, 4,
+                            "\x7f"
+                            "ELF"),
+            0);
+
+  const fs::path elsewhere = root / "elsewhere.cubin";
+  fs::rename(cubin, elsewhere);
+  fs::create_symlink(elsewhere, cubin);
+  EXPECT_EQ(cuda::compile_cubin(src, 9, 0), rebuilt);
+  EXPECT_FALSE(fs::is_symlink(cubin)) << "the link was not replaced by a compiled CUBIN";
+
+  if (old)
+    setenv("XDG_CACHE_HOME", old_value.c_str(), 1);
+  else
+    unsetenv("XDG_CACHE_HOME");
+  fs::remove_all(root);
+}
 // A dry run plans without a device: every node a step with the way it runs, the generated and library kernels
 // compiled by NVRTC for sm_90 as a session on an H200 compiles them (source NVRTC rejects fails here, not on
 // the first machine with a GPU). The fused transformer block: attention on the flash kernel, products on

@@ -26,11 +26,20 @@ struct NodeProfile {
   int64_t calls = 0;
 };
 
+// One node execution of a profiled run: the node (its index in RunStats::nodes), when it started (steady_clock
+// nanoseconds since that clock's epoch) and ran, and the bytes its inputs and outputs held.
+struct NodeEvent {
+  int node = 0;
+  int64_t start_ns = 0, dur_ns = 0;
+  size_t in_bytes = 0, out_bytes = 0;
+};
+
 struct RunStats {
   size_t peak_bytes = 0;   // peak of live intermediate buffers during the last run
   size_t pool_bytes = 0;   // what the buffer pool holds at the end of the last run (live and free blocks)
   double last_run_s = 0;
   std::vector<NodeProfile> nodes;  // with SessionOptions::profile
+  std::vector<NodeEvent> events;   // with SessionOptions::profile: the last run's node executions, in run order
 };
 
 class PoolAllocator;

@@ -112,6 +112,15 @@ BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std:
 // text table.
 std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
                            int iterations, int top = 15);
+// As above, and also writes the profiled runs to `trace_path` (atomically) as Chrome trace-event JSON, the format
+// Perfetto and chrome://tracing load: one complete ("X") event per node execution, measured start and duration in
+// microseconds from the start of that variant's first profiled run; the unfused model is process 1 ("unfused"),
+// the fused one process 2 ("fused"), each on the thread that ran it. Args: op_type, member op types of a fused
+// node, input and output bytes, iteration. At most kMaxTraceEvents events per variant: later runs are left out,
+// and the file's otherData counts them.
+inline constexpr size_t kMaxTraceEvents = 500000;
+std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
+                           int iterations, int top, const std::string& trace_path);
 
 // Human-readable decision log, optionally only the decisions touching `node` (a node or value name).
 std::string explain(const FuseResult& r, const std::string& node = "");
@@ -189,12 +198,14 @@ struct CudaVerifyResult {
   };
   std::vector<Output> outputs;
   std::vector<std::string> plan;  // one line per step of the fused model on the device
+  std::string culprit;            // on a mismatch: the first intermediate value that differs, its node and step
   std::string text() const;
   std::string json() const;
 };
 // Fuses a copy of `model` for the GPU (no channels-last layout), runs it with the CUDA backend and compares every
 // output with the CPU's unfused fp32 run: |cuda - cpu| <= tol * max|cpu| per output, tol 1e-5 (fp32) or 1e-2
-// (precision_mode tf32).
+// (precision_mode tf32). On a mismatch every intermediate value of the fused graph is compared (device against
+// the CPU runtime running the same fused graph) and the first that differs is named with its node and step.
 CudaVerifyResult verify_cuda(const Model& model, const FuseOptions& opts, std::vector<Tensor> inputs);
 
 struct CudaBenchResult {

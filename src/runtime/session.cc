@@ -264,6 +264,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
     stats_.nodes.clear();
     for (const Step& s : steps_) stats_.nodes.push_back({s.node->name, s.node->op_type, 0, 0});
   }
+  if (options_.profile) stats_.events.clear();
   std::vector<const Tensor*> ins;
   std::vector<Tensor> outs;
   for (size_t i = 0; i < steps_.size(); ++i) {
@@ -272,6 +273,9 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
     for (int k : s.in_slots) ins.push_back(k >= 0 && slots[k].defined() ? &slots[k] : nullptr);
     outs.assign(s.out_slots.size(), Tensor());
     KernelContext ctx(*s.node, ins, outs, *pool_, &s.donatable);
+    NodeEvent ev;
+    if (options_.profile)
+      for (const Tensor* t : ins) ev.in_bytes += t ? t->nbytes() : 0;
     const auto ts = options_.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     try {
       s.kernel->run(ctx);
@@ -283,8 +287,15 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
       throw Error(msg);
     }
     if (options_.profile) {
-      stats_.nodes[i].total_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+      const auto te = std::chrono::steady_clock::now();
+      stats_.nodes[i].total_s += std::chrono::duration<double>(te - ts).count();
       stats_.nodes[i].calls++;
+      using ns = std::chrono::nanoseconds;
+      ev.node = int(i);
+      ev.start_ns = std::chrono::duration_cast<ns>(ts.time_since_epoch()).count();
+      ev.dur_ns = std::chrono::duration_cast<ns>(te - ts).count();
+      for (const Tensor& t : outs) ev.out_bytes += t.nbytes();
+      stats_.events.push_back(ev);
     }
     for (size_t k = 0; k < outs.size(); ++k) slots[s.out_slots[k]] = std::move(outs[k]);
     for (int k : s.release) slots[k] = Tensor();

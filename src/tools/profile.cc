@@ -1,7 +1,19 @@
 // profile_fusion: where the time goes, node by node, before and after fusion.
-#include <algorithm>
-#include <map>
+//
+// With a trace path the profiled runs' node executions (RunStats::events: measured start and duration of each)
+// also go to a Chrome trace-event file, one process per variant, one track per run thread.
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "gaf/onnx_io.h"
 #include "gaf/session.h"
 #include "gaf/tools.h"
 
@@ -9,16 +21,71 @@ namespace gaf::tools {
 
 namespace {
 
+// Chrome trace events of one variant (process `pid`): a process_name and a thread_name metadata event, then one
+// complete event per node execution, `ts`/`dur` in microseconds from `origin_ns`.
+struct Trace {
+  int pid = 0;
+  std::string process;
+  int64_t origin_ns = 0;
+  long tid = 0;
+  std::vector<std::pair<int, runtime::NodeEvent>> events;  // (iteration, event)
+  int runs_left_out = 0;                                    // past kMaxTraceEvents
+};
+
+std::string trace_events(const Trace& t, const Graph& g) {
+  const std::vector<Node*> nodes = g.nodes();  // the Session's steps are the graph's nodes in this order
+  std::string out;
+  auto add = [&](const nlohmann::json& e) {
+    if (!out.empty()) out += ",\n";
+    out += e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // names need not be UTF-8
+  };
+  add({{"ph", "M"}, {"pid", t.pid}, {"tid", t.tid}, {"name", "process_name"}, {"args", {{"name", t.process}}}});
+  add({{"ph", "M"}, {"pid", t.pid}, {"tid", t.tid}, {"name", "thread_name"}, {"args", {{"name", "run"}}}});
+  std::vector<nlohmann::json> members(nodes.size());
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (!nodes[k]->body) continue;
+    members[k] = nlohmann::json::array();
+    for (const Node* b : nodes[k]->body->nodes()) members[k].push_back(b->op_type);
+  }
+  for (const auto& [iteration, ev] : t.events) {
+    GAF_ASSERT(ev.node >= 0 && size_t(ev.node) < nodes.size(), "trace: node index out of range");
+    const Node& n = *nodes[size_t(ev.node)];
+    nlohmann::json args = {{"op_type", n.op_type},
+                           {"input_bytes", ev.in_bytes},
+                           {"output_bytes", ev.out_bytes},
+                           {"iteration", iteration}};
+    if (n.body) args["members"] = members[size_t(ev.node)];
+    add({{"ph", "X"},
+         {"pid", t.pid},
+         {"tid", t.tid},
+         {"name", n.name.empty() ? n.op_type : n.name},
+         {"cat", n.body ? "fused" : "op"},
+         {"ts", double(ev.start_ns - t.origin_ns) / 1e3},
+         {"dur", double(ev.dur_ns) / 1e3},
+         {"args", std::move(args)}});
+  }
+  return out;
+}
+
 std::string table(const std::string& title, const Model& m, const std::vector<Tensor>& inputs, int iterations,
-                  int top) {
+                  int top, Trace* trace = nullptr) {
   runtime::Session s(*m.graph, runtime::SessionOptions{.profile = true});
   s.run(inputs);  // warm-up (and generated kernels loaded)
   std::vector<runtime::NodeProfile> acc = s.stats().nodes;  // totals accumulate over runs: keep the difference
   for (auto& p : acc) p.total_s = -p.total_s;
   double wall = 0;
+  if (trace) {
+    trace->tid = long(::syscall(SYS_gettid));  // runs execute their nodes one after another on this thread
+    trace->origin_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now().time_since_epoch())
+                           .count();
+  }
   for (int i = 0; i < iterations; ++i) {
     s.run(inputs);
     wall += s.stats().last_run_s;
+    if (trace && trace->events.size() + s.stats().events.size() > tools::kMaxTraceEvents) ++trace->runs_left_out;
+    else if (trace)
+      for (const auto& ev : s.stats().events) trace->events.emplace_back(i, ev);
   }
   const auto& nodes = s.stats().nodes;
   for (size_t k = 0; k < nodes.size() && k < acc.size(); ++k) acc[k].total_s += nodes[k].total_s;
@@ -55,6 +122,36 @@ std::string profile_fusion(const Model& model, const FuseOptions& opts, const st
   Model fused = copy_model(model);
   fuse_model(fused, opts);
   return table("unfused", model, inputs, iterations, top) + table("fused", fused, inputs, iterations, top);
+}
+
+std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
+                           int iterations, int top, const std::string& trace_path) {
+  if (trace_path.empty()) return profile_fusion(model, opts, inputs, iterations, top);
+  {  // an unwritable trace path fails before the profiled runs, not after them
+    std::filesystem::path dir = std::filesystem::path(trace_path).parent_path();
+    if (dir.empty()) dir = ".";
+    std::error_code ec;
+    GAF_CHECK(!std::filesystem::is_directory(trace_path, ec), "cannot write '{}': it is a folder; give a file name",
+              trace_path);
+    GAF_CHECK(::access(dir.c_str(), W_OK) == 0, "cannot write '{}': {}; check that the folder exists and is writable",
+              trace_path, std::strerror(errno));
+  }
+  Model fused = copy_model(model);
+  fuse_model(fused, opts);
+  Trace unfused_trace, fused_trace;
+  unfused_trace.pid = 1, unfused_trace.process = "unfused";
+  fused_trace.pid = 2, fused_trace.process = "fused";
+  std::string text = table("unfused", model, inputs, iterations, top, &unfused_trace) +
+                     table("fused", fused, inputs, iterations, top, &fused_trace);
+  onnx_io::write_file_atomic(trace_path, "{\"traceEvents\": [\n" + trace_events(unfused_trace, *model.graph) +
+                                             ",\n" + trace_events(fused_trace, *fused.graph) +
+                                             "\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": " +
+                                             nlohmann::json({{"iterations", iterations},
+                                                             {"unfused_runs_left_out", unfused_trace.runs_left_out},
+                                                             {"fused_runs_left_out", fused_trace.runs_left_out}})
+                                                 .dump() +
+                                             "}\n");
+  return text;
 }
 
 }  // namespace gaf::tools

@@ -132,6 +132,10 @@ check profile 0 "by op type" -- "$bin" profile "$models/mlp/model.onnx" -O 3 --i
 # --top 0 lists every node in run order: the unfused MLP's Erf sits between its two Gemms
 check profile-all 0 "Gemm +fc1 .* Erf .* Gemm +fc2" -- \
   bash -c '"$1" profile "$2" --iterations 1 --top 0 | tr "\n" " "' _ "$bin" "$models/mlp/model.onnx"
+# --trace writes the profiled runs as a Chrome trace (Perfetto, chrome://tracing) that parses as JSON with events
+check profile-trace 0 "^trace ok$" -- bash -c '"$1" profile "$2" --iterations 1 --trace "$3" >/dev/null && /usr/bin/python3 \
+  -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"traceEvents\"]" "$3" && echo trace ok' \
+  _ "$bin" "$models/mlp/model.onnx" "$tmp/profile-trace.json"
 
 # --device cuda: on a machine without a GPU (or a build without the toolkit) one line saying so and exit 1; with
 # one, the generated model runs and verifies against the CPU.

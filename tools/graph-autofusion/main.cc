@@ -348,8 +348,9 @@ int cmd_bench(const FuseArgs& a, const RunArgs& io) {
   return 0;
 }
 
-int cmd_profile(const FuseArgs& a, const RunArgs& io, int top) {
+int cmd_profile(const FuseArgs& a, const RunArgs& io, int top, const std::string& trace) {
   if (a.device == "cuda") {
+    GAF_CHECK(trace.empty(), "--trace records the CPU runtime's node executions; it does not apply to --device cuda");
     tools::FuseOptions opts = cuda_fuse_options(a);
     Model m = onnx_io::load_model(a.input);
     std::cout << tools::profile_cuda(m, opts, inputs_for(m, io), std::max(io.iterations, 1), top);
@@ -358,7 +359,7 @@ int cmd_profile(const FuseArgs& a, const RunArgs& io, int top) {
   tools::FuseOptions opts = fuse_options(a);
   Model m = onnx_io::load_model(a.input);
   std::cout << tools::profile_fusion(m, opts, inputs_for(m, io), std::max(io.iterations, 1),
-                                     top);
+                                     top, trace);
   return 0;
 }
 
@@ -494,6 +495,9 @@ int main(int argc, char** argv) {
   int profile_top = 15;
   profile->add_option("--top", profile_top, "most expensive nodes listed per variant (0: every node, in run order)")
       ->check(CLI::NonNegativeNumber);
+  std::string profile_trace;
+  profile->add_option("--trace", profile_trace, "also write the profiled runs' node executions to this file as a "
+                      "Chrome trace (JSON; open in Perfetto or chrome://tracing)");
 
   GenerateArgs gen_args;
   auto* generate = app.add_subcommand(
@@ -547,7 +551,7 @@ int main(int argc, char** argv) {
     if (*verify) return cmd_verify(verify_args, verify_io, rtol, atol);
     if (*explain) return cmd_explain(explain_args, explain_node);
     if (*bench) return cmd_bench(bench_args, bench_io);
-    if (*profile) return cmd_profile(profile_args, profile_io, profile_top);
+    if (*profile) return cmd_profile(profile_args, profile_io, profile_top, profile_trace);
     if (*compare) return cmd_compare(cmp_actual, cmp_expected, cmp_rtol, cmp_atol);
     if (*generate) return cmd_generate(gen_args);
   } catch (const gaf::Error& e) {

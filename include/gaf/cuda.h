@@ -29,6 +29,8 @@ struct Options {
   // Plan and compile the kernels (NVRTC, for an H200's sm_90) without touching a device: what a machine
   // without a GPU can check of a model (run --device cuda --dry-run). Such a session cannot run.
   bool dry_run = false;
+  // Runs launch step by step and wait for each, so a kernel fault names the step it happened in (verify uses it).
+  bool check_steps = false;
 };
 
 struct Step {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "gaf/cuda.h"
@@ -63,6 +64,39 @@ double max_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// The step a mismatch starts at: the model fused for the GPU once more, every node output returned, run on the
+// device and on the CPU runtime (the same fused graph) from the same inputs; the first value in node order whose
+// difference passes the tolerance names its node and how the device ran it.
+std::string first_differing_step(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
+                                 double tol) {
+  Model probe = fused_for_gpu(model, opts);
+  Graph& g = *probe.graph;
+  std::set<const Value*> outs(g.outputs().begin(), g.outputs().end());
+  for (const Node* n : g.nodes())
+    for (Value* v : n->outputs())
+      if (!v->absent_output && outs.insert(v).second) g.add_output(v);
+  cuda::Options co = cuda_options(opts);
+  co.check_steps = true;
+  cuda::Session gpu(g, co);
+  runtime::Session cpu(g);
+  std::vector<Tensor> got = gpu.run(inputs), want = cpu.run(inputs);
+  for (const Node* n : g.nodes())
+    for (const Value* v : n->outputs()) {
+      auto it = std::find(g.outputs().begin(), g.outputs().end(), v);
+      if (v->absent_output || it == g.outputs().end()) continue;
+      const size_t o = size_t(it - g.outputs().begin());
+      if (!got[o].defined() || got[o].dtype() != want[o].dtype() || got[o].dims() != want[o].dims()) continue;
+      const double d = max_diff(got[o], want[o]), scale = max_abs(want[o]);
+      if (d <= tol * std::max(scale, 1e-30)) continue;
+      std::string step = "a view of its input";
+      for (const cuda::Step& st : gpu.steps())
+        if (st.node == n->describe()) step = st.how;
+      return fmt::format("value '{}' of {} ({}): max |cuda - cpu| {:.3g}, scale {:.3g}; the values before it match",
+                         v->name(), n->describe(), step, d, scale);
+    }
+  return "every intermediate value matches: the outputs differ only after them";
+}
+
 }  // namespace
 
 CudaVerifyResult verify_cuda(const Model& model, const FuseOptions& opts, std::vector<Tensor> inputs) {
@@ -74,7 +108,9 @@ CudaVerifyResult verify_cuda(const Model& model, const FuseOptions& opts, std::v
   runtime::Session cpu(*model.graph);
   std::vector<Tensor> expected = cpu.run(inputs);
   Model fused = fused_for_gpu(model, opts);
-  cuda::Session gpu(*fused.graph, cuda_options(opts));
+  cuda::Options co = cuda_options(opts);
+  co.check_steps = true;
+  cuda::Session gpu(*fused.graph, co);
   r.device = gpu.device_name();
   for (const cuda::Step& s : gpu.steps()) r.plan.push_back(s.node + ": " + s.how);
   std::vector<Tensor> actual = gpu.run(inputs);
@@ -87,6 +123,7 @@ CudaVerifyResult verify_cuda(const Model& model, const FuseOptions& opts, std::v
     r.ok &= out.ok;
     r.outputs.push_back(out);
   }
+  if (!r.ok) r.culprit = first_differing_step(model, opts, inputs, tol);
   return r;
 }
 
@@ -109,6 +146,7 @@ std::string CudaVerifyResult::json() const {
   j["device"] = device;
   j["tolerance"] = tolerance;
   j["plan"] = plan;
+  if (!culprit.empty()) j["culprit"] = culprit;
   for (const Output& o : outputs)
     j["outputs"].push_back({{"name", o.name}, {"max_abs", o.max_abs}, {"scale", o.scale}, {"ok", o.ok}});
   return j.dump(2);

@@ -137,6 +137,16 @@ check profile-trace 0 "^trace ok$" -- bash -c '"$1" profile "$2" --iterations 1 
   -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"traceEvents\"]" "$3" && echo trace ok' \
   _ "$bin" "$models/mlp/model.onnx" "$tmp/profile-trace.json"
 
+# The CUDA plan of every model the tests carry (and the shared ones when present), its kernels compiled by NVRTC
+# for sm_90: no GPU needed. A build without the toolkit says so instead.
+if "$bin" run "$models/mlp/model.onnx" --device cuda --dry-run 2>&1 | grep -q "this build has no CUDA"; then
+  echo "cli: this build has no CUDA backend: the CUDA dry runs skipped"
+else
+  for m in "$models"/mlp "$models"/convnet "$models"/encoder ${shared:+"$shared"/*/}; do
+    [ -f "$m/model.onnx" ] || continue
+    check "cuda-dry-run-$(basename "$m")" 0 "^dry run: [0-9]+ steps" -- "$bin" run "$m/model.onnx" --device cuda -O 2 --dry-run
+  done
+fi
 # --device cuda: on a machine without a GPU (or a build without the toolkit) one line saying so and exit 1; with
 # one, the generated model runs and verifies against the CPU.
 if "$bin" run "$models/mlp/model.onnx" --device cuda -O 2 --random-inputs >/dev/null 2>&1; then

@@ -2,10 +2,12 @@
 // simple) through the CPU runtime and compares with the stored outputs.
 //
 //   gaf_conformance [--data DIR] [--filter SUBSTR] [--expected FILE] [--write-expected FILE] [--verbose]
-//                   [--opt-level N]
+//                   [--opt-level N] [--emit-cuda FILE]
 //
 // With --opt-level 1..3 every model is first rewritten and fused at that level (the fused model must pass the ONNX
-// checker) and the fused graph runs, generated kernels included, against the same stored outputs.
+// checker) and the fused graph runs, generated kernels included, against the same stored outputs. --emit-cuda
+// also prints every fused group the CUDA dialect covers into FILE, one translation unit after the CUDA prelude, for
+// a compiler to check (tests/onnx_conformance/compile_cuda.sh).
 // Each test runs in a forked child, so a crash is one failed test, not a dead suite. A checked-in list of tests
 // expected to be unsupported or failing (each with its reason) turns any other failure or unsupported test into
 // a non-zero exit, and so does a listed test that now passes: coverage can only grow, and the list stays honest.
@@ -14,12 +16,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
 
+#include "gaf/codegen.h"
 #include "gaf/onnx_io.h"
 #include "gaf/session.h"
 #include "gaf/tools.h"
@@ -37,6 +41,23 @@ struct Result {
 };
 
 int g_opt_level = 0;
+std::string g_emit_cuda;  // --emit-cuda FILE
+
+// Appends the CUDA kernels of the fused nodes of `m` (those the dialect prints) to g_emit_cuda; the tests run one
+// at a time, each in its own child, so plain appends do not interleave.
+void emit_cuda(const Graph& g, const std::string& test) {
+  std::string prefix = "gaf_";
+  for (char c : test) prefix += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  codegen::EmitOptions eo;
+  eo.dialect = codegen::Dialect::Cuda;
+  std::ofstream f(g_emit_cuda, std::ios::app);
+  int k = 0;
+  for (const Node* n : g.nodes()) {
+    if (!n->body) continue;
+    std::string why;
+    if (auto e = codegen::emit_kernel(*n, fmt::format("{}_{}", prefix, k++), eo, &why)) f << e->source << "\n";
+  }
+}
 
 Result run_test(const fs::path& dir, double rtol, double atol) {
   try {
@@ -46,6 +67,7 @@ Result run_test(const fs::path& dir, double rtol, double atol) {
       fo.fusion.opt_level = g_opt_level;
       tools::fuse_model(m, fo);
       onnx_io::check_model(m);
+      if (!g_emit_cuda.empty()) emit_cuda(*m.graph, dir.parent_path().filename().string() + "_" + dir.filename().string());
     }
     runtime::Session session(*m.graph);
     std::vector<fs::path> sets;
@@ -155,11 +177,13 @@ int main(int argc, char** argv) {
     else if (a == "--write-expected") write_path = next();
     else if (a == "--verbose") verbose = true;
     else if (a == "--opt-level") g_opt_level = std::stoi(next());
+    else if (a == "--emit-cuda") g_emit_cuda = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
       return 2;
     }
   }
+  if (!g_emit_cuda.empty()) std::ofstream(g_emit_cuda, std::ios::trunc) << codegen::cuda_prelude();
   auto expected = read_expected(expected_path);
   const double rtol = 1e-3, atol = 1e-7;
   int passed = 0, failed = 0, unsup = 0, regressions = 0;

@@ -1,8 +1,9 @@
-// Graph passes. A pass is a name (also its --dump-after= flag) and run(graph) -> changed. The PassManager builds
-// the pipeline for an opt level, counts rewrites per pass for the report, optionally dumps the graph after each
-// pass and verifies it between passes in debug builds.
+// Graph passes. A pass is a name (also its `opt --passes` and `--dump-after=` name) and run(graph) -> changed. The
+// PassManager builds the pipeline for an opt level, counts rewrites per pass for the report, optionally dumps the
+// graph after each pass and verifies it between passes in debug builds.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -27,6 +28,8 @@ struct PassContext {
   int opt_level = 2;
   std::map<std::string, int> rewrites;  // pass name -> rewrites applied (for the report)
   std::string dump_dir;                 // when set: <dump_dir>/<NN>_<pass>.txt after each pass that changed
+  // When set: called after each pass that changed the graph (graph-autofusion opt --dump-after).
+  std::function<void(std::string_view pass, const Graph& g)> after_pass;
   bool verify_each = false;
   bool conv_winograd = false;           // the target runs Winograd convolutions and the rules allow them
   bool conv_expand_depthwise = false;   // the target runs gaf.ExpandDepthwiseConv (Target::conv_expand_depthwise)
@@ -59,6 +62,9 @@ class PassManager {
   // `channels_last`: the target runs convolutions channels-last (the layout passes join the pipeline).
   static PassManager for_opt_level(int opt_level, bool channels_last = true);
   std::vector<std::string> names() const;
+  // Every rewrite pass by name, in pipeline order (each once); the pass of that name (nullptr when there is none).
+  static std::vector<std::string> known_passes();
+  static std::unique_ptr<Pass> make_pass(std::string_view name);
 
  private:
   std::vector<std::unique_ptr<Pass>> passes_;

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,15 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts);
 }  // namespace gaf::tools
 
 namespace gaf::tools {
+
+// graph-autofusion opt. The model as ONNX text (onnx/defs/printer.h; our gaf ops kept as they are).
+std::string model_text(const Model& m);
+// A model file, or ONNX text when the name ends in .txt.
+Model load_model_or_text(const std::string& path);
+// Runs the named rewrite passes (PassManager::known_passes) in order, to a fixed point as the pipeline does;
+// after each pass that changed the graph and is `dump_after` (or every one, "all") writes "# after PASS" and the
+// model text to `dumps`. Returns the number of dumps. An unknown name is an error listing the known ones.
+int run_passes(Model& m, const std::vector<std::string>& passes, const std::string& dump_after, std::ostream& dumps);
 
 // A copy of `model` to run op by op on the GPU: constants and static shape arithmetic folded (the device runs no
 // int64 size computations), nothing rewritten or fused.

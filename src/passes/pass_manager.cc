@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -15,6 +16,7 @@ bool PassManager::run(Graph& g, PassContext& ctx, int max_iterations) {
       bool c = p->run(g, ctx);
       changed |= c;
       if (c && ctx.verify_each) verify(g);
+      if (c && ctx.after_pass) ctx.after_pass(p->name(), g);
       if (c && !ctx.dump_dir.empty()) {
         std::filesystem::create_directories(ctx.dump_dir);
         std::ofstream(std::filesystem::path(ctx.dump_dir) /
@@ -75,6 +77,20 @@ PassManager PassManager::for_opt_level(int opt_level, bool channels_last) {
   pm.add(make_weight_compression());
   pm.add(make_dead_code_elimination());
   return pm;
+}
+
+std::vector<std::string> PassManager::known_passes() {
+  std::vector<std::string> out;
+  for (const std::string& n : for_opt_level(3).names())
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  return out;
+}
+
+std::unique_ptr<Pass> PassManager::make_pass(std::string_view name) {
+  PassManager all = for_opt_level(3);
+  for (auto& p : all.passes_)
+    if (p->name() == name) return std::move(p);
+  return nullptr;
 }
 
 std::vector<std::string> PassManager::names() const {

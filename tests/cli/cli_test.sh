@@ -137,6 +137,12 @@ check profile-trace 0 "^trace ok$" -- bash -c '"$1" profile "$2" --iterations 1 
   -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"traceEvents\"]" "$3" && echo trace ok' \
   _ "$bin" "$models/mlp/model.onnx" "$tmp/profile-trace.json"
 
+# opt: named passes text in, text out; the result parses back; a misspelt pass is one error listing the known.
+printf '<ir_version: 8, opset_import: ["" : 17]>\ng (float[2,8] x) => (float[2,8] y) {\n  one = Constant <value = float {1.0}> ()\n  two = Constant <value = float {2.0}> ()\n  s = Add(one, two)\n  y = Mul(x, s)\n}\n' >"$tmp/opt_in.txt"
+check opt-fold 0 "float \{3\}" -- "$bin" opt "$tmp/opt_in.txt" --passes constant-to-initializer,constant-folding -o "$tmp/opt_out.txt" \
+  --dump-after constant-folding
+check opt-reparse 0 "s = Constant" -- "$bin" opt "$tmp/opt_out.txt" --passes dead-code-elimination
+check opt-unknown 1 "'constant-foldin' is no pass \(known: " -- "$bin" opt "$tmp/opt_in.txt" --passes constant-foldin
 # The CUDA plan of every model the tests carry (and the shared ones when present), its kernels compiled by NVRTC
 # for sm_90: no GPU needed. A build without the toolkit says so instead.
 if "$bin" run "$models/mlp/model.onnx" --device cuda --dry-run 2>&1 | grep -q "this build has no CUDA"; then

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <new>
+#include <sstream>
 
 #include "gaf/cuda.h"
 #include "gaf/onnx_io.h"
@@ -363,6 +364,25 @@ int cmd_profile(const FuseArgs& a, const RunArgs& io, int top, const std::string
   return 0;
 }
 
+// opt: named passes, text in and out (a developer's tool, like mlir-opt).
+int cmd_opt(const std::string& input, const std::string& passes, const std::string& dump_after,
+            const std::string& output) {
+  Model m = tools::load_model_or_text(input);
+  std::vector<std::string> names;
+  std::stringstream list(passes);
+  for (std::string p; std::getline(list, p, ',');)
+    if (!p.empty()) names.push_back(p);
+  tools::run_passes(m, names, dump_after, std::cout);
+  if (output.empty()) {
+    std::cout << tools::model_text(m) << "\n";
+  } else if (output.size() >= 4 && output.compare(output.size() - 4, 4, ".txt") == 0) {
+    onnx_io::write_file_atomic(output, tools::model_text(m) + "\n");
+  } else {
+    onnx_io::save_model(m, output);  // portable: our ops decomposed into standard ONNX
+  }
+  return 0;
+}
+
 int cmd_demo() {
   Model m = tools::demo_transformer_block();
   std::cout << "Built-in model: " << m.graph->name << " (seq 128, d_model 256, 4 heads, d_ff 1024)\n";
@@ -447,6 +467,15 @@ int main(int argc, char** argv) {
                 "needed, nothing runs");
 
   auto* demo = app.add_subcommand("demo", "build, run and report the built-in transformer block");
+
+  std::string opt_input, opt_passes, opt_dump_after, opt_output;
+  auto* opt = app.add_subcommand("opt", "run named rewrite passes and print the model as ONNX text (like mlir-opt)");
+  opt->add_option("model", opt_input, "ONNX model, or ONNX text (.txt)")->required();
+  opt->add_option("--passes", opt_passes, "comma-separated pass names, run in order to a fixed point")->required();
+  opt->add_option("--dump-after", opt_dump_after, "print the model after each run of this pass that changed it "
+                  "(all: after every pass that did)");
+  opt->add_option("--output,-o", opt_output, "write the result here instead (.txt: ONNX text with our ops; else "
+                  "a portable .onnx)");
 
   int st_graphs = 200;
   uint64_t st_seed = 1;
@@ -538,6 +567,7 @@ int main(int argc, char** argv) {
     if (*info) return cmd_info(info_model);
     if (*run) return cmd_run(run_args);
     if (*demo) return cmd_demo();
+    if (*opt) return cmd_opt(opt_input, opt_passes, opt_dump_after, opt_output);
     if (*selftest) {
       auto r = tools::selftest(st_graphs, st_seed);
       for (const auto& f : r.failures) std::cout << "FAILED " << f << "\n";

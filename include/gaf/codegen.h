@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gaf/fusion.h"
 #include "gaf/graph.h"
 #include "gaf/kernel.h"
 
@@ -66,11 +67,20 @@ struct EmitOptions {
 std::optional<EmittedKernel> emit_kernel(const Node& fused, const std::string& symbol, const EmitOptions& opts,
                                          std::string* why_not);
 
+// The kernel of `nodes` (a group of graph g, in order) as if they were one fused node, whether or not they are one
+// yet: what a backend asks the emitter before the planner merges them, or to run a single node as a kernel.
+// `inputs` / `outputs` receive the values of g the kernel's inputs and outputs stand for.
+std::optional<EmittedKernel> emit_group(const std::vector<const Node*>& nodes, const Graph& g, const std::string& symbol,
+                                        const EmitOptions& opts, std::string* why, std::vector<const Value*>* inputs,
+                                        std::vector<const Value*>* outputs);
+
 // Helpers shared with the runtime prelude.
 std::string prelude();
 // The CUDA translation unit head: types, GafArgs, gaf_* device helpers, block reductions. No #include: it
 // compiles under NVRTC without headers.
 std::string cuda_prelude();
+// The CUDA backend as the planner sees it (KernelBackend): a group it cannot print runs apart (BACKEND_UNSUPPORTED).
+const KernelBackend& cuda_kernel_backend();
 
 struct CompileOptions {
   bool debug = false;  // -O0 -g instead of -O3

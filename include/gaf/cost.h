@@ -39,6 +39,9 @@ struct Target {
   // Whether convolutions run channels-last (NHWC): the CPU runtime's oneDNN and hand-written kernels do; cuDNN
   // on the GPU takes the model's NCHW as it is, so a GPU target keeps the layout passes out of the pipeline.
   bool channels_last = true;
+  // The backend that runs the plan: "cpu" (the CPU runtime) or "cuda" (the planner asks it whether it prints each
+  // group it would form: codegen::cuda_kernel_backend()).
+  std::string backend = "cpu";
 
   // "cpu-host", "cuda-h200", "ascend910b", or a JSON file with these fields. Throws naming the bad field.
   static Target builtin_or_file(const std::string& name_or_path);

@@ -38,6 +38,7 @@ enum class Reason {
   NegativeBenefit,
   FusionDisabled,
   TargetUnsupported,  // the target has no fast single kernel for this group (e.g. Conv+Clip on oneDNN CPU)
+  BackendUnsupported,  // the target's backend cannot build the group's kernel (KernelBackend::cannot_emit)
 };
 std::string_view reason_name(Reason r);  // "CYCLE", "OPAQUE_OP", ...
 
@@ -90,9 +91,22 @@ struct FusionRules {
   static FusionRules from_env_or_file(const std::string& path);
 };
 
+// The planner's view of the backend that will run the plan (the seam of issue #25): before two groups merge it asks
+// whether the backend builds the merged group's kernel, and a "no" is the decision BACKEND_UNSUPPORTED with the
+// backend's reason. Implemented by the backends (the CUDA one: codegen::cuda_kernel_backend()).
+class KernelBackend {
+ public:
+  virtual ~KernelBackend() = default;
+  virtual std::string_view name() const = 0;
+  // "" when the backend runs `nodes` (a would-be group of graph g, in order) as one kernel, or as one library call
+  // and one kernel for its epilogue; else why not.
+  virtual std::string cannot_emit(const std::vector<const Node*>& nodes, const Graph& g) const = 0;
+};
+
 struct FusionOptions {
   int opt_level = 2;  // 0 none, 1 rewrites only, 2 + fusion, 3 + multi-output / horizontal / aggressive
   FusionRules rules;
+  const KernelBackend* backend = nullptr;  // none: the CPU runtime, whose limits legality knows itself
 };
 
 // A group under construction: member nodes in topological order.

@@ -44,6 +44,7 @@ Target cuda_h200() {
   t.matrix_flops = 494e12;
   t.cores = 132;
   t.channels_last = false;
+  t.backend = "cuda";
   return t;
 }
 
@@ -101,6 +102,10 @@ Target Target::builtin_or_file(const std::string& spec) {
     } else if (k == "conv_winograd") {
       GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_winograd' must be true or false", spec);
       t.conv_winograd = it->get<bool>();
+    } else if (k == "backend") {
+      GAF_CHECK(it->is_string() && (it->get<std::string>() == "cpu" || it->get<std::string>() == "cuda"),
+                "target file '{}': 'backend' must be \"cpu\" or \"cuda\"", spec);
+      t.backend = it->get<std::string>();
     } else if (k == "channels_last") {
       GAF_CHECK(it->is_boolean(), "target file '{}': 'channels_last' must be true or false", spec);
       t.channels_last = it->get<bool>();
@@ -111,7 +116,7 @@ Target Target::builtin_or_file(const std::string& spec) {
       GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_expand_depthwise_everywhere' must be true or false", spec);
       t.conv_expand_depthwise_everywhere = it->get<bool>();
     } else fail("target file '{}': unknown key '{}' (known: name, dram_bandwidth, onchip_bytes, launch_overhead_s, "
-              "vector_flops, matrix_flops, cores, conv_clip_epilogue, conv_winograd, conv_expand_depthwise, channels_last, "
+              "vector_flops, matrix_flops, cores, conv_clip_epilogue, conv_winograd, conv_expand_depthwise, channels_last, backend, "
               "conv_expand_depthwise_everywhere)", spec, k);
   }
   return t;
@@ -128,6 +133,7 @@ std::string Target::to_json() const {
                       {"conv_clip_epilogue", conv_clip_epilogue},
                       {"conv_winograd", conv_winograd},
                       {"channels_last", channels_last},
+                      {"backend", backend},
                       {"conv_expand_depthwise", conv_expand_depthwise},
                       {"conv_expand_depthwise_everywhere", conv_expand_depthwise_everywhere}};
   return j.dump(2);

@@ -278,6 +278,10 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
             return D::no(Reason::RuleForbid, fmt::format("rule \"{}\" forbids it{}{}", r.pattern.text,
                                                          r.reason.empty() ? "" : ": ", r.reason));
   }
+  // Last: the backend's answer costs a kernel print.
+  if (opts.backend)
+    if (std::string why = opts.backend->cannot_emit(nodes, g); !why.empty())
+      return D::no(Reason::BackendUnsupported, fmt::format("the {} backend: {}", opts.backend->name(), why));
   return D::yes();
 }
 
@@ -306,6 +310,7 @@ std::string_view reason_name(Reason r) {
     case Reason::NegativeBenefit: return "NEGATIVE_BENEFIT";
     case Reason::FusionDisabled: return "FUSION_DISABLED";
     case Reason::TargetUnsupported: return "TARGET_UNSUPPORTED";
+    case Reason::BackendUnsupported: return "BACKEND_UNSUPPORTED";
   }
   return "?";
 }

@@ -82,7 +82,9 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
             fmt::format("{}: weights '{}' {}", n->output(0)->name(), n->input(1)->name(), n->input(1)->type.to_string()));
   }
   if (opts.fusion.opt_level >= 2) {
-    FusionPlan plan = plan_fusion(g, cm, opts.fusion);
+    FusionOptions fo = opts.fusion;
+    if (!fo.backend && opts.target.backend == "cuda") fo.backend = &codegen::cuda_kernel_backend();
+    FusionPlan plan = plan_fusion(g, cm, fo);
     r.candidates = plan.candidates;
     r.decisions = plan.decisions;
     r.groups = apply_fusion(g, plan, cm);

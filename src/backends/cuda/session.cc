@@ -24,7 +24,6 @@
 
 #include "backends/cuda/library_kernels.h"
 #include "backends/cuda/nvrtc.h"
-#include "fusion/group_util.h"
 #include "gaf/codegen.h"
 #include "gaf/cuda.h"
 #include "gaf/op_registry.h"
@@ -322,22 +321,12 @@ struct Session::Impl {
   // *why when the dialect cannot. Externals read become the kernel's inputs; values read after the group (or
   // returned by its graph) its outputs.
   bool plan_generated(const std::vector<const Node*>& nodes, std::string* why) {
-    const Graph* owner = nodes.front()->graph();
-    Graph holder;
     std::vector<const Value*> ext_in, ext_out;
-    std::unique_ptr<Graph> body = fusion_detail::group_body(nodes, *owner, "k", &ext_in, &ext_out);
-    std::vector<std::string> out_names;
-    for (const Value* v : ext_out) out_names.push_back(holder.unique_name(v->name() + "__k"));
-    std::vector<Value*> holder_ins;
-    for (const Value* v : ext_in) holder_ins.push_back(holder.add_input(v->name(), v->type));
-    Node* fused = holder.add_node("k", holder_ins, out_names, "k");
-    fused->domain = "gaf.fused";
-    fused->opset = 1;
-    fused->body = std::move(body);
     const std::string symbol = fmt::format("gaf_k{}", kernels.size());
     codegen::EmitOptions eo;
     eo.dialect = codegen::Dialect::Cuda;
-    std::optional<codegen::EmittedKernel> k = codegen::emit_kernel(*fused, symbol, eo, why);
+    std::optional<codegen::EmittedKernel> k =
+        codegen::emit_group(nodes, *nodes.front()->graph(), symbol, eo, why, &ext_in, &ext_out);
     if (!k) return false;
 
     const Node& first = *nodes.front();

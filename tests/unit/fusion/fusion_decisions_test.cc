@@ -285,6 +285,27 @@ TEST(FusionDecisions, RandomOpsNeverFuse) {
   expect_reason(f.result, "a", "y", Reason::StatefulOrRandom);
 }
 
+// The target's backend has the last word: a mean over a middle axis and the subtraction reading it need a grid-wide
+// barrier as one CUDA kernel, so the cuda backend refuses the group (with the emitter's reason); the CPU runtime
+// runs it as one kernel (the twin). Both models compute the same.
+TEST(FusionDecisions, BackendUnsupportedWhenTheCudaDialectCannotPrintTheGroup) {
+  const std::string body = R"(g (float[4,64,32] x) => (float[4,64,32] y) {
+      m = ReduceMean <axes = [1], keepdims = 1> (x)  y = Sub(x, m) })";
+  auto gpu = fuse(body, 2, "", Target::builtin_or_file("cuda-h200"));
+  expect_reason(gpu.result, "m", "y", Reason::BackendUnsupported);
+  const DecisionRecord* d = decision(gpu.result, "m", "y");
+  ASSERT_TRUE(d);
+  EXPECT_NE(d->detail.find("the cuda backend: "), std::string::npos) << d->detail;
+  EXPECT_EQ(count_fused(*gpu.model.graph), 0);
+  auto cpu = fuse(body);
+  expect_reason(cpu.result, "m", "y", Reason::Fused);
+  EXPECT_EQ(count_fused(*cpu.model.graph), 1);
+  // An elementwise chain prints in the CUDA dialect: the cuda backend lets it fuse.
+  auto chain = fuse(R"(g (float[4,8] x) => (float[4,8] y) { a = Relu(x) y = Exp(a) })", 2, "",
+                    Target::builtin_or_file("cuda-h200"));
+  expect_reason(chain.result, "a", "y", Reason::Fused);
+}
+
 TEST(FusionDecisions, TargetUnsupportedConvClip) {
   // ReLU6 after a convolution: the CPU target keeps two kernels (oneDNN's clip post-op is slower than both).
   const std::string conv = R"(g (float[1,8,10,10] x, float[16,8,1,1] w) => (float[1,16,10,10] y) {

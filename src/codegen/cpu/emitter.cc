@@ -445,6 +445,17 @@ class Emitter {
     }
   }
 
+  // A CUDA grid-stride loop over the linear index i of `space` (rank >= 2), opened with the column j and the row
+  // coordinates q<d> derived from i, as the CPU row loops name them.
+  void cuda_row_loop(std::ostream& os, const Dims& space) const {
+    const size_t rank = space.size();
+    os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  " << cuda::element_loop() << " {\n"
+       << "    int64_t rem = i / inner;\n    [[maybe_unused]] const int64_t j = i - rem * inner;\n";
+    for (int d = int(rank) - 2; d >= 0; --d)
+      os << fmt::format("    [[maybe_unused]] const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]),
+                        text(space[d]));
+  }
+
   // The CUDA form of emit_elementwise's loops (after `n`): one grid-stride loop over i, the row form's row r and
   // column j derived from it.
   void emit_elementwise_cuda(std::ostream& os, const std::vector<Operand>& operands,
@@ -458,11 +469,7 @@ class Emitter {
         index[k] = std::all_of(operands[k].vdims.begin(), operands[k].vdims.end(), is_one) ? "0" : "i";
     } else {
       // Not flat: some operand is broadcast over part of the space, so rank >= 2.
-      os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  " << cuda::element_loop() << " {\n"
-         << "    int64_t rem = i / inner;\n    [[maybe_unused]] const int64_t j = i - rem * inner;\n";
-      for (int d = int(rank) - 2; d >= 0; --d)
-        os << fmt::format("    [[maybe_unused]] const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]),
-                          text(space[d]));
+      cuda_row_loop(os, space);
       row_bases(os, operands, space, index);
     }
     emit_body(os, operands, operand_of, index, [](size_t) { return std::string("i"); }, "    ");
@@ -1129,11 +1136,7 @@ Emitter::Index Emitter::open_rows(std::ostream& os, const Dims& space, int64_t p
     if (rank == 1) {
       os << "  " << cuda::element_loop() << " {\n    [[maybe_unused]] const int64_t j = i;\n";
     } else {
-      os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  " << cuda::element_loop() << " {\n"
-         << "    int64_t rem = i / inner;\n    [[maybe_unused]] const int64_t j = i - rem * inner;\n";
-      for (int d = int(rank) - 2; d >= 0; --d)
-        os << fmt::format("    [[maybe_unused]] const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]),
-                          text(space[d]));
+      cuda_row_loop(os, space);
     }
     Index idx;
     for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));

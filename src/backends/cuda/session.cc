@@ -24,6 +24,7 @@
 
 #include "backends/cuda/library_kernels.h"
 #include "backends/cuda/nvrtc.h"
+#include "codegen/cuda/printer.h"
 #include "gaf/codegen.h"
 #include "gaf/cuda.h"
 #include "gaf/op_registry.h"
@@ -45,7 +46,7 @@ void check(cudnnStatus_t e, const char* what) {
 
 constexpr size_t kAlign = 256;
 constexpr size_t kWorkspace = size_t(64) << 20;  // cuBLASLt / cuDNN workspace, shared by the steps in turn
-constexpr int kBlock = 256;
+constexpr int kBlock = codegen::cuda::kBlockSize;  // every generated and library kernel but attention
 void* const kDryPointer =
     reinterpret_cast<void*>(uintptr_t(256));  // a dry run's constants: never dereferenced
 
@@ -57,10 +58,10 @@ struct Ref {
   bool defined() const { return alloc >= 0 || constant; }
 };
 
-struct HostArgs {  // the CUDA prelude's GafArgs
-  const void* in[32];
-  void* out[16];
-  int64_t sym[16];
+struct HostArgs {  // the CUDA prelude's GafArgs, sized by the same constants
+  const void* in[codegen::cuda::kMaxInputs];
+  void* out[codegen::cuda::kMaxOutputs];
+  int64_t sym[codegen::cuda::kMaxSymbols];
 };
 
 bool is_alias_op(const Node& n) {
@@ -336,8 +337,8 @@ struct Session::Impl {
     // Symbols and launch size from the static shapes.
     std::vector<int64_t> sym;
     for (auto [i, d] : k->sig.symbol_binds) sym.push_back(static_dims(ext_in[size_t(i)], first)[size_t(d)]);
-    if (sym.size() > 16) {
-      *why = "more than 16 symbolic dims";
+    if (sym.size() > size_t(codegen::cuda::kMaxSymbols)) {
+      *why = fmt::format("more than {} symbolic dims", codegen::cuda::kMaxSymbols);
       return false;
     }
     auto value = [&](const codegen::DimExpr& e) { return e.symbol >= 0 ? sym[size_t(e.symbol)] : e.value; };

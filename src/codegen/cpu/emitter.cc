@@ -269,6 +269,12 @@ class Emitter {
   }
 
   const char* restrict_() const { return cuda_ ? "__restrict__" : "__restrict"; }
+  // The kernel's pointer argument `k` of `array`. The CUDA backend passes allocation bases (its arena is 256-byte
+  // aligned, constants come from cudaMalloc), which the dialect tells the compiler: adjacent loads and stores of
+  // the vector loops then become 16-byte ones.
+  std::string base_pointer(const char* array, int k) const {
+    return cuda_ ? fmt::format("__builtin_assume_aligned({}[{}], 16)", array, k) : fmt::format("{}[{}]", array, k);
+  }
   void declare_pointers(std::ostream& os) {
     int i = 0;
     for (const Value* v : body_.inputs()) {
@@ -278,8 +284,8 @@ class Emitter {
       }
       if (!storage_ok(v->type.dtype) && !cast_only_input(body_, v))
         reject("input '{}' has element type {}", v->name(), dtype_name(v->type.dtype));
-      os << fmt::format("  const {}* {} in{} = static_cast<const {}*>(in_[{}]);\n", c_type(v->type.dtype), restrict_(),
-                        i, c_type(v->type.dtype), i);
+      os << fmt::format("  const {}* {} in{} = static_cast<const {}*>({});\n", c_type(v->type.dtype), restrict_(),
+                        i, c_type(v->type.dtype), base_pointer("in_", i));
       ptr_[v] = fmt::format("in{}", i++);
     }
     int c = 0;
@@ -304,7 +310,8 @@ class Emitter {
     }
     for (size_t o = 0; o < body_.outputs().size(); ++o) {
       DType t = body_.outputs()[o]->type.dtype;
-      os << fmt::format("  {}* {} out{} = static_cast<{}*>(out_[{}]);\n", c_type(t), restrict_(), o, c_type(t), o);
+      os << fmt::format("  {}* {} out{} = static_cast<{}*>({});\n", c_type(t), restrict_(), o, c_type(t),
+                        base_pointer("out_", int(o)));
     }
   }
 
@@ -464,9 +471,29 @@ class Emitter {
     const size_t rank = space.size();
     std::vector<std::string> index(operands.size());
     if (flat || rank == 0) {
-      os << "  " << cuda::element_loop() << " {\n";
       for (size_t k = 0; k < operands.size(); ++k)
         index[k] = std::all_of(operands[k].vdims.begin(), operands[k].vdims.end(), is_one) ? "0" : "i";
+      // Whole-space operands all kernel arguments (aligned bases, no constant arrays): four consecutive elements
+      // per thread and step, which the compiler turns into 16-byte accesses (a quarter of the load instructions,
+      // four times the bytes in flight), then the last n % 4 one by one.
+      bool vector = rank > 0;
+      for (size_t k = 0; k < operands.size(); ++k)
+        vector &= index[k] == "0" || operands[k].ptr.rfind("in", 0) == 0;
+      if (vector) {
+        const auto out_i = [](size_t) { return std::string("i"); };
+        os << "  const int64_t n4 = n / 4;\n"
+           << "  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < n4; v += int64_t(gridDim.x) * "
+              "blockDim.x) {\n"
+           << "#pragma unroll\n    for (int l = 0; l < 4; ++l) {\n      const int64_t i = v * 4 + l;\n";
+        emit_body(os, operands, operand_of, index, out_i, "      ");
+        os << "    }\n  }\n"
+           << "  for (int64_t i = n4 * 4 + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += "
+              "int64_t(gridDim.x) * blockDim.x) {\n";
+        emit_body(os, operands, operand_of, index, out_i, "    ");
+        os << "  }\n";
+        return;
+      }
+      os << "  " << cuda::element_loop() << " {\n";
     } else {
       // Not flat: some operand is broadcast over part of the space, so rank >= 2.
       cuda_row_loop(os, space);

@@ -312,6 +312,8 @@ TEST(CudaEmulation, GeneratedKernelsMatchTheCpu) {
       {"elementwise chain, broadcast",
        R"(g (float[4,8,40] x, float[8,1] b, float[40] c) => (float[4,8,40] y) {
             a = Add(x, b)  s = Sigmoid(a)  m = Mul(a, s)  d = Sub(m, c)  e = Erf(d)  t = Tanh(e)  y = Max(t, x) })"},
+      {"elementwise, flat: four elements per thread step, 35 = 8 x 4 + a tail of 3",
+       R"(g (float[5,7] x, float[5,7] z) => (float[5,7] y) { a = Mul(x, z)  s = Sigmoid(a)  y = Add(s, x) })"},
       {"softmax, last axis, rows longer than a block",
        R"(g (float[3,300] x) => (float[3,300] y) { t = Mul(x, x)  y = Softmax <axis = -1> (t) })"},
       {"softmax, short rows",
@@ -363,6 +365,7 @@ TEST(CudaEmulation, GeneratedKernelsMatchTheCpu) {
   EXPECT_GT(tally.rows, 0);
   EXPECT_GT(tally.element, 0);
   EXPECT_GT(tally.indexed, 0);
+  EXPECT_NE(source.find("const int64_t n4 = n / 4;"), std::string::npos) << "no flat kernel took the vector loop";
 }
 
 // ---------------------------------------------------------------------------------------------------------------

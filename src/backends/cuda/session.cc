@@ -46,7 +46,8 @@ void check(cudnnStatus_t e, const char* what) {
 
 constexpr size_t kAlign = 256;
 constexpr size_t kWorkspace = size_t(64) << 20;  // cuBLASLt / cuDNN workspace, shared by the steps in turn
-constexpr int kBlock = codegen::cuda::kBlockSize;  // every generated and library kernel but attention
+constexpr int kBlock = codegen::cuda::kBlockSize;
+constexpr size_t kDefaultSharedBytes = 48 * 1024;  // dynamic shared memory a block gets without opting in  // every generated and library kernel but attention
 void* const kDryPointer =
     reinterpret_cast<void*>(uintptr_t(256));  // a dry run's constants: never dereferenced
 
@@ -124,6 +125,8 @@ struct Session::Impl {
   size_t graph_kernels = 0;
   std::string capture_error;
   std::vector<std::function<void()>> cleanup;
+  // Kernels asking for more dynamic shared memory than a block gets by default: opted in once compiled.
+  std::vector<std::pair<cudaKernel_t*, size_t>> large_shared;
 
   Impl(const Graph& graph_, Options o) : g(graph_), opt(o) {}
   ~Impl() {
@@ -357,13 +360,15 @@ struct Session::Impl {
       for (const auto& od : k->sig.output_dims) work = std::max(work, product(od));
       work = (work + kBlock - 1) / kBlock;
     }
-    if (smem > 48 * 1024) {
-      *why = fmt::format("its rows need {} bytes of shared memory", smem);
+    if (smem > size_t(prop.sharedMemPerBlockOptin)) {
+      *why = fmt::format("its rows need {} bytes of shared memory; a block of this device gets {}", smem,
+                         prop.sharedMemPerBlockOptin);
       return false;
     }
     kernels_source += k->source + "\n";
     kernels.emplace_back(symbol, nullptr);
     cudaKernel_t* handle = &kernels.back().second;
+    if (smem > kDefaultSharedBytes) large_shared.emplace_back(handle, smem);
     const unsigned grid = unsigned(std::clamp<int64_t>(work, 1, int64_t(prop.multiProcessorCount) * 16));
     ++generated;
     std::string names;
@@ -390,6 +395,10 @@ struct Session::Impl {
           "cudaLibraryLoadData (generated kernels)");
     for (auto& [name, handle] : kernels)
       check(cudaLibraryGetKernel(&handle, library, name.c_str()), "cudaLibraryGetKernel");
+    for (auto [handle, bytes] : large_shared)
+      check(cudaFuncSetAttribute(reinterpret_cast<const void*>(*handle), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(bytes)),
+            "opting a kernel in to more shared memory");
   }
 
   // A library kernel by name (compiled with the generated ones).
@@ -662,8 +671,10 @@ struct Session::Impl {
     cudaKernel_t* kernel = library_kernel("gaf_attention");
     const size_t smem = attention_smem(a);
     const dim3 grid(unsigned((a.lq + 3) / 4), unsigned(nbatch));
-    bool* attr_set = new bool(false);
-    cleanup.push_back([attr_set] { delete attr_set; });
+    if (smem > size_t(prop.sharedMemPerBlockOptin))
+      throw UnsupportedError(fmt::format("{}: the attention kernel needs {} bytes of shared memory; a block of this "
+                                         "device gets {}", n.describe(), smem, prop.sharedMemPerBlockOptin));
+    if (smem > kDefaultSharedBytes) large_shared.emplace_back(kernel, smem);
     add_step(n,
              fmt::format("flash attention fp32 ({} x {} x {}, batch {}{})", a.lq, a.lk, a.d, nbatch,
                          mask ? ", mask" : ""),
@@ -674,12 +685,6 @@ struct Session::Impl {
                args.v = reinterpret_cast<const float*>(addr(rv));
                args.mask = mask ? reinterpret_cast<const float*>(addr(rm)) : nullptr;
                args.o = reinterpret_cast<float*>(addr(ro));
-               if (smem > 48 * 1024 && !*attr_set) {
-                 check(cudaFuncSetAttribute(reinterpret_cast<const void*>(*kernel),
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                       "shared memory size of the attention kernel");
-                 *attr_set = true;
-               }
                void* params[] = {&args};
                check(
                    cudaLaunchKernel(reinterpret_cast<const void*>(*kernel), grid, dim3(128), params, smem, s),
@@ -844,7 +849,7 @@ Session::Session(const Graph& graph, Options options) : impl_(std::make_unique<I
   Impl& m = *impl_;
   if (options.dry_run) {  // an H200's properties: the plan and the kernels it would compile
     std::snprintf(m.prop.name, sizeof(m.prop.name), "dry run (no device)");
-    m.prop.major = 9, m.prop.minor = 0, m.prop.multiProcessorCount = 132;
+    m.prop.major = 9, m.prop.minor = 0, m.prop.multiProcessorCount = 132, m.prop.sharedMemPerBlockOptin = 232448;
     m.opt.graph = false;
     m.plan();
     return;

@@ -12,8 +12,10 @@ namespace gaf::codegen::cuda {
 inline constexpr int kMaxInputs = 32, kMaxOutputs = 16, kMaxSymbols = 16;
 // Threads per block, for every kernel (the block reductions in the prelude are written for it).
 inline constexpr int kBlockSize = 256;
-// The dynamic shared memory a block may use without the host opting in (cudaFuncSetAttribute).
-inline constexpr int64_t kMaxRowSharedBytes = 48 * 1024;
+// The dynamic shared memory a row kernel may ask for: a Hopper block's opt-in maximum (227 KiB) less room for the
+// block reductions' scratch. Above 48 KiB the host opts in (cudaFuncSetAttribute), after checking the device
+// allows that much (sharedMemPerBlockOptin).
+inline constexpr int64_t kMaxRowSharedBytes = 224 * 1024;
 
 // `extern "C" __global__ ... SYMBOL(const GafArgs args) {` and the in_ / out_ / sym locals the body reads.
 std::string kernel_head(const std::string& symbol);

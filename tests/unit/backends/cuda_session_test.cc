@@ -105,6 +105,20 @@ TEST(CudaSession, DryRunPlansTheFusedBlock) {
   EXPECT_THROW(s.run({}), Error);
 }
 
+// A softmax over a 32000-word vocabulary: one row buffer of 125 KiB, over the 48 KiB a block gets by default and
+// within what an H200 block may opt in to: one row kernel (the session opts it in once compiled).
+TEST(CudaSession, DryRunPlansRowsBeyondTheDefaultSharedMemory) {
+  Model m = testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2,32000] x) => (float[2,32000] y) {
+      y = Softmax <axis = -1> (x)
+    })");
+  cuda::Options o;
+  o.dry_run = true;
+  cuda::Session s(*m.graph, o);
+  ASSERT_EQ(s.steps().size(), 1u);
+  EXPECT_NE(s.steps()[0].how.find("generated kernel"), std::string::npos) << s.steps()[0].how;
+}
+
 // Values that are never alive together share arena bytes: a chain of 8 elementwise ops on 1 MiB values needs
 // about two of them at a time, not eight (the output and the input stay alive to the end).
 TEST(CudaSession, ArenaReusesTheBytesOfDeadValues) {

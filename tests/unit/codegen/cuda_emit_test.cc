@@ -246,12 +246,12 @@ TEST(CudaEmit, RefusesGroupsThatNeedScratchOrAGridBarrier) {
 }
 
 TEST(CudaEmit, RefusesRowsBeyondSharedMemory) {
-  // Softmax of Tanh over 16384-element rows: two row buffers of 64 KiB each do not fit a block's 48 KiB.
+  // Softmax of Tanh over 32768-element rows: two row buffers of 128 KiB each do not fit a block's 224 KiB.
   // (The cuda-h200 cost model keeps such rows apart; the CPU target fuses them.)
   tools::FuseOptions opts;
   opts.fusion.opt_level = 3;
   Model f = testing::fused_copy(
-      testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]> g (float[2,16384] x) => (float[2,16384] y) {
+      testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]> g (float[2,32768] x) => (float[2,32768] y) {
       t = Tanh(x)  y = Softmax <axis = -1> (t) })"),
       opts);
   codegen::EmitOptions cuda;

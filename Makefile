@@ -9,7 +9,7 @@ BIN := $(BUILD)/graph-autofusion
 # OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
 export GOMP_SPINCOUNT ?= 10000
 
-.PHONY: setup configure build demo test test-asan bench bench-peers bench-llm python device-bundle clean
+.PHONY: setup configure build demo test test-asan bench bench-peers bench-llm python device-bundle fuzz clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -45,6 +45,17 @@ python: configure
 
 bench-llm: build
 	@bash bench/peers/install.sh && bash bench/llm/run.sh
+
+# libFuzzer targets (fuzz/): clang with AddressSanitizer and UBSan in build/fuzz, each target run FUZZ_SECONDS on
+# its corpus (seeded from the test models, the ONNX conformance models and fuzz/corpus); findings land in
+# build/fuzz/findings.
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	@CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGAF_FUZZ=ON \
+	  -DGAF_SANITIZE=ON -DGAF_NATIVE=OFF -DGAF_CUDA=OFF >/dev/null
+	@cmake --build build/fuzz -j$$(nproc) --target gaf_fuzz_onnx_loader gaf_fuzz_onnx_text gaf_fuzz_emitter \
+	  gaf_make_test_models
+	@bash fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
 
 # The binary and its non-CUDA libraries for the lent GPU machine (.device/bundle.tar.xz; bench/cuda/README.md): built
 # without -march=native, since that machine's processor may lack this one's vector extensions.

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs each libFuzzer target for SECONDS on its corpus (make fuzz).
+#   run.sh BUILD_DIR SECONDS
+set -euo pipefail
+build=$(cd "$1" && pwd)
+seconds=$2
+root=$(cd "$(dirname "$0")/.." && pwd)
+corpus=$build/corpus
+findings=$build/findings
+mkdir -p "$corpus/onnx_loader" "$corpus/onnx_text" "$corpus/emitter" "$findings"
+"$build/tests/gaf_make_test_models" "$build/seed_models" >/dev/null
+find "$build/seed_models" -name model.onnx | while read -r f; do cp "$f" "$corpus/onnx_loader/$(echo "$f" | tr / _)"; done
+if [ -d /usr/share/libonnx-testdata/data/node ]; then
+  find /usr/share/libonnx-testdata/data/node -name model.onnx | head -400 |
+    while read -r f; do cp "$f" "$corpus/onnx_loader/$(echo "$f" | tr / _)"; done
+fi
+cp "$root"/fuzz/corpus/onnx_text/* "$corpus/onnx_text/"
+cp "$root"/fuzz/corpus/emitter/* "$corpus/emitter/"
+status=0
+for t in onnx_loader onnx_text emitter; do
+  echo "fuzz: $t for ${seconds} s"
+  (cd "$findings" && "$build/fuzz/gaf_fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=60 \
+    -print_final_stats=1 "$corpus/$t" 2>&1 | grep -E "^#|stat::|ERROR|SUMMARY|finding" | tail -8) || status=1
+done
+ls "$findings" | grep -E "^(crash|leak|timeout|oom)-" && { echo "fuzz: findings in $findings"; status=1; }
+exit $status

@@ -193,6 +193,12 @@ Model load_model_or_text(const std::string& path);
 // model text to `dumps`. Returns the number of dumps. An unknown name is an error listing the known ones.
 int run_passes(Model& m, const std::vector<std::string>& passes, const std::string& dump_after, std::ostream& dumps);
 
+// graph-autofusion calibrate: this machine's copy bandwidth (all cores, read + write), fp32 GEMM rate, elementwise
+// rate of a fused kernel, per-op dispatch cost and L2 size, measured (best of several runs; `quick`: smaller sizes,
+// a few seconds) into a target named "calibrated" that otherwise keeps cpu-host's settings; `report` gets a table.
+// Target::to_json() writes it for --target FILE.
+Target calibrate(bool quick, std::string* report);
+
 // A copy of `model` to run op by op on the GPU: constants and static shape arithmetic folded (the device runs no
 // int64 size computations), nothing rewritten or fused.
 Model unfused_for_gpu(const Model& model);

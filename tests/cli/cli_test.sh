@@ -137,6 +137,9 @@ check profile-trace 0 "^trace ok$" -- bash -c '"$1" profile "$2" --iterations 1 
   -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"traceEvents\"]" "$3" && echo trace ok' \
   _ "$bin" "$models/mlp/model.onnx" "$tmp/profile-trace.json"
 
+# calibrate: a target file the planner then reads.
+check calibrate 0 "wrote .*cal.json" -- "$bin" calibrate --quick -o "$tmp/cal.json"
+check calibrated-target 0 "Fused [0-9]+ operators" -- "$bin" explain "$models/encoder/model.onnx" --target "$tmp/cal.json"
 # opt: named passes text in, text out; the result parses back; a misspelt pass is one error listing the known.
 printf '<ir_version: 8, opset_import: ["" : 17]>\ng (float[2,8] x) => (float[2,8] y) {\n  one = Constant <value = float {1.0}> ()\n  two = Constant <value = float {2.0}> ()\n  s = Add(one, two)\n  y = Mul(x, s)\n}\n' >"$tmp/opt_in.txt"
 check opt-fold 0 "float \{3\}" -- "$bin" opt "$tmp/opt_in.txt" --passes constant-to-initializer,constant-folding -o "$tmp/opt_out.txt" \

@@ -468,6 +468,13 @@ int main(int argc, char** argv) {
 
   auto* demo = app.add_subcommand("demo", "build, run and report the built-in transformer block");
 
+  std::string calibrate_out;
+  bool calibrate_quick = false;
+  auto* calibrate = app.add_subcommand("calibrate", "measure this machine for the cost model and write a target "
+                                                    "JSON (--target FILE plans with it)");
+  calibrate->add_option("--output,-o", calibrate_out, "the target JSON to write (else printed)");
+  calibrate->add_flag("--quick", calibrate_quick, "smaller sizes: a few seconds instead of about a minute");
+
   std::string opt_input, opt_passes, opt_dump_after, opt_output;
   auto* opt = app.add_subcommand("opt", "run named rewrite passes and print the model as ONNX text (like mlir-opt)");
   opt->add_option("model", opt_input, "ONNX model, or ONNX text (.txt)")->required();
@@ -567,6 +574,18 @@ int main(int argc, char** argv) {
     if (*info) return cmd_info(info_model);
     if (*run) return cmd_run(run_args);
     if (*demo) return cmd_demo();
+    if (*calibrate) {
+      std::string report;
+      const Target t = tools::calibrate(calibrate_quick, &report);
+      std::cout << report;
+      if (calibrate_out.empty()) {
+        std::cout << t.to_json() << "\n";
+      } else {
+        onnx_io::write_file_atomic(calibrate_out, t.to_json() + "\n");
+        std::cout << "wrote " << calibrate_out << ": plan with --target " << calibrate_out << "\n";
+      }
+      return 0;
+    }
     if (*opt) return cmd_opt(opt_input, opt_passes, opt_dump_after, opt_output);
     if (*selftest) {
       auto r = tools::selftest(st_graphs, st_seed);

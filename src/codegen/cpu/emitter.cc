@@ -36,7 +36,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ranges>
 #include <set>
 #include <sstream>
 
@@ -242,7 +241,9 @@ class Emitter {
   // ---- shapes ----
   // v's dims as text: outputs of one shape share a loop nest.
   std::string shape_key(const Value* v) const {
-    return fmt::format("{}", fmt::join(dims_of(v) | std::views::transform(text), ","));
+    std::string key;
+    for (const DimExpr& d : dims_of(v)) key += (key.empty() ? "" : ",") + text(d);
+    return key;
   }
   void bind_symbols() {
     for (size_t i = 0; i < body_.inputs().size(); ++i) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <utility>
 
+#include "gaf/cuda.h"
 #include "gaf/onnx_io.h"
 #include "gaf/session.h"
 #include "gaf/status.h"
@@ -71,11 +72,23 @@ py::array to_numpy(const Tensor& t) {
   return a;
 }
 
-// A model and a runtime session over it (the session reads the model's graph).
+// A model and a session over it (the session reads the model's graph): the CPU runtime's, or with
+// device="cuda" the CUDA backend's (the model fused for the GPU).
 class PySession {
  public:
-  PySession(const py::object& model, int opt_level, const std::optional<std::string>& rules)
+  PySession(const py::object& model, int opt_level, const std::optional<std::string>& rules, const std::string& device)
       : model_(std::make_unique<Model>(load(model))) {
+    if (device == "cuda") {
+      if (std::string why = cuda::unavailable_reason(); !why.empty()) fail("device='cuda': {}", why);
+      const tools::FuseOptions o = options(opt_level, rules, "cuda-h200");
+      if (opt_level > 0) tools::fuse_model(*model_, o);
+      else *model_ = tools::unfused_for_gpu(*model_);
+      cuda::Options co;
+      co.tf32 = o.fusion.rules.precision_mode == PrecisionMode::Tf32;
+      cuda_ = std::make_unique<cuda::Session>(*model_->graph, co);
+      return;
+    }
+    GAF_CHECK(device == "cpu", "device '{}': use 'cpu' or 'cuda'", device);
     if (opt_level > 0) tools::fuse_model(*model_, options(opt_level, rules, "cpu-host"));
     session_ = std::make_unique<runtime::Session>(*model_->graph);
   }
@@ -86,7 +99,16 @@ class PySession {
       in.emplace(name, to_tensor(name, py::array::ensure(v)));
     }
     std::vector<Tensor> out;
-    {
+    if (cuda_) {  // the CUDA session takes the inputs in graph order
+      std::vector<Tensor> ordered;
+      for (const Value* v : required()) {
+        auto it = in.find(v->name());
+        GAF_CHECK(it != in.end(), "input '{}' is missing from the feeds", v->name());
+        ordered.push_back(it->second);
+      }
+      py::gil_scoped_release release;
+      out = cuda_->run(ordered);
+    } else {
       py::gil_scoped_release release;
       out = session_->run(in);
     }
@@ -95,15 +117,23 @@ class PySession {
     for (size_t i = 0; i < out.size(); ++i) r[py::str(outs[i]->name())] = to_numpy(out[i]);
     return r;
   }
+  // The graph inputs a run must be fed (those without an initializer).
+  std::vector<const Value*> required() const {
+    if (session_) return session_->required_inputs();
+    std::vector<const Value*> r;
+    for (const Value* v : model_->graph->inputs())
+      if (!v->is_constant()) r.push_back(v);
+    return r;
+  }
   std::vector<std::string> input_names() const {
     std::vector<std::string> n;
-    for (const Value* v : session_->required_inputs()) n.push_back(v->name());
+    for (const Value* v : required()) n.push_back(v->name());
     return n;
   }
   // Each required input's dims: a size, or the symbol's name for a dynamic dim (None when unknown).
   py::list input_shapes() const {
     py::list shapes;
-    for (const Value* v : session_->required_inputs()) {
+    for (const Value* v : required()) {
       py::list dims;
       if (v->type.shape)
         for (const Dim& d : *v->type.shape) {
@@ -124,6 +154,7 @@ class PySession {
     return n;
   }
   py::dict generate(const std::vector<int64_t>& prompt, int tokens) {
+    GAF_CHECK(session_, "generate runs on the CPU runtime; this session is on device='cuda'");
     tools::GenerateOptions g;
     g.prompt = prompt;
     g.tokens = tokens;
@@ -140,11 +171,12 @@ class PySession {
     d["peak_rss_mb"] = double(r.peak_rss_bytes) / 1e6;
     return d;
   }
-  size_t generated_kernels() const { return session_->generated_kernels(); }
+  size_t generated_kernels() const { return session_ ? session_->generated_kernels() : cuda_->generated_kernels(); }
 
  private:
   std::unique_ptr<Model> model_;
   std::unique_ptr<runtime::Session> session_;
+  std::unique_ptr<cuda::Session> cuda_;
 };
 
 }  // namespace
@@ -187,9 +219,10 @@ PYBIND11_MODULE(_core, m) {
       py::arg("model"), py::arg("opt_level") = 3, py::arg("rtol") = 1e-3, py::arg("atol") = 1e-5,
       "Fused against unfused on seeded random inputs: {'ok': bool, 'text': the verify report}.");
   py::class_<PySession>(m, "Session",
-                        "A model compiled for the CPU runtime, fused in memory at opt_level first.")
-      .def(py::init<const py::object&, int, const std::optional<std::string>&>(), py::arg("model"),
-           py::arg("opt_level") = 3, py::arg("rules") = py::none())
+                        "A model fused in memory at opt_level, then compiled for the CPU runtime, or with "
+                        "device='cuda' for the GPU (static shapes).")
+      .def(py::init<const py::object&, int, const std::optional<std::string>&, const std::string&>(),
+           py::arg("model"), py::arg("opt_level") = 3, py::arg("rules") = py::none(), py::arg("device") = "cpu")
       .def("run", &PySession::run, py::arg("feeds"),
            "Runs on {input name: numpy array}; returns {output name: array}.")
       .def_property_readonly("input_names", &PySession::input_names)

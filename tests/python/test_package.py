@@ -73,6 +73,20 @@ try:
 except RuntimeError as e:
     check("dtype-message", "complex64" in str(e) and name in str(e), str(e))
 
+# device="cuda": the same outputs as the CPU where a GPU is; elsewhere one RuntimeError saying why.
+try:
+    g = gaf.Session(mlp, device="cuda")
+    out_gpu = g.run({name: a})
+    out_cpu = s.run({name: a})
+    check("cuda-matches-cpu", all(np.allclose(out_gpu[k], out_cpu[k], rtol=1e-4, atol=1e-5) for k in out_cpu))
+except RuntimeError as e:
+    check("cuda-absent-message", "device='cuda'" in str(e) and "CUDA" in str(e), str(e))
+try:
+    gaf.Session(mlp, device="tpu")
+    failures.append("device tpu: no exception")
+except RuntimeError as e:
+    check("device-message", "'tpu'" in str(e), str(e))
+
 # The README's example, as written (MODEL replaced by the generated mlp).
 blocks = re.findall(r"```python\n(.*?)```", open(readme).read(), re.S)
 check("readme-example", len(blocks) == 1, f"{len(blocks)} python blocks in the README")

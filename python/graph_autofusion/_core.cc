@@ -62,14 +62,16 @@ Tensor to_tensor(const std::string& name, const py::array& a) {
   return out;
 }
 
+// The output's own memory as a numpy array (no copy): the array keeps the tensor, and with it its storage, alive.
 py::array to_numpy(const Tensor& t) {
   const auto* it = std::find_if(std::begin(kNumpyTypes), std::end(kNumpyTypes),
                                 [&](const auto& p) { return t.dtype() == p.first; });
   if (it == std::end(kNumpyTypes))
     fail("an output of element type {} has no numpy form here", dtype_name(t.dtype()));
-  py::array a(py::dtype(it->second), std::vector<py::ssize_t>(t.dims().begin(), t.dims().end()));
-  if (t.nbytes()) std::memcpy(a.mutable_data(), t.raw(), t.nbytes());
-  return a;
+  auto* keep = new Tensor(t);
+  py::capsule owner(keep, [](void* p) { delete static_cast<Tensor*>(p); });
+  std::vector<py::ssize_t> dims(t.dims().begin(), t.dims().end());
+  return py::array(py::dtype(it->second), dims, {}, keep->raw(), owner);
 }
 
 // A model and a session over it (the session reads the model's graph): the CPU runtime's, or with
@@ -205,6 +207,20 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("model"), py::arg("opt_level") = 3, py::arg("node") = "",
       "Why each candidate was or was not fused, and the near misses of pattern passes, as text.");
+  m.def(
+      "profile",
+      [](const py::object& model, int opt_level, int iterations, int top) {
+        Model md = load(model);
+        std::string text;
+        {
+          py::gil_scoped_release release;
+          text = tools::profile_fusion(md, options(opt_level, std::nullopt, "cpu-host"),
+                                       tools::random_inputs(*md.graph, 0), iterations, top);
+        }
+        return text;
+      },
+      py::arg("model"), py::arg("opt_level") = 3, py::arg("iterations") = 10, py::arg("top") = 15,
+      "Time per node, unfused and fused, on seeded random inputs: the profile table as text.");
   m.def(
       "verify",
       [](const py::object& model, int opt_level, double rtol, double atol) {

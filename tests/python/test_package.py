@@ -73,6 +73,28 @@ try:
 except RuntimeError as e:
     check("dtype-message", "complex64" in str(e) and name in str(e), str(e))
 
+# Outputs share the session's memory (no copy) and stay valid after the session is gone.
+out_again = gaf.Session(mlp).run({name: a})
+check("zero-copy-owned", all(not v.flags["OWNDATA"] for v in out_again.values()), [v.flags for v in out_again.values()])
+check("zero-copy-values", all(np.allclose(out_again[k], out_plain[k], rtol=1e-3, atol=1e-5) for k in out_plain))
+
+# profile: the table as text.
+check("profile", "by op type" in gaf.profile(mlp, iterations=1), "")
+
+# from_torch, where PyTorch is installed: the module's outputs.
+try:
+    import torch
+except ImportError:
+    torch = None
+    print("python: no torch here: from_torch not checked")
+if torch is not None:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).eval()
+    xt = torch.randn(3, 8)
+    ts = gaf.from_torch(net, xt)
+    got = ts.run({"input_0": xt.numpy()})["output_0"]
+    check("from-torch", np.allclose(got, net(xt).detach().numpy(), rtol=1e-4, atol=1e-5), got)
+
 # device="cuda": the same outputs as the CPU where a GPU is; elsewhere one RuntimeError saying why.
 try:
     g = gaf.Session(mlp, device="cuda")

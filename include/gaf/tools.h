@@ -184,6 +184,26 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts);
 
 namespace gaf::tools {
 
+// Progress of long work (bench, verify, profile, selftest) on stderr: one line rewritten in place on a terminal,
+// a plain line per tenth of the work otherwise, nothing after set_progress_quiet(true) (the CLI's --quiet).
+class Progress {
+ public:
+  Progress(std::string label, int64_t total);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  void step(int64_t done);  // `done` of the total are finished
+
+ private:
+  std::string label_;
+  int64_t total_;
+  bool tty_;
+  bool shown_ = false;
+  int64_t last_tenth_ = -1;
+};
+void set_progress_quiet(bool quiet);
+void set_progress_stream(std::ostream* os);  // plain lines to `os` instead of stderr (tests); null: stderr
+
 // graph-autofusion opt. The model as ONNX text (onnx/defs/printer.h; our gaf ops kept as they are).
 std::string model_text(const Model& m);
 // A model file, or ONNX text when the name ends in .txt.

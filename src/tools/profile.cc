@@ -80,13 +80,16 @@ std::string table(const std::string& title, const Model& m, const std::vector<Te
                            std::chrono::steady_clock::now().time_since_epoch())
                            .count();
   }
+  Progress progress("profile", iterations);
   for (int i = 0; i < iterations; ++i) {
+    progress.step(i);
     s.run(inputs);
     wall += s.stats().last_run_s;
     if (trace && trace->events.size() + s.stats().events.size() > tools::kMaxTraceEvents) ++trace->runs_left_out;
     else if (trace)
       for (const auto& ev : s.stats().events) trace->events.emplace_back(i, ev);
   }
+  progress.step(iterations);
   const auto& nodes = s.stats().nodes;
   for (size_t k = 0; k < nodes.size() && k < acc.size(); ++k) acc[k].total_s += nodes[k].total_s;
   const double n = std::max(iterations, 1);

@@ -288,7 +288,9 @@ std::vector<int> check_batch(uint64_t seed, int first, int count, const std::vec
 SelftestResult selftest(int graphs, uint64_t seed, int batch) {
   SelftestResult r;
   auto size_of = [&](int index) { return 3 + int((seed * 7919u + uint64_t(index) * 104729u) % 10); };
+  Progress progress("selftest graphs", graphs);
   for (int first = 0; first < graphs; first += batch) {
+    progress.step(first);
     int count = std::min(batch, graphs - first);
     std::vector<int> nodes;
     for (int i = 0; i < count; ++i) nodes.push_back(size_of(first + i));
@@ -322,6 +324,7 @@ SelftestResult selftest(int graphs, uint64_t seed, int batch) {
                                        random_graph_text(seed, index, n)));
     }
   }
+  progress.step(graphs);
   return r;
 }
 

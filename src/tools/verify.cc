@@ -152,7 +152,9 @@ BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std:
     r.max_rel_err = std::max(r.max_rel_err, scale > 0 ? c.max_abs_err / scale : c.max_abs_err);
   }
   std::vector<double> tu, tf;
+  Progress progress("bench", iterations);
   for (int i = 0; i < iterations; ++i) {
+    progress.step(i);
     for (int which = 0; which < 2; ++which) {
       runtime::Session& s = (i + which) % 2 ? sf : su;  // alternate which goes first
       auto t0 = std::chrono::steady_clock::now();
@@ -161,6 +163,7 @@ BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std:
       (&s == &su ? tu : tf).push_back(dt);
     }
   }
+  progress.step(iterations);
   auto fill = [&](std::vector<double>& v, Timing& t) {
     std::sort(v.begin(), v.end());
     t.iterations = int(v.size());

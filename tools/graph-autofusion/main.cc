@@ -435,6 +435,7 @@ void add_input_options(CLI::App* app, RunArgs& io) {
 int main(int argc, char** argv) {
   CLI::App app{"graph-autofusion: fuses the operators of ONNX models and runs them"};
   app.require_subcommand(0, 1);
+  bool quiet = false;
   FuseArgs top_fuse;
   add_fuse_options(&app, top_fuse, false);
   FuseArgs fuse_args;
@@ -487,6 +488,7 @@ int main(int argc, char** argv) {
   int st_graphs = 200;
   uint64_t st_seed = 1;
   auto* selftest = app.add_subcommand("selftest", "random graphs: fused (generated kernels) vs unfused");
+  selftest->add_flag("--quiet", quiet, "no progress lines on stderr");
   selftest->add_option("--graphs", st_graphs, "how many random graphs")->check(CLI::PositiveNumber);
   selftest->add_option("--seed", st_seed, "seed of the random family");
 
@@ -494,6 +496,7 @@ int main(int argc, char** argv) {
   RunArgs verify_io;
   double rtol = 1e-3, atol = 1e-5;
   auto* verify = app.add_subcommand("verify", "fused vs unfused outputs; names the fused group of a mismatch");
+  verify->add_flag("--quiet", quiet, "no progress lines on stderr");
   add_fuse_options(verify, verify_args, true);
   add_input_options(verify, verify_io);
   verify->add_option("--rtol", rtol);
@@ -512,6 +515,7 @@ int main(int argc, char** argv) {
   RunArgs bench_io;
   bench_io.iterations = 20;
   auto* bench = app.add_subcommand("bench", "unfused vs fused, interleaved runs, median ratio");
+  bench->add_flag("--quiet", quiet, "no progress lines on stderr");
   add_fuse_options(bench, bench_args, true);
   add_input_options(bench, bench_io);
   bench->add_option("--iterations,-n", bench_io.iterations, "runs of each variant");
@@ -523,6 +527,7 @@ int main(int argc, char** argv) {
   RunArgs profile_io;
   profile_io.iterations = 10;
   auto* profile = app.add_subcommand("profile", "time per node, unfused and fused: where the time goes");
+  profile->add_flag("--quiet", quiet, "no progress lines on stderr");
   add_fuse_options(profile, profile_args, true);
   add_input_options(profile, profile_io);
   profile->add_option("--iterations", profile_io.iterations, "profiled runs of each variant");
@@ -562,6 +567,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  tools::set_progress_quiet(quiet);
   try {
     if (*fuse) return cmd_fuse(fuse_args);
     if (app.get_subcommands().empty()) {

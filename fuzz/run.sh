@@ -11,8 +11,9 @@ mkdir -p "$corpus/onnx_loader" "$corpus/onnx_text" "$corpus/emitter" "$findings"
 "$build/tests/gaf_make_test_models" "$build/seed_models" >/dev/null
 find "$build/seed_models" -name model.onnx | while read -r f; do cp "$f" "$corpus/onnx_loader/$(echo "$f" | tr / _)"; done
 if [ -d /usr/share/libonnx-testdata/data/node ]; then
-  find /usr/share/libonnx-testdata/data/node -name model.onnx | head -400 |
-    while read -r f; do cp "$f" "$corpus/onnx_loader/$(echo "$f" | tr / _)"; done
+  # (a process substitution: find's SIGPIPE when head has enough is no error of this script)
+  mapfile -t conformance < <(find /usr/share/libonnx-testdata/data/node -name model.onnx | sort | head -400)
+  for f in "${conformance[@]}"; do cp "$f" "$corpus/onnx_loader/$(echo "$f" | tr / _)"; done
 fi
 cp "$root"/fuzz/corpus/onnx_text/* "$corpus/onnx_text/"
 cp "$root"/fuzz/corpus/emitter/* "$corpus/emitter/"

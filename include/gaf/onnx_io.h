@@ -32,7 +32,8 @@ Model parse_model_text(const std::string& text, const ImportOptions& opts = {});
 onnx::ModelProto export_model(const Model& model);
 void graph_to_proto(const Graph& g, onnx::GraphProto& gp);
 void node_to_proto(const Node& n, onnx::NodeProto& np);
-TensorType type_from_proto(const onnx::TypeProto& tp);
+// `name` (of the value typed) for the error when the static dims' element count overflows 64 bits.
+TensorType type_from_proto(const onnx::TypeProto& tp, const std::string& name = "");
 void type_to_proto(const TensorType& t, onnx::TypeProto& tp);
 // The output types ONNX's own inference function for n's op (at n's opset) gives from n's input types and the
 // contents of its small constant inputs (pads, repeats, sizes...): nullopt for an output it leaves untyped, all

@@ -1,3 +1,4 @@
+#include <cstdint>
 #include <algorithm>
 #include <map>
 #include <set>
@@ -15,8 +16,9 @@ constexpr int64_t kAnchorRowBlock = 32;   // anchor epilogue: rows of the output
 
 int64_t value_elements(const Value* v, int64_t dynamic_dim) {
   if (!v || !v->type.shape) return 0;
-  int64_t n = 1;
-  for (const Dim& d : *v->type.shape) n *= d.is_static() ? d.value() : dynamic_dim;
+  int64_t n = 1;  // saturating: a size no machine holds is as good as the largest one
+  for (const Dim& d : *v->type.shape)
+    if (__builtin_mul_overflow(n, d.is_static() ? d.value() : dynamic_dim, &n)) return INT64_MAX;
   return n;
 }
 

@@ -16,17 +16,25 @@
 
 namespace gaf::onnx_io {
 
-TensorType type_from_proto(const onnx::TypeProto& tp) {
+TensorType type_from_proto(const onnx::TypeProto& tp, const std::string& name) {
   TensorType t;
   if (!tp.has_tensor_type()) return t;
   const auto& tt = tp.tensor_type();
   t.dtype = static_cast<DType>(tt.elem_type());
   if (tt.has_shape()) {
     Shape s;
+    int64_t elements = 1;  // of the static dims: must fit an int64, as every size computed from them does
     for (const auto& d : tt.shape().dim()) {
-      if (d.has_dim_value()) s.emplace_back(d.dim_value());
-      else if (d.has_dim_param() && !d.dim_param().empty()) s.emplace_back(d.dim_param());
-      else s.emplace_back();
+      if (d.has_dim_value()) {
+        s.emplace_back(d.dim_value());
+        if (d.dim_value() > 0 && __builtin_mul_overflow(elements, d.dim_value(), &elements))
+          fail("{}declares dims whose element count overflows 64 bits (a dim of {}); fix the model's shape",
+               name.empty() ? "a tensor type " : fmt::format("value '{}' ", name), d.dim_value());
+      } else if (d.has_dim_param() && !d.dim_param().empty()) {
+        s.emplace_back(d.dim_param());
+      } else {
+        s.emplace_back();
+      }
     }
     t.shape = std::move(s);
   }
@@ -141,10 +149,10 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
     Value* v;
     if (inits.count(vi.name())) {
       v = g.add_constant(vi.name(), tensor_of(*inits[vi.name()]));
-      v->type = type_from_proto(vi.type());
+      v->type = type_from_proto(vi.type(), vi.name());
       g.mark_input(v);
     } else {
-      v = g.add_input(vi.name(), type_from_proto(vi.type()));
+      v = g.add_input(vi.name(), type_from_proto(vi.type(), vi.name()));
     }
     v->doc_string = vi.doc_string();
   }
@@ -181,7 +189,7 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
   }
   for (const auto& vi : gp.value_info()) {
     if (Value* v = g.find_value(vi.name())) {
-      v->type = type_from_proto(vi.type());
+      v->type = type_from_proto(vi.type(), vi.name());
       v->doc_string = vi.doc_string();
     }
   }
@@ -198,7 +206,7 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
     if (vi.has_type() && !vi.type().has_tensor_type())
       unsupported("graph '{}': output '{}' is a sequence, map or optional value; only tensors are supported",
                   gp.name(), vi.name());
-    TensorType t = type_from_proto(vi.type());
+    TensorType t = type_from_proto(vi.type(), vi.name());
     if (t.dtype != DType::Undefined) v->type = t;
     g.add_output(v);
   }

@@ -280,7 +280,9 @@ class SoftmaxKernel final : public Kernel {
 void register_softmax_ops(OpRegistry& r) {
   const std::pair<const char*, SmKind> ops[] = {
       {"Softmax", SmKind::Softmax}, {"LogSoftmax", SmKind::LogSoftmax}, {"Hardmax", SmKind::Hardmax}};
-  for (auto [name, kind] : ops) {
+  for (const auto& op : ops) {
+    const char* name = op.first;
+    const SmKind kind = op.second;  // a plain variable: clang 14 cannot capture a structured binding
     const bool soft = kind != SmKind::Hardmax;
     r.add(name, OpKind::Reduction)
         .set_flags(soft ? kPrecisionSensitive : kNone)

@@ -47,7 +47,8 @@ void check(cudnnStatus_t e, const char* what) {
 constexpr size_t kAlign = 256;
 constexpr size_t kWorkspace = size_t(64) << 20;  // cuBLASLt / cuDNN workspace, shared by the steps in turn
 constexpr int kBlock = codegen::cuda::kBlockSize;
-constexpr size_t kDefaultSharedBytes = 48 * 1024;  // dynamic shared memory a block gets without opting in  // every generated and library kernel but attention
+constexpr size_t kDefaultSharedBytes = 48 * 1024;  // dynamic shared memory a block gets without opting in  //
+                                                   // every generated and library kernel but attention
 void* const kDryPointer =
     reinterpret_cast<void*>(uintptr_t(256));  // a dry run's constants: never dereferenced
 
@@ -396,8 +397,8 @@ struct Session::Impl {
     for (auto& [name, handle] : kernels)
       check(cudaLibraryGetKernel(&handle, library, name.c_str()), "cudaLibraryGetKernel");
     for (auto [handle, bytes] : large_shared)
-      check(cudaFuncSetAttribute(reinterpret_cast<const void*>(*handle), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 int(bytes)),
+      check(cudaFuncSetAttribute(reinterpret_cast<const void*>(*handle),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
             "opting a kernel in to more shared memory");
   }
 
@@ -672,8 +673,10 @@ struct Session::Impl {
     const size_t smem = attention_smem(a);
     const dim3 grid(unsigned((a.lq + 3) / 4), unsigned(nbatch));
     if (smem > size_t(prop.sharedMemPerBlockOptin))
-      throw UnsupportedError(fmt::format("{}: the attention kernel needs {} bytes of shared memory; a block of this "
-                                         "device gets {}", n.describe(), smem, prop.sharedMemPerBlockOptin));
+      throw UnsupportedError(
+          fmt::format("{}: the attention kernel needs {} bytes of shared memory; a block of this "
+                      "device gets {}",
+                      n.describe(), smem, prop.sharedMemPerBlockOptin));
     if (smem > kDefaultSharedBytes) large_shared.emplace_back(kernel, smem);
     add_step(n,
              fmt::format("flash attention fp32 ({} x {} x {}, batch {}{})", a.lq, a.lk, a.d, nbatch,
@@ -693,14 +696,16 @@ struct Session::Impl {
   }
 
   // ---- pooling, gather ----
-  void launch_library(const Node& n, const std::string& name, std::string how, int64_t work,
-                      std::function<void(void*)> fill, size_t args_size) {
+  // A library kernel taking `args` by value; `bind(args)` fills in its data pointers at each launch.
+  template <class Args, class Bind>
+  void launch_library(const Node& n, const std::string& name, std::string how, int64_t work, const Args& args,
+                      Bind bind) {
     cudaKernel_t* kernel = library_kernel(name);
     const unsigned grid = unsigned(std::clamp<int64_t>(work, 1, int64_t(prop.multiProcessorCount) * 16));
     add_step(n, std::move(how), 1, [=](cudaStream_t s) {
-      std::vector<char> buf(args_size);
-      fill(buf.data());
-      void* params[] = {buf.data()};
+      Args a = args;
+      bind(a);
+      void* params[] = {&a};
       check(cudaLaunchKernel(reinterpret_cast<const void*>(*kernel), dim3(grid), dim3(kBlock), params, 0, s),
             "launch of a library kernel");
     });
@@ -709,45 +714,32 @@ struct Session::Impl {
   void plan_pool(const Node& n) {
     const PoolArgs a = pool_args(n);
     Ref rx = in(n.input(0), n), ry = out(n.output(0), n);
-    launch_library(
-        n, "gaf_pool2d", fmt::format("pool kernel {}x{}", a.kh, a.kw),
-        (a.nc * a.oh * a.ow + kBlock - 1) / kBlock,
-        [=, this](void* p) {
-          PoolArgs args = a;
-          args.x = reinterpret_cast<const float*>(addr(rx));
-          args.y = reinterpret_cast<float*>(addr(ry));
-          std::memcpy(p, &args, sizeof(args));
-        },
-        sizeof(PoolArgs));
+    launch_library(n, "gaf_pool2d", fmt::format("pool kernel {}x{}", a.kh, a.kw),
+                   (a.nc * a.oh * a.ow + kBlock - 1) / kBlock, a, [=, this](PoolArgs& args) {
+                     args.x = reinterpret_cast<const float*>(addr(rx));
+                     args.y = reinterpret_cast<float*>(addr(ry));
+                   });
   }
 
   void plan_global_pool(const Node& n) {
     const GlobalPoolArgs a = global_pool_args(n);
     Ref rx = in(n.input(0), n), ry = out(n.output(0), n);
-    launch_library(
-        n, "gaf_global_pool", "global pool kernel", (a.rows + 7) / 8,
-        [=, this](void* p) {
-          GlobalPoolArgs args = a;
-          args.x = reinterpret_cast<const float*>(addr(rx));
-          args.y = reinterpret_cast<float*>(addr(ry));
-          std::memcpy(p, &args, sizeof(args));
-        },
-        sizeof(GlobalPoolArgs));
+    launch_library(n, "gaf_global_pool", "global pool kernel", (a.rows + 7) / 8, a,
+                   [=, this](GlobalPoolArgs& args) {
+                     args.x = reinterpret_cast<const float*>(addr(rx));
+                     args.y = reinterpret_cast<float*>(addr(ry));
+                   });
   }
 
   void plan_gather(const Node& n) {
     const GatherArgs a = gather_args(n);
     Ref rd = in(n.input(0), n), ri = in(n.input(1), n), ry = out(n.output(0), n);
-    launch_library(
-        n, "gaf_gather", "gather kernel", (a.outer * a.nidx * a.len + kBlock - 1) / kBlock,
-        [=, this](void* p) {
-          GatherArgs args = a;
-          args.data = reinterpret_cast<const float*>(addr(rd));
-          args.idx = reinterpret_cast<const long long*>(addr(ri));
-          args.y = reinterpret_cast<float*>(addr(ry));
-          std::memcpy(p, &args, sizeof(args));
-        },
-        sizeof(GatherArgs));
+    launch_library(n, "gaf_gather", "gather kernel", (a.outer * a.nidx * a.len + kBlock - 1) / kBlock, a,
+                   [=, this](GatherArgs& args) {
+                     args.data = reinterpret_cast<const float*>(addr(rd));
+                     args.idx = reinterpret_cast<const long long*>(addr(ri));
+                     args.y = reinterpret_cast<float*>(addr(ry));
+                   });
   }
 
   // ---- arena ----
@@ -849,7 +841,8 @@ Session::Session(const Graph& graph, Options options) : impl_(std::make_unique<I
   Impl& m = *impl_;
   if (options.dry_run) {  // an H200's properties: the plan and the kernels it would compile
     std::snprintf(m.prop.name, sizeof(m.prop.name), "dry run (no device)");
-    m.prop.major = 9, m.prop.minor = 0, m.prop.multiProcessorCount = 132, m.prop.sharedMemPerBlockOptin = 232448;
+    m.prop.major = 9, m.prop.minor = 0, m.prop.multiProcessorCount = 132,
+    m.prop.sharedMemPerBlockOptin = 232448;
     m.opt.graph = false;
     m.plan();
     return;

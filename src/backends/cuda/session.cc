@@ -194,14 +194,12 @@ struct Session::Impl {
   void plan() {
     for (const Value* v : g.inputs()) {
       if (v->is_constant()) continue;
-      const Node* user = v->uses().empty() ? nullptr : v->uses()[0].node;
       if (!v->type.has_static_shape())
         throw UnsupportedError(
             fmt::format("graph input '{}' has shape {}; the CUDA backend runs static shapes so "
                         "far",
                         v->name(), v->type.to_string()));
       Ref r{new_alloc(size_t(numel(v->type.static_dims())) * dtype_size(v->type.dtype)), nullptr};
-      (void)user;
       refs[v] = r;
       inputs.push_back(v);
       input_refs.push_back(r);

@@ -54,20 +54,29 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual void run(KernelContext& ctx) = 0;
+  // Whether run() reads its inputs through Tensor::strides(), so a strided view (Tensor::view) may be passed
+  // as it is; otherwise the session passes a contiguous copy.
+  virtual bool reads_strided_inputs() const { return false; }
 };
 
 // Adapts a plain function into a Kernel; for ops that need no per-node precomputation.
 using KernelFn = void (*)(KernelContext&);
 class FnKernel final : public Kernel {
  public:
-  explicit FnKernel(KernelFn fn) : fn_(fn) {}
+  explicit FnKernel(KernelFn fn, bool strided = false) : fn_(fn), strided_(strided) {}
   void run(KernelContext& ctx) override { fn_(ctx); }
+  bool reads_strided_inputs() const override { return strided_; }
 
  private:
   KernelFn fn_;
+  bool strided_;
 };
 inline KernelFactory fn_kernel(KernelFn fn) {
   return [fn](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<FnKernel>(fn); };
+}
+// A function kernel that reads strided inputs (Kernel::reads_strided_inputs).
+inline KernelFactory strided_fn_kernel(KernelFn fn) {
+  return [fn](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<FnKernel>(fn, true); };
 }
 
 }  // namespace gaf::runtime

@@ -37,12 +37,19 @@ struct NodeEvent {
 struct RunStats {
   size_t peak_bytes = 0;   // peak of live intermediate buffers during the last run
   size_t pool_bytes = 0;   // what the buffer pool holds at the end of the last run (live and free blocks)
+  size_t kv_cache_bytes = 0;  // the KV cache's buffers (Session::enable_kv_cache), outside the pool
   double last_run_s = 0;
   std::vector<NodeProfile> nodes;  // with SessionOptions::profile
   std::vector<NodeEvent> events;   // with SessionOptions::profile: the last run's node executions, in run order
 };
 
 class PoolAllocator;
+
+// A decoder's past input and the present output that Concat(past, new, axis) makes of it (Session::enable_kv_cache).
+struct KvCachePair {
+  std::string past, present, node;  // names of the input, the output and the Concat
+  int64_t axis = 0;                 // the Concat's axis as written (negative counts from the end)
+};
 
 // Runs a graph on the CPU. One run at a time per Session: kernels keep per-run state (oneDNN argument maps,
 // shape caches), so runs from several threads take turns (run() holds a lock); threads that should run the same
@@ -59,6 +66,19 @@ class Session {
   // Inputs in graph-input order (non-initializer inputs only).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
+  // Keeps a decoder's keys and values in place. For every graph input P read by a two-operand Concat(P, new, axis)
+  // whose result is a graph output (a present), the session keeps one buffer with room for `capacity` positions
+  // along the axis; a run appends the new positions to it and returns the present as a strided view of the buffer
+  // (Tensor::view; is_contiguous() is false while there is room left). Fed back as P, that view is read where it
+  // lies: no step copies the past. Any other tensor fed as P (a first step's empty past, a past from elsewhere) is
+  // copied into the buffer once. A run that needs more room moves the buffer to twice its size (one copy).
+  // A present stays valid until a later run writes over its positions: feeding an older present (rewinding) makes
+  // the next run append after it, over the positions of the presents returned since. Kernels that read strides
+  // (gaf.Attention, Shape) read the views in place; others get a contiguous copy. Returns the pairs found (none:
+  // nothing changes); calling it again sets the capacity of buffers made from then on.
+  const std::vector<KvCachePair>& enable_kv_cache(int64_t capacity);
+  const std::vector<KvCachePair>& kv_cache_pairs() const { return kv_pairs_; }
+
   const RunStats& stats() const { return stats_; }
   const Graph& graph() const { return graph_; }
   // Graph inputs that must be fed (those without an initializer).
@@ -69,6 +89,8 @@ class Session {
 
  private:
   struct Step;
+  struct KvBuffer;
+  void kv_append(const Step& step, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs);
   const Graph& graph_;
   SessionOptions options_;
   std::vector<Step> steps_;
@@ -79,6 +101,9 @@ class Session {
   RunStats stats_;
   std::map<std::string, std::string> fallbacks_;
   size_t generated_ = 0;
+  std::vector<KvCachePair> kv_pairs_;
+  std::vector<KvBuffer> kv_;
+  int64_t kv_capacity_ = 0;
   std::unique_ptr<std::mutex> run_mutex_ = std::make_unique<std::mutex>();
 };
 

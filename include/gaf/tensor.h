@@ -1,5 +1,11 @@
-// A dense tensor: element type, dims (row-major, contiguous) and shared storage. Copies share storage; views
-// (reshape) share it too. Storage comes from an Allocator, so the runtime can recycle buffers by liveness.
+// A dense tensor: element type, dims (row-major) and shared storage. Copies share storage; views (reshape) share
+// it too. Storage comes from an Allocator, so the runtime can recycle buffers by liveness.
+//
+// A tensor is contiguous unless made by Tensor::view: a window of another tensor's storage with strides of its
+// own (the session's KV cache hands out [batch, heads, length, depth] views of a buffer with room for more
+// positions). Kernels read data<T>() as contiguous; the session copies a view into contiguous storage before a
+// kernel that does not read strides (Kernel::reads_strided_inputs). Element accessors (get_double, set_double,
+// get_int, to_string) and clone() follow the strides.
 #pragma once
 
 #include <array>
@@ -22,6 +28,8 @@ class Allocator {
 };
 
 int64_t numel_of(std::span<const int64_t> dims);
+// Row-major element strides of dims.
+std::vector<int64_t> contiguous_strides(std::span<const int64_t> dims);
 
 // A reshape of static dims `from` to `to` as runs of dims with equal products on both sides, in order: each run
 // is {from_begin, from_end, to_begin, to_end} ([128,12,64] -> [128,768]: {0,1,0,1}, {1,3,1,2}). Size-1 dims
@@ -74,12 +82,24 @@ class Tensor {
   // Tensors sharing this one's storage, itself included (0 for an undefined tensor): 1 means no other view.
   long storage_use_count() const { return storage_.use_count(); }
 
-  // Same storage, new dims (element count must match).
+  // Same storage, new dims (element count must match; a strided view must be made contiguous first).
   Tensor reshaped(std::vector<int64_t> dims) const;
+  // A window of `base`'s storage: `dims` with element `strides`, starting `offset` elements into base's data.
+  // Every element must lie within base's elements (checked). Contiguous strides give a contiguous tensor.
+  static Tensor view(const Tensor& base, std::vector<int64_t> dims, std::vector<int64_t> strides, int64_t offset = 0);
+  bool is_contiguous() const { return strides_.empty(); }
+  // Element strides: the view's own, or the row-major strides of dims.
+  std::vector<int64_t> strides() const;
+  // Element i (row-major logical index) as an offset from data<T>(): i itself for a contiguous tensor.
+  int64_t offset_of(int64_t i) const;
   // Same storage and dims, element type reinterpreted (sizes must match): bfloat16 <-> uint16 bits.
   Tensor bitcast(DType dtype) const;
-  // Deep copy into fresh storage.
+  // Deep copy into fresh contiguous storage (a view is gathered).
   Tensor clone(Allocator& alloc = Allocator::heap()) const;
+  // This tensor when contiguous, else clone(alloc).
+  Tensor contiguous(Allocator& alloc = Allocator::heap()) const { return is_contiguous() ? *this : clone(alloc); }
+  // Copies src's elements into this tensor's (same dtype and dims; either may be a view; not String).
+  void copy_from(const Tensor& src);
   // Element i converted to double / int64 (any numeric dtype); for attributes and shape inputs.
   double get_double(int64_t i) const;
   // Sets element i to v converted to the tensor's numeric dtype (rounded once).
@@ -92,6 +112,7 @@ class Tensor {
  private:
   DType dtype_ = DType::Undefined;
   std::vector<int64_t> dims_;
+  std::vector<int64_t> strides_;  // empty: contiguous
   int64_t numel_ = 0;
   std::shared_ptr<void> storage_;
   void* data_ = nullptr;

@@ -163,6 +163,8 @@ namespace gaf::tools {
 struct GenerateOptions {
   std::vector<int64_t> prompt;
   int tokens = 16;  // how many to generate (the prefill gives the first)
+  // Keys and values in place (Session::enable_kv_cache with room for prompt + tokens): no step copies the past.
+  bool kv_cache = true;
   // Called after each token with (tokens so far, seconds since the start); for a progress display.
   std::function<void(int, double)> on_token;
 };
@@ -172,6 +174,8 @@ struct GenerateResult {
   std::vector<double> step_s;      // each decode step after the prefill
   size_t peak_rss_bytes = 0;       // of the process, at the end
   size_t pool_bytes = 0;           // the session's buffer pool after the last step
+  size_t kv_pairs = 0;             // past/present pairs kept in place (0: pasts fed as tensors)
+  size_t kv_cache_bytes = 0;       // their buffers
   double tokens_per_s() const;     // decode steps over their total time
   double median_step_s() const;
   std::string text() const;        // the summary generate prints

@@ -49,7 +49,25 @@ constexpr std::pair<DType, const char*> kNumpyTypes[] = {
     {DType::Int64, "int64"},   {DType::Int32, "int32"},    {DType::Int8, "int8"},
     {DType::UInt8, "uint8"},   {DType::Bool, "bool"}};
 
+constexpr const char* kTensorCapsule = "graph_autofusion.Tensor";
+
+// The tensor behind an array that to_numpy made, when `a` is that array as it was made (not a slice or a copy):
+// a run's output fed back to a run (a present as the next past) crosses without a copy, and a KV cache view
+// stays the view the session recognises.
+const Tensor* own_tensor(const py::array& a) {
+  const py::object base = a.base();
+  if (!base || !PyCapsule_IsValid(base.ptr(), kTensorCapsule)) return nullptr;
+  const auto* t = static_cast<const Tensor*>(PyCapsule_GetPointer(base.ptr(), kTensorCapsule));
+  if (!t || a.data() != t->raw() || a.ndim() != t->rank()) return nullptr;
+  const std::vector<int64_t> strides = t->strides();
+  for (int i = 0; i < t->rank(); ++i)
+    if (a.shape(i) != t->dim(i) || a.strides(i) != strides[size_t(i)] * py::ssize_t(dtype_size(t->dtype())))
+      return nullptr;
+  return t;
+}
+
 Tensor to_tensor(const std::string& name, const py::array& a) {
+  if (const Tensor* own = own_tensor(a)) return *own;
   const std::string np = a.dtype().attr("name").cast<std::string>();
   const auto* it = std::find_if(std::begin(kNumpyTypes), std::end(kNumpyTypes),
                                 [&](const auto& p) { return np == p.second; });
@@ -69,9 +87,12 @@ py::array to_numpy(const Tensor& t) {
   if (it == std::end(kNumpyTypes))
     fail("an output of element type {} has no numpy form here", dtype_name(t.dtype()));
   auto* keep = new Tensor(t);
-  py::capsule owner(keep, [](void* p) { delete static_cast<Tensor*>(p); });
-  std::vector<py::ssize_t> dims(t.dims().begin(), t.dims().end());
-  return py::array(py::dtype(it->second), dims, {}, keep->raw(), owner);
+  py::capsule owner(keep, kTensorCapsule, [](PyObject* o) {
+    delete static_cast<Tensor*>(PyCapsule_GetPointer(o, kTensorCapsule));
+  });
+  std::vector<py::ssize_t> dims(t.dims().begin(), t.dims().end()), strides;
+  for (int64_t s : t.strides()) strides.push_back(py::ssize_t(s * int64_t(dtype_size(t.dtype()))));
+  return py::array(py::dtype(it->second), dims, strides, keep->raw(), owner);
 }
 
 // A model and a session over it (the session reads the model's graph): the CPU runtime's, or with
@@ -171,9 +192,17 @@ class PySession {
     d["tokens_per_s"] = r.tokens_per_s();
     d["median_step_ms"] = r.median_step_s() * 1e3;
     d["peak_rss_mb"] = double(r.peak_rss_bytes) / 1e6;
+    d["kv_pairs"] = r.kv_pairs;
+    d["kv_cache_mb"] = double(r.kv_cache_bytes) / 1e6;
     return d;
   }
   size_t generated_kernels() const { return session_ ? session_->generated_kernels() : cuda_->generated_kernels(); }
+  py::list enable_kv_cache(int64_t capacity) {
+    GAF_CHECK(session_, "enable_kv_cache runs on the CPU runtime; this session is on device='cuda'");
+    py::list pairs;
+    for (const runtime::KvCachePair& p : session_->enable_kv_cache(capacity)) pairs.append(py::make_tuple(p.past, p.present));
+    return pairs;
+  }
 
  private:
   std::unique_ptr<Model> model_;
@@ -240,7 +269,14 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init<const py::object&, int, const std::optional<std::string>&, const std::string&>(),
            py::arg("model"), py::arg("opt_level") = 3, py::arg("rules") = py::none(), py::arg("device") = "cpu")
       .def("run", &PySession::run, py::arg("feeds"),
-           "Runs on {input name: numpy array}; returns {output name: array}.")
+           "Runs on {input name: numpy array}; returns {output name: array}. Outputs are the session's own "
+           "memory (no copy); fed back to run as they are (a present as the next past), they cross without a "
+           "copy too.")
+      .def("enable_kv_cache", &PySession::enable_kv_cache, py::arg("capacity"),
+           "Keeps a decoder's keys and values in place, with room for `capacity` positions: each present output "
+           "is a strided view of one buffer, and fed back as the next run's past it is read where it lies (no "
+           "step copies the past). A present stays valid until a later run writes over its positions (feeding "
+           "an older one rewinds). Returns the (past, present) input/output name pairs found.")
       .def_property_readonly("input_names", &PySession::input_names)
       .def_property_readonly("input_shapes", &PySession::input_shapes)
       .def_property_readonly("output_names", &PySession::output_names)

@@ -29,6 +29,12 @@ int64_t numel_of(std::span<const int64_t> dims) {
   return n;
 }
 
+std::vector<int64_t> contiguous_strides(std::span<const int64_t> dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (int i = int(dims.size()) - 2; i >= 0; --i) s[size_t(i)] = s[size_t(i) + 1] * dims[size_t(i) + 1];
+  return s;
+}
+
 std::optional<std::vector<std::array<size_t, 4>>> reshape_runs(std::span<const int64_t> from,
                                                                std::span<const int64_t> to) {
   for (auto dims : {from, to})
@@ -85,6 +91,8 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims, Allocator& alloc, bool ze
 
 Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
   GAF_CHECK(numel_of(dims) == numel_, "cannot reshape {} elements to {}", numel_, dims_to_string(dims));
+  GAF_CHECK(is_contiguous(), "cannot reshape a strided view {} to {}: make it contiguous first",
+            dims_to_string(dims_), dims_to_string(dims));
   Tensor t = *this;
   t.dims_ = std::move(dims);
   return t;
@@ -98,12 +106,83 @@ Tensor Tensor::bitcast(DType dtype) const {
   return t;
 }
 
+Tensor Tensor::view(const Tensor& base, std::vector<int64_t> dims, std::vector<int64_t> strides, int64_t offset) {
+  GAF_CHECK(base.defined() && base.dtype_ != DType::String, "Tensor::view: the base is {}",
+            base.defined() ? "a string tensor" : "undefined");
+  GAF_CHECK(dims.size() == strides.size(), "Tensor::view: {} dims but {} strides", dims.size(), strides.size());
+  Tensor t;
+  t.dtype_ = base.dtype_;
+  t.storage_ = base.storage_;
+  t.numel_ = 1;
+  int64_t lo = offset, hi = offset;  // the lowest and highest element the view reaches
+  for (size_t i = 0; i < dims.size(); ++i) {
+    GAF_CHECK(dims[i] >= 0, "Tensor::view: negative dimension in {}", dims_to_string(dims));
+    t.numel_ *= dims[i];
+    if (dims[i] == 0) continue;
+    (strides[i] < 0 ? lo : hi) += (dims[i] - 1) * strides[i];
+  }
+  GAF_CHECK(t.numel_ == 0 || (lo >= 0 && hi < base.numel_ && base.is_contiguous()),
+            "Tensor::view: {} with strides {} at offset {} reaches outside the {} elements of its base",
+            dims_to_string(dims), dims_to_string(strides), offset, base.numel_);
+  t.data_ = static_cast<char*>(base.data_) + offset * int64_t(dtype_size(base.dtype_));
+  t.dims_ = std::move(dims);
+  if (strides != contiguous_strides(t.dims_)) t.strides_ = std::move(strides);
+  return t;
+}
+
+std::vector<int64_t> Tensor::strides() const { return strides_.empty() ? contiguous_strides(dims_) : strides_; }
+
+int64_t Tensor::offset_of(int64_t i) const {
+  if (strides_.empty()) return i;
+  int64_t off = 0;
+  for (int d = rank() - 1; d >= 0; --d) {
+    const int64_t n = dims_[size_t(d)];
+    off += (i % n) * strides_[size_t(d)];
+    i /= n;
+  }
+  return off;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  GAF_CHECK(src.dtype_ == dtype_ && src.dims_ == dims_ && dtype_ != DType::String,
+            "Tensor::copy_from: {} {} into {} {}", dtype_name(src.dtype_), dims_to_string(src.dims_),
+            dtype_name(dtype_), dims_to_string(dims_));
+  if (numel_ == 0) return;
+  const size_t es = dtype_size(dtype_);
+  if (is_contiguous() && src.is_contiguous()) {
+    std::memcpy(data_, src.data_, nbytes());
+    return;
+  }
+  // Rows of the innermost dim: one memcpy each where both sides are contiguous along it.
+  const std::vector<int64_t> ds = strides(), ss = src.strides();
+  const int r = rank();
+  const int64_t inner = r ? dims_.back() : 1;
+  const bool rows = r && ds.back() == 1 && ss.back() == 1;
+  for (int64_t outer = 0; outer < numel_ / std::max<int64_t>(inner, 1); ++outer) {
+    int64_t doff = 0, soff = 0, k = outer;
+    for (int d = r - 2; d >= 0; --d) {
+      const int64_t idx = k % dims_[size_t(d)];
+      k /= dims_[size_t(d)];
+      doff += idx * ds[size_t(d)];
+      soff += idx * ss[size_t(d)];
+    }
+    char* dst = static_cast<char*>(data_) + doff * int64_t(es);
+    const char* from = static_cast<const char*>(src.data_) + soff * int64_t(es);
+    if (rows) {
+      std::memcpy(dst, from, size_t(inner) * es);
+    } else {
+      const int64_t dstep = r ? ds.back() : 0, sstep = r ? ss.back() : 0;
+      for (int64_t j = 0; j < inner; ++j) std::memcpy(dst + j * dstep * int64_t(es), from + j * sstep * int64_t(es), es);
+    }
+  }
+}
+
 Tensor Tensor::clone(Allocator& alloc) const {
   Tensor t(dtype_, dims_, alloc);
   if (dtype_ == DType::String) {
     for (int64_t i = 0; i < numel_; ++i) t.strings()[i] = strings()[i];
   } else if (numel_ > 0) {
-    std::memcpy(t.raw(), raw(), nbytes());
+    t.copy_from(*this);
   }
   return t;
 }
@@ -111,14 +190,14 @@ Tensor Tensor::clone(Allocator& alloc) const {
 double Tensor::get_double(int64_t i) const {
   return visit_dtype(dtype_, [&](auto tag) -> double {
     using T = decltype(tag);
-    return to_double(static_cast<const T*>(data_)[i]);
+    return to_double(static_cast<const T*>(data_)[offset_of(i)]);
   });
 }
 
 void Tensor::set_double(int64_t i, double v) {
   visit_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
-    static_cast<T*>(data_)[i] = from_double<T>(v);
+    static_cast<T*>(data_)[offset_of(i)] = from_double<T>(v);
   });
 }
 
@@ -126,9 +205,9 @@ int64_t Tensor::get_int(int64_t i) const {
   return visit_dtype(dtype_, [&](auto tag) -> int64_t {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-      return static_cast<int64_t>(to_double(static_cast<const T*>(data_)[i]));
+      return static_cast<int64_t>(to_double(static_cast<const T*>(data_)[offset_of(i)]));
     } else {
-      return static_cast<int64_t>(static_cast<const T*>(data_)[i]);
+      return static_cast<int64_t>(static_cast<const T*>(data_)[offset_of(i)]);
     }
   });
 }

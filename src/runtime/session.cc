@@ -139,6 +139,7 @@ Tensor& KernelContext::allocate_output(int i, DType dtype, std::vector<int64_t> 
 struct Session::Step {
   const Node* node;
   std::unique_ptr<Kernel> kernel;
+  int kv = -1;                 // a KV cache append (index into kv_) instead of the kernel
   std::vector<int> in_slots;   // -1: absent optional input
   std::vector<int> out_slots;
   std::vector<int> release;    // slots whose last use is this step
@@ -205,6 +206,88 @@ Session::Session(const Graph& graph, SessionOptions options)
 
 Session::~Session() = default;
 
+// One KV cache pair's buffer: the past's dims with `capacity` positions along the axis, contiguous.
+struct Session::KvBuffer {
+  Tensor buf;
+};
+
+const std::vector<KvCachePair>& Session::enable_kv_cache(int64_t capacity) {
+  GAF_CHECK(capacity >= 1, "enable_kv_cache: the capacity must be at least 1 position (got {})", capacity);
+  std::lock_guard<std::mutex> no_run_meanwhile(*run_mutex_);
+  kv_capacity_ = capacity;
+  if (!kv_pairs_.empty()) return kv_pairs_;
+  auto is_input = [&](const Value* v) {
+    return v && !v->is_constant() &&
+           std::find(graph_.inputs().begin(), graph_.inputs().end(), v) != graph_.inputs().end();
+  };
+  auto is_output = [&](const Value* v) {
+    return std::find(graph_.outputs().begin(), graph_.outputs().end(), v) != graph_.outputs().end();
+  };
+  // A past grows: its length along the axis is not fixed by the model.
+  auto grows = [](const Value* v, int64_t axis) {
+    if (!v->type.shape) return true;
+    const int64_t rank = int64_t(v->type.shape->size());
+    if (axis < 0) axis += rank;
+    return axis >= 0 && axis < rank && !(*v->type.shape)[size_t(axis)].is_static();
+  };
+  std::map<const Value*, int> concats_of_past;
+  for (const Step& st : steps_) {
+    const Node& n = *st.node;
+    if (n.op_type == "Concat" && n.domain.empty() && n.inputs().size() == 2 && is_input(n.input(0)) &&
+        n.input(1) != n.input(0) && is_output(n.output(0)) && grows(n.input(0), n.attr_int("axis", 0)))
+      ++concats_of_past[n.input(0)];
+  }
+  for (Step& st : steps_) {
+    const Node& n = *st.node;
+    auto it = concats_of_past.find(n.op_type == "Concat" && n.inputs().size() == 2 ? n.input(0) : nullptr);
+    if (it == concats_of_past.end() || it->second != 1 || !is_output(n.output(0))) continue;
+    st.kv = int(kv_pairs_.size());
+    kv_pairs_.push_back({n.input(0)->name(), n.output(0)->name(), n.name, n.attr_int("axis", 0)});
+  }
+  kv_.resize(kv_pairs_.size());
+  return kv_pairs_;
+}
+
+// Concat(past, new) of a KV cache pair: new's positions written after the past's in the pair's buffer, the
+// present a view of the buffer's first past + new positions. The past is read in place when it is such a view.
+void Session::kv_append(const Step& step, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs) {
+  const Node& n = *step.node;
+  GAF_CHECK(ins.size() == 2 && ins[0] && ins[1], "{}: Concat needs both operands", n.describe());
+  const Tensor &past = *ins[0], &add = *ins[1];
+  const int rank = past.rank();
+  int64_t axis = kv_pairs_[size_t(step.kv)].axis;
+  if (axis < 0) axis += rank;
+  GAF_CHECK(axis >= 0 && axis < rank, "{}: axis {} is out of range for rank {}", n.describe(),
+            kv_pairs_[size_t(step.kv)].axis, rank);
+  GAF_CHECK(add.dtype() == past.dtype() && add.rank() == rank && past.dtype() != DType::String,
+            "{}: cannot concatenate {}{} and {}{}", n.describe(), dtype_name(past.dtype()),
+            dims_to_string(past.dims()), dtype_name(add.dtype()), dims_to_string(add.dims()));
+  for (int d = 0; d < rank; ++d)
+    GAF_CHECK(d == axis || past.dim(d) == add.dim(d),
+              "{}: operand shapes {} and {} differ outside axis {} (dimension {})", n.describe(),
+              dims_to_string(past.dims()), dims_to_string(add.dims()), axis, d);
+  Tensor& buf = kv_[size_t(step.kv)].buf;
+  const int64_t len = past.dim(int(axis)), total = len + add.dim(int(axis));
+  auto with_axis = [&](std::vector<int64_t> dims, int64_t size) {
+    dims[size_t(axis)] = size;
+    return dims;
+  };
+  // In place: the past is this buffer's first `len` positions, as a previous run returned them.
+  const bool in_place = buf.defined() && past.raw() == buf.raw() && buf.dtype() == past.dtype() &&
+                        with_axis(past.dims(), 0) == with_axis(buf.dims(), 0) && past.strides() == buf.strides();
+  const int64_t capacity = buf.defined() ? buf.dim(int(axis)) : 0;
+  if (!in_place || total > capacity) {
+    // A new buffer: the first one, a past from elsewhere, other batch or head sizes, or no room left.
+    const int64_t room = std::max({kv_capacity_, total, in_place ? 2 * capacity : int64_t(0)});
+    Tensor fresh(past.dtype(), with_axis(past.dims(), room));
+    if (len > 0) Tensor::view(fresh, past.dims(), fresh.strides()).copy_from(past);
+    buf = std::move(fresh);
+  }
+  const std::vector<int64_t> strides = buf.strides();
+  Tensor::view(buf, add.dims(), strides, len * strides[size_t(axis)]).copy_from(add);
+  outs[0] = Tensor::view(buf, with_axis(past.dims(), total), strides);
+}
+
 std::vector<const Value*> Session::required_inputs() const {
   std::vector<const Value*> r;
   for (const Value* v : graph_.inputs())
@@ -266,19 +349,28 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   }
   if (options_.profile) stats_.events.clear();
   std::vector<const Tensor*> ins;
-  std::vector<Tensor> outs;
+  std::vector<Tensor> outs, copies;
   for (size_t i = 0; i < steps_.size(); ++i) {
     Step& s = steps_[i];
     ins.clear();
+    copies.clear();
     for (int k : s.in_slots) ins.push_back(k >= 0 && slots[k].defined() ? &slots[k] : nullptr);
     outs.assign(s.out_slots.size(), Tensor());
+    if (s.kv < 0 && !s.kernel->reads_strided_inputs()) {  // a KV cache view, copied for a kernel that reads data as contiguous
+      copies.reserve(ins.size());
+      for (const Tensor*& t : ins)
+        if (t && !t->is_contiguous()) t = &copies.emplace_back(t->clone(*pool_));
+    }
     KernelContext ctx(*s.node, ins, outs, *pool_, &s.donatable);
     NodeEvent ev;
     if (options_.profile)
       for (const Tensor* t : ins) ev.in_bytes += t ? t->nbytes() : 0;
     const auto ts = options_.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     try {
-      s.kernel->run(ctx);
+      if (s.kv >= 0)
+        kv_append(s, ins, outs);  // KV cache: the Concat appends in place
+      else
+        s.kernel->run(ctx);
     } catch (const UnsupportedError&) {
       throw;
     } catch (const Error& e) {
@@ -304,6 +396,8 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   for (int s : graph_output_slots_) result.push_back(slots[s]);
   stats_.peak_bytes = pool_->take_peak();
   stats_.pool_bytes = pool_->held();
+  stats_.kv_cache_bytes = 0;
+  for (const KvBuffer& b : kv_) stats_.kv_cache_bytes += b.buf.defined() ? b.buf.nbytes() : 0;
   stats_.last_run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

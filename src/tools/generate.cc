@@ -112,9 +112,10 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts) 
   GAF_CHECK(!opts.prompt.empty(), "generate: the prompt is empty: give at least one token id");
   GAF_CHECK(opts.tokens >= 1, "generate: --tokens must be at least 1 (got {})", opts.tokens);
   const DecoderIO io = find_io(session);
+  GenerateResult r;
+  if (opts.kv_cache) r.kv_pairs = session.enable_kv_cache(int64_t(opts.prompt.size()) + opts.tokens).size();
   std::vector<Tensor> pasts;
   for (const auto& d : io.empty_past) pasts.emplace_back(DType::Float, d);
-  GenerateResult r;
   std::vector<int64_t> feed = opts.prompt;
   int64_t past_len = 0;
   using clock = std::chrono::steady_clock;
@@ -156,6 +157,7 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts) 
   }
   r.peak_rss_bytes = peak_rss();
   r.pool_bytes = session.stats().pool_bytes;
+  r.kv_cache_bytes = session.stats().kv_cache_bytes;
   return r;
 }
 
@@ -176,10 +178,10 @@ std::string GenerateResult::json() const {
   return fmt::format(
       "{{\"prefill_ms\": {:.3f}, \"tokens_per_s\": {:.2f}, \"median_step_ms\": {:.3f}, "
       "\"first_step_ms\": {:.3f}, \"last_step_ms\": {:.3f}, \"peak_rss_mb\": {:.1f}, "
-      "\"pool_mb\": {:.1f}, \"ids\": [{}]}}\n",
+      "\"pool_mb\": {:.1f}, \"kv_pairs\": {}, \"kv_cache_mb\": {:.1f}, \"ids\": [{}]}}\n",
       prefill_s * 1e3, tokens_per_s(), median_step_s() * 1e3, step_s.empty() ? 0 : step_s.front() * 1e3,
-      step_s.empty() ? 0 : step_s.back() * 1e3, double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6,
-      fmt::join(ids, ","));
+      step_s.empty() ? 0 : step_s.back() * 1e3, double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6, kv_pairs,
+      double(kv_cache_bytes) / 1e6, fmt::join(ids, ","));
 }
 
 std::string GenerateResult::text() const {
@@ -192,6 +194,10 @@ std::string GenerateResult::text() const {
   }
   s += fmt::format("peak resident memory: {:.1f} MB (session buffer pool {:.1f} MB)\n",
                    double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6);
+  if (kv_pairs)
+    s += fmt::format("KV cache in place: {} past/present pairs, {:.1f} MB\n", kv_pairs, double(kv_cache_bytes) / 1e6);
+  else
+    s += "KV cache: pasts fed as tensors (each step copies the past)\n";
   s += "ids:";
   for (int64_t id : ids) s += fmt::format(" {}", id);
   return s + "\n";

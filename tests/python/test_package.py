@@ -54,6 +54,26 @@ dec = os.path.join(models, "decoders", "gpt2.onnx")
 g1 = gaf.Session(dec).generate([5, 17, 3], tokens=8)
 g0 = gaf.Session(dec, opt_level=0).generate([5, 17, 3], tokens=8)
 check("generate", g1["ids"] == g0["ids"] and len(g1["ids"]) == 8, (g1, g0))
+check("generate-kv", g1["kv_pairs"] == 4 and g0["kv_pairs"] == 4, (g1, g0))
+
+# A decode loop written in Python with the KV cache in place: the same logits as a loop fed plain arrays; each
+# present is a strided view of one buffer that stays where it is, and fed back it crosses without a copy.
+cached, loop = gaf.Session(dec), gaf.Session(dec)
+pairs = cached.enable_kv_cache(64)
+check("kv-pairs", len(pairs) == 4 and all(p.startswith("past") and q.startswith("present") for p, q in pairs), pairs)
+past_shape = [0 if d == "past" else (1 if isinstance(d, str) else d) for d in loop.input_shapes[1]]
+pasts_a = {p: np.zeros(past_shape, np.float32) for p, _ in pairs}
+pasts_b = dict(pasts_a)
+ids, where = np.array([[5, 17, 3]], np.int64), {}
+for step in range(6):
+    ra, rb = loop.run({"input_ids": ids, **pasts_a}), cached.run({"input_ids": ids, **pasts_b})
+    check(f"kv-logits-{step}", np.array_equal(ra["logits"], rb["logits"]), step)
+    for p, q in pairs:
+        check(f"kv-{q}-{step}", np.array_equal(ra[q], rb[q]) and not rb[q].flags["C_CONTIGUOUS"], rb[q].strides)
+        addr = rb[q].__array_interface__["data"][0]
+        check(f"kv-in-place-{q}-{step}", where.setdefault(q, addr) == addr, (where[q], addr))
+        pasts_a[p], pasts_b[p] = ra[q], rb[q]
+    ids = np.array([[int(np.argmax(ra["logits"][0, -1]))]], np.int64)
 
 # Errors are exceptions with the tool's message.
 try:

@@ -156,6 +156,7 @@ struct GenerateArgs {
   int opt_level = 3;
   bool progress = false;
   bool json = false;
+  bool no_kv_cache = false;
 };
 
 // "1,2,3" or "1 2 3" -> ids; an error names the first entry that is not a token id.
@@ -185,6 +186,7 @@ int cmd_generate(const GenerateArgs& a) {
   tools::GenerateOptions g;
   g.prompt = parse_ids(a.prompt);
   g.tokens = a.tokens;
+  g.kv_cache = !a.no_kv_cache;
   if (a.progress)
     g.on_token = [&](int n, double s) {
       const int width = 30, done = width * n / a.tokens;
@@ -553,6 +555,9 @@ int main(int argc, char** argv) {
   generate->add_option("--rules", gen_args.rules, "with --opt-level: JSON rules file (else $GAF_FUSION_CONFIG)");
   generate->add_flag("--progress", gen_args.progress, "a live progress bar on stderr");
   generate->add_flag("--json", gen_args.json, "print the result as one JSON object");
+  generate->add_flag("--no-kv-cache", gen_args.no_kv_cache,
+                     "feed each present back as a new past tensor (the past copied every step) instead of keeping "
+                     "keys and values in place");
 
   std::string cmp_actual, cmp_expected;
   double cmp_rtol = 1e-3, cmp_atol = 1e-5;

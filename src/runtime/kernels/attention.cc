@@ -278,7 +278,7 @@ Operand permuted(const KernelContext& ctx, int i, const char* perm_attr) {
   }
   GAF_CHECK(int(perm.size()) == t.rank(), "{}: {} has {} entries for an input of rank {}", n.describe(), perm_attr,
             perm.size(), t.rank());
-  auto cs = contiguous_strides(t.dims());
+  const std::vector<int64_t> cs = t.strides();  // a KV cache's keys are a view with room for more positions
   Operand o{t.data<float>(), {}, {}};
   for (int64_t a : perm) {
     GAF_CHECK(a >= 0 && a < t.rank(), "{}: {} is not a permutation", n.describe(), perm_attr);
@@ -576,7 +576,7 @@ void register_attention_ops(OpRegistry& r) {
   r.add("Attention", OpKind::Opaque, "gaf")
       .set_flags(kPrecisionSensitive | kMatrixFlops)
       .set_flops(attention_flops)
-      .set_kernel(fn_kernel(attention));
+      .set_kernel(strided_fn_kernel(attention));
 }
 
 }  // namespace gaf::runtime

@@ -39,12 +39,6 @@ std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::v
   return broadcast_shape(std::span<const std::vector<int64_t>>(shapes, 2), node);
 }
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> s(dims.size(), 1);
-  for (int i = int(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
-  return s;
-}
-
 std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& dims, const std::vector<int64_t>& out) {
   std::vector<int64_t> s(out.size(), 0);
   auto cs = contiguous_strides(dims);

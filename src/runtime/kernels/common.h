@@ -56,7 +56,6 @@ std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::v
 std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& dims, const std::vector<int64_t>& out);
 
 // Contiguous row-major strides.
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
 
 // Runs f(begin, end) over [0, n) split into chunks across OpenMP threads when n is large enough.
 template <class F>

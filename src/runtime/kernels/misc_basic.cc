@@ -261,8 +261,8 @@ void register_misc_basic_ops(OpRegistry& r) {
       .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
         return std::make_unique<ConstantOfShapeKernel>(n);
       });
-  r.add("Shape", OpKind::Opaque).set_flops(flops_zero).set_kernel(fn_kernel(shape_kernel));
-  r.add("Size", OpKind::Opaque).set_flops(flops_zero).set_kernel(fn_kernel(size_kernel));
+  r.add("Shape", OpKind::Opaque).set_flops(flops_zero).set_kernel(strided_fn_kernel(shape_kernel));
+  r.add("Size", OpKind::Opaque).set_flops(flops_zero).set_kernel(strided_fn_kernel(size_kernel));
   r.add("Range", OpKind::Opaque).set_flops_per_element(1).set_kernel(fn_kernel(range_kernel));
   r.add("EyeLike", OpKind::Opaque).set_flops_per_element(0).set_kernel(fn_kernel(eyelike_kernel));
   r.add("Identity", OpKind::Elementwise).set_flops_per_element(0).set_kernel(make_identity);

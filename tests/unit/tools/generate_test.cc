@@ -85,13 +85,14 @@ TEST(Generate, RefusesModelsWithoutTheLoopsInputs) {
 namespace gaf {
 namespace {
 
-// 1,000 tokens through the loop (a one-layer LLaMA-style decoder with room for 1,040 positions): what the
-// session's pool holds grows only with the cache. Over the first decode step's, it never holds more than
-// three generations of the cache's growth (the presents handed back, the pasts given, the ones before), each
-// at most 1/8 over, plus 1.5 MB (measured: 2.6x the cache's growth, and one step of 1.1 MB near token 960). A
-// pool that kept every size it saw would hold hundreds of megabytes by then: it grows with the square of the
-// length.
-TEST(GenerateMemory, PoolFollowsTheCacheOverAThousandTokens) {
+// 1,000 tokens through the loop (a one-layer LLaMA-style decoder with room for 1,040 positions). With the KV
+// cache in place, the session's memory is the cache at full length (allocated once, for prompt + tokens
+// positions) plus one step's activations: what the pool holds after the first decode step it holds to the last.
+// Fed as plain tensors (kv_cache off), the pool grows only with the cache: over the first decode step's, it never
+// holds more than three generations of the cache's growth (the presents handed back, the pasts given, the ones
+// before), each at most 1/8 over, plus 1.5 MB (measured: 2.6x the cache's growth, and one step of 1.1 MB near
+// token 960). A pool that kept every size it saw would hold hundreds of megabytes by then.
+TEST(GenerateMemory, FlatOverAThousandTokens) {
   std::vector<testing::decoder_detail::Init> weights;
   testing::DecoderDims dims;
   dims.max_positions = 1040;
@@ -101,26 +102,32 @@ TEST(GenerateMemory, PoolFollowsTheCacheOverAThousandTokens) {
   tools::FuseOptions opts;
   opts.fusion.opt_level = 3;
   tools::fuse_model(m, opts);
-  runtime::Session s(*m.graph);
-  tools::GenerateOptions g;
-  g.prompt = {1, 2, 3};
-  g.tokens = 1000;
-  auto cache_bytes = [&](int n) {  // keys + values cached after token n
-    return size_t(2 * dims.heads * (int64_t(g.prompt.size()) + n - 1) * dims.head_dim) * sizeof(float);
-  };
-  size_t base = 0, worst_excess = 0;
-  int worst_step = 0;
-  g.on_token = [&](int n, double) {
-    const size_t held = s.stats().pool_bytes;
-    if (n == 2) base = held;
-    if (n < 2) return;
-    const size_t allowed = base + 3 * (cache_bytes(n) - cache_bytes(2)) * 9 / 8 + 1536 * 1024;
-    if (held > allowed && held - allowed > worst_excess) worst_excess = held - allowed, worst_step = n;
-  };
-  tools::GenerateResult r = tools::generate(s, g);
-  EXPECT_EQ(r.ids.size(), 1000u);
-  EXPECT_EQ(worst_excess, 0u) << "at token " << worst_step << " the pool held " << worst_excess
-                              << " bytes more than the cache allows";
+  for (bool in_place : {true, false}) {
+    SCOPED_TRACE(in_place ? "KV cache in place" : "pasts as tensors");
+    runtime::Session s(*m.graph);
+    tools::GenerateOptions g;
+    g.prompt = {1, 2, 3};
+    g.tokens = 1000;
+    g.kv_cache = in_place;
+    auto cache_bytes = [&](int n) {  // keys + values cached after token n
+      return size_t(2 * dims.heads * (int64_t(g.prompt.size()) + n - 1) * dims.head_dim) * sizeof(float);
+    };
+    size_t base = 0, worst_excess = 0;
+    int worst_step = 0;
+    g.on_token = [&](int n, double) {
+      const size_t held = s.stats().pool_bytes;
+      if (n == 2) base = held;
+      if (n < 2) return;
+      const size_t allowed = in_place ? base : base + 3 * (cache_bytes(n) - cache_bytes(2)) * 9 / 8 + 1536 * 1024;
+      if (held > allowed && held - allowed > worst_excess) worst_excess = held - allowed, worst_step = n;
+    };
+    tools::GenerateResult r = tools::generate(s, g);
+    EXPECT_EQ(r.ids.size(), 1000u);
+    EXPECT_EQ(worst_excess, 0u) << "at token " << worst_step << " the pool held " << worst_excess
+                                << " bytes more than allowed";
+    EXPECT_EQ(r.kv_pairs, in_place ? 2u : 0u);
+    EXPECT_EQ(r.kv_cache_bytes, in_place ? cache_bytes(1001) : 0u);  // room for prompt + tokens positions
+  }
 }
 
 }  // namespace

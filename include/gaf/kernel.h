@@ -27,8 +27,11 @@ class KernelContext {
   const Tensor* input(int i) const { return i < num_inputs() ? inputs_[i] : nullptr; }
   // Required input: throws naming the node when absent.
   const Tensor& in(int i) const;
-  // Allocates output i (uninitialised unless zero) from the session's allocator.
+  // Allocates output i (uninitialised unless zero) from the session's allocator, or hands out the caller's
+  // buffer when the output is bound (Session::run with outputs) and has its dtype and dims (else an error).
   Tensor& allocate_output(int i, DType dtype, std::vector<int64_t> dims, bool zero = false);
+  // Caller-owned buffers for the outputs (null entries: unbound); must outlive the context.
+  void bind_outputs(const std::vector<const Tensor*>* bound) { bound_ = bound; }
   // Sets output i to an existing tensor (a view sharing an input's storage, a constant).
   void set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
   Tensor& output(int i) { return outputs_[i]; }
@@ -48,6 +51,7 @@ class KernelContext {
   std::vector<Tensor>& outputs_;
   Allocator& alloc_;
   const std::vector<bool>* donatable_;
+  const std::vector<const Tensor*>* bound_ = nullptr;
 };
 
 class Kernel {

@@ -65,6 +65,11 @@ class Session {
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
   // Inputs in graph-input order (non-initializer inputs only).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // I/O binding: outputs by graph-output name are the caller's buffers (Tensor::wrap over its own memory, or any
+  // contiguous tensor), written in place by the kernel that produces the output when it has the buffer's dtype and
+  // dims (else an error naming the output); inputs may be wrapped memory too, read in place. A bound output must
+  // not share memory with an input. Returns every output, the bound ones as their buffers.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs, const std::map<std::string, Tensor>& outputs);
 
   // Keeps a decoder's keys and values in place. For every graph input P read by a two-operand Concat(P, new, axis)
   // whose result is a graph output (a present), the session keeps one buffer with room for `capacity` positions

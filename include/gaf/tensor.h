@@ -87,6 +87,10 @@ class Tensor {
   // A window of `base`'s storage: `dims` with element `strides`, starting `offset` elements into base's data.
   // Every element must lie within base's elements (checked). Contiguous strides give a contiguous tensor.
   static Tensor view(const Tensor& base, std::vector<int64_t> dims, std::vector<int64_t> strides, int64_t offset = 0);
+  // A contiguous tensor over memory the caller owns (I/O binding: inputs read and outputs written in place, no
+  // copy). `owner` is kept alive with the tensor and its copies; with none, the caller keeps `data` valid while
+  // any copy lives. Any alignment (the CPU kernels load unaligned); not String.
+  static Tensor wrap(DType dtype, std::vector<int64_t> dims, void* data, std::shared_ptr<void> owner = nullptr);
   bool is_contiguous() const { return strides_.empty(); }
   // Element strides: the view's own, or the row-major strides of dims.
   std::vector<int64_t> strides() const;

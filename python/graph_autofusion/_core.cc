@@ -74,10 +74,15 @@ Tensor to_tensor(const std::string& name, const py::array& a) {
   if (it == std::end(kNumpyTypes))
     fail("input '{}': numpy dtype {} is not supported (float32/64, float16, int64/32/8, uint8, bool)", name,
          np);
+  // Read in place (no copy): a C-contiguous array as it is, anything else after numpy makes it contiguous. The
+  // tensor keeps the array alive; the last reference may go in a run that released the GIL, so it takes the GIL.
   py::array c = py::array::ensure(a, py::array::c_style);
-  Tensor out(it->first, std::vector<int64_t>(c.shape(), c.shape() + c.ndim()));
-  if (out.nbytes()) std::memcpy(out.raw(), c.data(), out.nbytes());
-  return out;
+  std::shared_ptr<void> owner(new py::object(c), [](void* p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<py::object*>(p);
+  });
+  return Tensor::wrap(it->first, std::vector<int64_t>(c.shape(), c.shape() + c.ndim()),
+                      const_cast<void*>(c.data()), std::move(owner));
 }
 
 // The output's own memory as a numpy array (no copy): the array keeps the tensor, and with it its storage, alive.

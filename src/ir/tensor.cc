@@ -130,6 +130,23 @@ Tensor Tensor::view(const Tensor& base, std::vector<int64_t> dims, std::vector<i
   return t;
 }
 
+Tensor Tensor::wrap(DType dtype, std::vector<int64_t> dims, void* data, std::shared_ptr<void> owner) {
+  GAF_CHECK(dtype != DType::String && dtype != DType::Undefined, "Tensor::wrap: {} memory cannot be wrapped",
+            dtype_name(dtype));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.numel_ = 1;
+  for (int64_t d : dims) {
+    GAF_CHECK(d >= 0 && !__builtin_mul_overflow(t.numel_, d, &t.numel_), "Tensor::wrap: bad shape {}",
+              dims_to_string(dims));
+  }
+  GAF_CHECK(data || t.numel_ == 0, "Tensor::wrap: no memory for {} elements", t.numel_);
+  t.dims_ = std::move(dims);
+  t.storage_ = std::shared_ptr<void>(std::move(owner), data);  // owner's lifetime, data's address
+  t.data_ = data;
+  return t;
+}
+
 std::vector<int64_t> Tensor::strides() const { return strides_.empty() ? contiguous_strides(dims_) : strides_; }
 
 int64_t Tensor::offset_of(int64_t i) const {

@@ -132,6 +132,14 @@ const Tensor& KernelContext::in(int i) const {
 
 Tensor& KernelContext::allocate_output(int i, DType dtype, std::vector<int64_t> dims, bool zero) {
   GAF_ASSERT(i < num_outputs(), "allocate_output index out of range");
+  if (const Tensor* b = bound_ && i < int(bound_->size()) ? (*bound_)[size_t(i)] : nullptr) {
+    GAF_CHECK(b->dtype() == dtype && b->dims() == dims,
+              "{}: output '{}' is {}{} but the buffer bound to it is {}{}", node_.describe(), node_.output(i)->name(),
+              dtype_name(dtype), dims_to_string(dims), dtype_name(b->dtype()), dims_to_string(b->dims()));
+    outputs_[i] = *b;
+    if (zero && b->nbytes()) std::memset(outputs_[i].raw(), 0, b->nbytes());
+    return outputs_[i];
+  }
   outputs_[i] = Tensor(dtype, std::move(dims), alloc_, zero);
   return outputs_[i];
 }
@@ -326,7 +334,10 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
   return run(named);
 }
 
-std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
+std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) { return run(inputs, {}); }
+
+std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
+                                 const std::map<std::string, Tensor>& outputs) {
   std::lock_guard<std::mutex> one_run_at_a_time(*run_mutex_);
   auto t0 = std::chrono::steady_clock::now();
   pool_->begin_run();
@@ -342,6 +353,30 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   }
   for (const Value* v : graph_.inputs())
     GAF_CHECK(slots[slot_of_[v]].defined(), "input '{}' ({}) was not given", v->name(), v->type.to_string());
+  // Output binding: the producing kernel writes into the caller's buffer (KernelContext::allocate_output); one that
+  // hands out a view or an input's storage instead is copied into it after the step.
+  std::vector<const Tensor*> bound_slot;
+  if (!outputs.empty()) {
+    bound_slot.assign(size_t(num_slots_), nullptr);
+    for (const auto& [name, t] : outputs) {
+      const auto& outs = graph_.outputs();
+      auto it = std::find_if(outs.begin(), outs.end(), [&](const Value* v) { return v->name() == name; });
+      GAF_CHECK(it != outs.end(), "'{}' is not an output of the model: only outputs can be bound", name);
+      GAF_CHECK(t.defined() && t.is_contiguous() && t.dtype() != DType::String,
+                "output '{}': the buffer bound to it must be a contiguous numeric tensor", name);
+      bound_slot[size_t(slot_of_[*it])] = &t;
+    }
+  }
+  auto into_bound = [&](const Tensor* b, Tensor& produced, const std::string& name) {
+    if (produced.raw() == b->raw() && produced.dims() == b->dims() && produced.is_contiguous()) return;
+    GAF_CHECK(produced.dtype() == b->dtype() && produced.dims() == b->dims(),
+              "output '{}' is {}{} but the buffer bound to it is {}{}", name, dtype_name(produced.dtype()),
+              dims_to_string(produced.dims()), dtype_name(b->dtype()), dims_to_string(b->dims()));
+    Tensor dst = *b;
+    dst.copy_from(produced);
+    produced = dst;
+  };
+  std::vector<const Tensor*> bound;
 
   if (options_.profile && stats_.nodes.size() != steps_.size()) {
     stats_.nodes.clear();
@@ -362,6 +397,12 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
         if (t && !t->is_contiguous()) t = &copies.emplace_back(t->clone(*pool_));
     }
     KernelContext ctx(*s.node, ins, outs, *pool_, &s.donatable);
+    bool binds = false;
+    if (!bound_slot.empty()) {
+      bound.assign(s.out_slots.size(), nullptr);
+      for (size_t k = 0; k < s.out_slots.size(); ++k) binds |= (bound[k] = bound_slot[size_t(s.out_slots[k])]) != nullptr;
+      if (binds) ctx.bind_outputs(&bound);
+    }
     NodeEvent ev;
     if (options_.profile)
       for (const Tensor* t : ins) ev.in_bytes += t ? t->nbytes() : 0;
@@ -389,11 +430,19 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
       for (const Tensor& t : outs) ev.out_bytes += t.nbytes();
       stats_.events.push_back(ev);
     }
+    if (binds)
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (bound[k]) into_bound(bound[k], outs[k], s.node->output(int(k))->name());
     for (size_t k = 0; k < outs.size(); ++k) slots[s.out_slots[k]] = std::move(outs[k]);
     for (int k : s.release) slots[k] = Tensor();
   }
   std::vector<Tensor> result;
-  for (int s : graph_output_slots_) result.push_back(slots[s]);
+  for (size_t i = 0; i < graph_output_slots_.size(); ++i) {
+    const int s = graph_output_slots_[i];
+    if (!bound_slot.empty() && bound_slot[size_t(s)])  // an input or a constant given as an output
+      into_bound(bound_slot[size_t(s)], slots[size_t(s)], graph_.outputs()[i]->name());
+    result.push_back(slots[size_t(s)]);
+  }
   stats_.peak_bytes = pool_->take_peak();
   stats_.pool_bytes = pool_->held();
   stats_.kv_cache_bytes = 0;

@@ -151,6 +151,8 @@ check opt-unknown 1 "'constant-foldin' is no pass \(known: " -- "$bin" opt "$tmp
 if "$bin" run "$models/mlp/model.onnx" --device cuda --dry-run 2>&1 | grep -q "this build has no CUDA"; then
   echo "cli: this build has no CUDA backend: the CUDA dry runs skipped"
 else
+  # NVRTC, cuBLASLt and cuDNN are opened when the backend needs them, never linked: a CPU run does not map them.
+  check cuda-libraries-not-linked 0 "^0$" -- bash -c 'ldd "$1" | grep -cE "libcublasLt|libcudnn|libnvrtc" || true' _ "$bin"
   for m in "$models"/mlp "$models"/convnet "$models"/encoder ${shared:+"$shared"/*/}; do
     [ -f "$m/model.onnx" ] || continue
     check "cuda-dry-run-$(basename "$m")" 0 "^dry run: [0-9]+ steps" -- "$bin" run "$m/model.onnx" --device cuda -O 2 --dry-run

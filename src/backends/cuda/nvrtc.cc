@@ -13,7 +13,6 @@
 #include "backends/cuda/nvrtc.h"
 
 #include <fcntl.h>
-#include <nvrtc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 #include <sstream>
 #include <vector>
 
+#include "backends/cuda/vendor.h"
 #include "codegen/cpu/cache_util.h"
 #include "gaf/codegen.h"
 #include "gaf/onnx_io.h"
@@ -39,7 +39,7 @@ namespace fs = std::filesystem;
 constexpr const char* kEntryMagic = "gaf-cubin-cache 1";
 
 void check(nvrtcResult r, const char* what) {
-  if (r != NVRTC_SUCCESS) fail("NVRTC: {} failed: {}", what, nvrtcGetErrorString(r));
+  if (r != NVRTC_SUCCESS) fail("NVRTC: {} failed: {}", what, nvrtc_api().nvrtcGetErrorString(r));
 }
 
 // The verified CUBIN of `key`; nullopt when there is none, or (after a warning, the entry removed) when the
@@ -95,7 +95,7 @@ std::string compile_cubin(const std::string& source, int major, int minor) {
   const std::string arch = fmt::format("--gpu-architecture=sm_{}{}", major, minor);
   const std::vector<const char*> opts = {arch.c_str(), "-default-device", "--std=c++17"};
   int nv_major = 0, nv_minor = 0;
-  nvrtcVersion(&nv_major, &nv_minor);
+  nvrtc_api().nvrtcVersion(&nv_major, &nv_minor);
   std::string key_text = fmt::format("{}\nnvrtc {}.{}", source, nv_major, nv_minor);
   for (const char* o : opts) key_text += fmt::format(" {}", o);
   const std::string key = codegen::sha256_hex(key_text.data(), key_text.size());
@@ -103,27 +103,27 @@ std::string compile_cubin(const std::string& source, int major, int minor) {
   if (std::optional<std::string> cached = load_cached(dir, key)) return *cached;
 
   nvrtcProgram prog;
-  check(nvrtcCreateProgram(&prog, source.c_str(), "gaf_kernels.cu", 0, nullptr, nullptr),
+  check(nvrtc_api().nvrtcCreateProgram(&prog, source.c_str(), "gaf_kernels.cu", 0, nullptr, nullptr),
         "nvrtcCreateProgram");
-  const nvrtcResult r = nvrtcCompileProgram(prog, int(opts.size()), opts.data());
+  const nvrtcResult r = nvrtc_api().nvrtcCompileProgram(prog, int(opts.size()), opts.data());
   size_t log_size = 0;
-  nvrtcGetProgramLogSize(prog, &log_size);
+  nvrtc_api().nvrtcGetProgramLogSize(prog, &log_size);
   std::string log(log_size, '\0');
-  if (log_size) nvrtcGetProgramLog(prog, log.data());
+  if (log_size) nvrtc_api().nvrtcGetProgramLog(prog, log.data());
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (r != NVRTC_SUCCESS) {
-    nvrtcDestroyProgram(&prog);
+    nvrtc_api().nvrtcDestroyProgram(&prog);
     const fs::path kept = dir / (key + ".failed.cu");
     std::ofstream(kept) << source;
     fail("NVRTC could not compile the CUDA kernels for sm_{}{} ({}); source kept at {}:\n{}", major, minor,
-         nvrtcGetErrorString(r), kept.string(), log.substr(0, 4000));
+         nvrtc_api().nvrtcGetErrorString(r), kept.string(), log.substr(0, 4000));
   }
   size_t n = 0;
-  check(nvrtcGetCUBINSize(prog, &n), "nvrtcGetCUBINSize");
+  check(nvrtc_api().nvrtcGetCUBINSize(prog, &n), "nvrtcGetCUBINSize");
   std::string cubin(n, '\0');
-  check(nvrtcGetCUBIN(prog, cubin.data()), "nvrtcGetCUBIN");
-  nvrtcDestroyProgram(&prog);
+  check(nvrtc_api().nvrtcGetCUBIN(prog, cubin.data()), "nvrtcGetCUBIN");
+  nvrtc_api().nvrtcDestroyProgram(&prog);
   if (!ec) {  // a cache that cannot be written costs a compile next time, nothing else
     try {
       onnx_io::write_file_atomic((dir / (key + ".cu")).string(), source);

@@ -7,9 +7,7 @@
 // library with the leading bias / residual / ReLU of its epilogue folded into the library call, and the rest
 // of the body as one generated kernel; a fused node without one is one generated kernel; a fused body the
 // CUDA dialect cannot print runs node by node.
-#include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <cudnn.h>
 
 #include <algorithm>
 #include <climits>
@@ -24,6 +22,7 @@
 
 #include "backends/cuda/library_kernels.h"
 #include "backends/cuda/nvrtc.h"
+#include "backends/cuda/vendor.h"
 #include "codegen/cuda/printer.h"
 #include "gaf/codegen.h"
 #include "gaf/cuda.h"
@@ -41,7 +40,7 @@ void check(cublasStatus_t e, const char* what) {
   if (e != CUBLAS_STATUS_SUCCESS) fail("cuBLASLt: {} failed: status {}", what, int(e));
 }
 void check(cudnnStatus_t e, const char* what) {
-  if (e != CUDNN_STATUS_SUCCESS) fail("cuDNN: {} failed: {}", what, cudnnGetErrorString(e));
+  if (e != CUDNN_STATUS_SUCCESS) fail("cuDNN: {} failed: {}", what, cudnn_api().cudnnGetErrorString(e));
 }
 
 constexpr size_t kAlign = 256;
@@ -138,8 +137,8 @@ struct Session::Impl {
     for (void* p : constants) cudaFree(p);
     if (arena) cudaFree(arena);
     if (workspace) cudaFree(workspace);
-    if (dnn) cudnnDestroy(dnn);
-    if (lt) cublasLtDestroy(lt);
+    if (dnn) cudnn_api().cudnnDestroy(dnn);
+    if (lt) cublaslt_api().cublasLtDestroy(lt);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -471,22 +470,22 @@ struct Session::Impl {
     }
     cublasComputeType_t compute = opt.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     cublasLtMatmulDesc_t desc;
-    check(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F), "MatmulDescCreate");
+    check(cublaslt_api().cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F), "MatmulDescCreate");
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), "TRANSA");
-    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), "TRANSB");
+    check(cublaslt_api().cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), "TRANSA");
+    check(cublaslt_api().cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), "TRANSB");
     cublasLtEpilogue_t epi = bias ? (chain.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                   : (chain.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
-    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "EPILOGUE");
+    check(cublaslt_api().cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "EPILOGUE");
     auto layout = [&](int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
       cublasLtMatrixLayout_t l;
-      check(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, uint64_t(rows), uint64_t(cols), ld),
+      check(cublaslt_api().cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, uint64_t(rows), uint64_t(cols), ld),
             "MatrixLayoutCreate");
       if (batch > 1) {
         int32_t count = int32_t(batch);
-        check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+        check(cublaslt_api().cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
               "BATCH");
-        check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+        check(cublaslt_api().cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
                                                sizeof(stride)),
               "STRIDE");
       }
@@ -497,24 +496,24 @@ struct Session::Impl {
     cublasLtMatrixLayout_t lb = ta ? layout(mm, k, mm, sa) : layout(k, mm, k, sa);
     cublasLtMatrixLayout_t ld = layout(nn, mm, nn, mm * nn);
     cublasLtMatmulPreference_t pref;
-    check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
+    check(cublaslt_api().cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
     uint64_t ws = kWorkspace;
     check(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+        cublaslt_api().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
         "WS");
     cublasLtMatmulHeuristicResult_t heur{};
     int found = 0;
-    check(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &heur, &found),
+    check(cublaslt_api().cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &heur, &found),
           "AlgoGetHeuristic");
-    cublasLtMatmulPreferenceDestroy(pref);
+    cublaslt_api().cublasLtMatmulPreferenceDestroy(pref);
     if (found == 0)
       throw UnsupportedError(fmt::format("{}: cuBLASLt has no algorithm for {}x{}x{} (batch {})",
                                          n.describe(), m, nn, k, batch));
     cleanup.push_back([desc, la, lb, ld] {
-      cublasLtMatmulDescDestroy(desc);
-      cublasLtMatrixLayoutDestroy(la);
-      cublasLtMatrixLayoutDestroy(lb);
-      cublasLtMatrixLayoutDestroy(ld);
+      cublaslt_api().cublasLtMatmulDescDestroy(desc);
+      cublaslt_api().cublasLtMatrixLayoutDestroy(la);
+      cublaslt_api().cublasLtMatrixLayoutDestroy(lb);
+      cublaslt_api().cublasLtMatrixLayoutDestroy(ld);
     });
     cublasLtMatmulAlgo_t algo = heur.algo;
     add_step(n, how, 1,
@@ -523,12 +522,12 @@ struct Session::Impl {
                if (has_bias) {
                  void* bp = addr(rbias);
                  check(
-                     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)),
+                     cublaslt_api().cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp)),
                      "BIAS_POINTER");
                }
                void* d = addr(rd);
                const void* cp = has_c ? addr(rc) : d;
-               check(cublasLtMatmul(lt, desc, &alpha, addr(rb), la, addr(ra), lb, &beta, cp, ld, d, ld, &algo,
+               check(cublaslt_api().cublasLtMatmul(lt, desc, &alpha, addr(rb), la, addr(ra), lb, &beta, cp, ld, d, ld, &algo,
                                     workspace, kWorkspace, s),
                      "cublasLtMatmul");
              });
@@ -569,43 +568,43 @@ struct Session::Impl {
     cudnnFilterDescriptor_t wdsc;
     cudnnConvolutionDescriptor_t cdsc;
     cudnnActivationDescriptor_t adsc;
-    check(cudnnCreateTensorDescriptor(&xdsc), "tensor descriptor");
-    check(cudnnCreateTensorDescriptor(&ydsc), "tensor descriptor");
-    check(cudnnCreateTensorDescriptor(&bdsc), "tensor descriptor");
-    check(cudnnCreateFilterDescriptor(&wdsc), "filter descriptor");
-    check(cudnnCreateConvolutionDescriptor(&cdsc), "convolution descriptor");
-    check(cudnnCreateActivationDescriptor(&adsc), "activation descriptor");
+    check(cudnn_api().cudnnCreateTensorDescriptor(&xdsc), "tensor descriptor");
+    check(cudnn_api().cudnnCreateTensorDescriptor(&ydsc), "tensor descriptor");
+    check(cudnn_api().cudnnCreateTensorDescriptor(&bdsc), "tensor descriptor");
+    check(cudnn_api().cudnnCreateFilterDescriptor(&wdsc), "filter descriptor");
+    check(cudnn_api().cudnnCreateConvolutionDescriptor(&cdsc), "convolution descriptor");
+    check(cudnn_api().cudnnCreateActivationDescriptor(&adsc), "activation descriptor");
     cleanup.push_back([=] {
-      cudnnDestroyTensorDescriptor(xdsc);
-      cudnnDestroyTensorDescriptor(ydsc);
-      cudnnDestroyTensorDescriptor(bdsc);
-      cudnnDestroyFilterDescriptor(wdsc);
-      cudnnDestroyConvolutionDescriptor(cdsc);
-      cudnnDestroyActivationDescriptor(adsc);
+      cudnn_api().cudnnDestroyTensorDescriptor(xdsc);
+      cudnn_api().cudnnDestroyTensorDescriptor(ydsc);
+      cudnn_api().cudnnDestroyTensorDescriptor(bdsc);
+      cudnn_api().cudnnDestroyFilterDescriptor(wdsc);
+      cudnn_api().cudnnDestroyConvolutionDescriptor(cdsc);
+      cudnn_api().cudnnDestroyActivationDescriptor(adsc);
     });
     auto i = [](int64_t v) { return int(v); };
-    check(cudnnSetTensor4dDescriptor(xdsc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(xd[0]), i(xd[1]), i(xd[2]),
+    check(cudnn_api().cudnnSetTensor4dDescriptor(xdsc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(xd[0]), i(xd[1]), i(xd[2]),
                                      i(xd[3])),
           "x descriptor");
-    check(cudnnSetTensor4dDescriptor(ydsc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(yd[0]), i(yd[1]), i(yd[2]),
+    check(cudnn_api().cudnnSetTensor4dDescriptor(ydsc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(yd[0]), i(yd[1]), i(yd[2]),
                                      i(yd[3])),
           "y descriptor");
-    check(cudnnSetTensor4dDescriptor(bdsc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i(yd[1]), 1, 1),
+    check(cudnn_api().cudnnSetTensor4dDescriptor(bdsc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i(yd[1]), 1, 1),
           "bias descriptor");
-    check(cudnnSetFilter4dDescriptor(wdsc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(wd[0]), i(wd[1]), i(wd[2]),
+    check(cudnn_api().cudnnSetFilter4dDescriptor(wdsc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(wd[0]), i(wd[1]), i(wd[2]),
                                      i(wd[3])),
           "w descriptor");
-    check(cudnnSetConvolution2dDescriptor(cdsc, i(pads[0]), i(pads[1]), i(strides[0]), i(strides[1]),
+    check(cudnn_api().cudnnSetConvolution2dDescriptor(cdsc, i(pads[0]), i(pads[1]), i(strides[0]), i(strides[1]),
                                           i(dil[0]), i(dil[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "convolution descriptor");
-    check(cudnnSetConvolutionGroupCount(cdsc, i(groups)), "group count");
-    check(cudnnSetConvolutionMathType(cdsc, opt.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), "math type");
-    check(cudnnSetActivationDescriptor(adsc, chain.relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+    check(cudnn_api().cudnnSetConvolutionGroupCount(cdsc, i(groups)), "group count");
+    check(cudnn_api().cudnnSetConvolutionMathType(cdsc, opt.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), "math type");
+    check(cudnn_api().cudnnSetActivationDescriptor(adsc, chain.relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
                                        CUDNN_PROPAGATE_NAN, 0.0),
           "activation");
     int returned = 0;
     cudnnConvolutionFwdAlgoPerf_t perf[16];
-    check(cudnnGetConvolutionForwardAlgorithm_v7(dnn, xdsc, wdsc, cdsc, ydsc, 16, &returned, perf),
+    check(cudnn_api().cudnnGetConvolutionForwardAlgorithm_v7(dnn, xdsc, wdsc, cdsc, ydsc, 16, &returned, perf),
           "algorithm");
     // An identity activation runs only with the implicit precomputed GEMM algorithm.
     cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
@@ -617,7 +616,7 @@ struct Session::Impl {
       }
     for (cudnnConvolutionFwdAlgo_t a : {algo, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM}) {
       size_t ws = 0;
-      check(cudnnGetConvolutionForwardWorkspaceSize(dnn, xdsc, wdsc, cdsc, ydsc, a, &ws), "workspace size");
+      check(cudnn_api().cudnnGetConvolutionForwardWorkspaceSize(dnn, xdsc, wdsc, cdsc, ydsc, a, &ws), "workspace size");
       if (ws > kWorkspace)
         fail("{}: cuDNN wants {} bytes of workspace for algorithm {}", n.describe(), ws, int(a));
     }
@@ -646,7 +645,7 @@ struct Session::Impl {
       const float one = 1.0f, alpha2 = chain.residual ? 1.0f : 0.0f;
       void* y = addr(ry);
       auto call = [&] {
-        return cudnnConvolutionBiasActivationForward(
+        return cudnn_api().cudnnConvolutionBiasActivationForward(
             dnn, &one, xdsc, addr(rx), wdsc, addr(rw), cdsc, *chosen, workspace, kWorkspace, &alpha2, ydsc,
             chain.residual ? addr(rz) : y, bdsc, addr(rb), adsc, ydsc, y);
       };
@@ -850,9 +849,9 @@ Session::Session(const Graph& graph, Options options) : impl_(std::make_unique<I
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaGetDeviceProperties(&m.prop, dev), "cudaGetDeviceProperties");
   check(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  check(cublasLtCreate(&m.lt), "cublasLtCreate");
-  check(cudnnCreate(&m.dnn), "cudnnCreate");
-  check(cudnnSetStream(m.dnn, m.stream), "cudnnSetStream");
+  check(cublaslt_api().cublasLtCreate(&m.lt), "cublasLtCreate");
+  check(cudnn_api().cudnnCreate(&m.dnn), "cudnnCreate");
+  check(cudnn_api().cudnnSetStream(m.dnn, m.stream), "cudnnSetStream");
   check(cudaMalloc(&m.workspace, kWorkspace), "cudaMalloc (workspace)");
   m.plan();
   m.capture();

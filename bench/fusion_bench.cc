@@ -61,6 +61,24 @@ Case elementwise_chain() {
   return c;
 }
 
+// The twelve-op chain of the generated-kernels issue (#28): transcendental ops (Sigmoid, Tanh, Exp) between
+// streaming ones, over two 16M-element inputs; at bandwidth it moves 192 MB.
+Case transcendental_chain() {
+  Case c{"transcendental chain, 12 ops, 16M fp32", {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, {16 << 20});
+  Value* y = b.input("y", DType::Float, {16 << 20});
+  Value* t = b.op("Relu", {b.op("Add", {x, y})});
+  t = b.op("Mul", {t, y});
+  t = b.op("Tanh", {b.op("Sigmoid", {t})});
+  t = b.op("Mul", {b.op("Sub", {t, x}), b.scalar(0.75f)});
+  t = b.op("Neg", {b.op("Abs", {b.op("Add", {t, y})})});
+  t = b.op("Clip", {b.op("Exp", {t}), b.scalar(0.0f), b.scalar(6.0f)});
+  b.output(t);
+  b.finish();
+  return c;
+}
+
 Case add_relu_mul() {
   Case c{"Add->Relu->Mul [1,2048,56,56]", {}};
   GraphBuilder b(c.model);
@@ -273,7 +291,7 @@ int main(int argc, char** argv) {
   std::cout << fmt::format("copy bandwidth (read+write, measured now): {:.1f} GB/s\n\n", bw / 1e9);
   std::cout << fmt::format("{:<46} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>4} {:>8}\n", "case", "kernels", "unfused",
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
-  std::vector<Case (*)()> cases = {elementwise_chain, add_relu_mul, reduce_mean, softmax_rows, layernorm_rows,
+  std::vector<Case (*)()> cases = {elementwise_chain, transcendental_chain, add_relu_mul, reduce_mean, softmax_rows, layernorm_rows,
                                    matmul_bias_gelu, attention_core, attention_padded, attention_causal,
                                    attention_layer, bert_layer_dynamic, se_late, se_early};
   for (const auto& make : cases) {

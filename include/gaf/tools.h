@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -57,6 +58,7 @@ struct FuseOptions {
   FusionOptions fusion;
   Target target = Target::cpu_host();
   std::string dump_dir;  // before/after DOT (+ SVG when graphviz is installed), per-pass text dumps
+  bool keep_planned = false;  // FuseResult::planned: a copy of the graph the planner saw (for the HTML report)
 };
 
 struct FuseResult {
@@ -67,9 +69,26 @@ struct FuseResult {
   std::vector<NearMiss> near_misses;  // recognition patterns started and given up on, anchors still in the graph
   std::vector<std::string> precision_changes;  // products whose weights the precision mode stores compressed
   size_t candidates = 0;
+  std::shared_ptr<const Model> planned;  // with FuseOptions::keep_planned: the model after rewrites, before fusion
   std::string summary_line() const;  // "Found N operators, C fusion candidates. Estimated benefit: ..."
   std::string report_json(const std::string& model_name, const Target& target, int opt_level) const;
 };
+
+// The fusion report as one self-contained HTML page (fuse --report r.html): the summary table (nodes, kernels,
+// modeled traffic, estimated time and peak memory before and after), the fused groups, the rewrites that fired and
+// the near misses, and the graph the planner saw and the fused graph as inline SVG; a click on a fused group (a
+// dashed cluster before, one node after) or a node shows its members, the decisions on its edges with their
+// reasons, its modeled benefit and its generated kernel's code. Measured times appear when given. No network.
+struct HtmlReport {
+  std::string model_name, target_name;
+  int opt_level = 0;
+  const FuseResult* result = nullptr;
+  const Graph* planned = nullptr;  // FuseResult::planned's graph; none: only the fused graph is drawn
+  const Graph* fused = nullptr;
+  std::vector<std::pair<std::string, std::string>> measured;     // what was measured, and the figure
+  std::map<std::string, double> node_ms_unfused, node_ms_fused;  // measured ms per run, by node name
+};
+std::string report_html(const HtmlReport& r);
 
 // Rewrites (opt >= 1), plans and applies fusion (opt >= 2) on the model in place.
 FuseResult fuse_model(Model& model, const FuseOptions& opts);
@@ -122,6 +141,11 @@ std::string profile_fusion(const Model& model, const FuseOptions& opts, const st
 inline constexpr size_t kMaxTraceEvents = 500000;
 std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
                            int iterations, int top, const std::string& trace_path);
+// As above, and also writes the HTML report (report_html) with the measured times to `html_path` (when not empty):
+// per run unfused and fused, and each node's time on the graphs (nodes of the planned graph measured under their
+// own name in the unfused run).
+std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
+                           int iterations, int top, const std::string& trace_path, const std::string& html_path);
 
 // Human-readable decision log, optionally only the decisions touching `node` (a node or value name).
 std::string explain(const FuseResult& r, const std::string& node = "");

@@ -2,11 +2,15 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include "codegen/cpu/cache_util.h"
 #include "gaf/codegen.h"
 #include "gaf/onnx_io.h"
 #include "gaf/op_registry.h"
@@ -21,11 +25,14 @@ void dump_dot(const Graph& g, const std::string& dir, const std::string& stem) {
   std::filesystem::create_directories(dir);
   std::string dot = (std::filesystem::path(dir) / (stem + ".dot")).string();
   onnx_io::write_file_atomic(dot, g.to_dot());
-  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
-    std::string svg = (std::filesystem::path(dir) / (stem + ".svg")).string();
-    std::string cmd = fmt::format("dot -Tsvg '{}' -o '{}' 2>/dev/null", dot, svg);
-    if (std::system(cmd.c_str()) != 0) std::filesystem::remove(svg);
-  }
+  // graphviz's dot, when installed, from an argument vector (no shell: any folder name works); its messages go
+  // to /dev/null, and a failed run leaves no half-written SVG.
+  const std::string svg = (std::filesystem::path(dir) / (stem + ".svg")).string();
+  const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  const int rc = null_fd < 0 ? -1 : codegen::run_process({"dot", "-Tsvg", dot, "-o", svg}, null_fd);
+  if (null_fd >= 0) ::close(null_fd);
+  std::error_code ec;
+  if (rc != 0) std::filesystem::remove(svg, ec);
 }
 
 nlohmann::json cost_json(const GraphCost& c) {
@@ -81,6 +88,7 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
         r.precision_changes.push_back(
             fmt::format("{}: weights '{}' {}", n->output(0)->name(), n->input(1)->name(), n->input(1)->type.to_string()));
   }
+  if (opts.keep_planned) r.planned = std::make_shared<const Model>(copy_model(model));
   if (opts.fusion.opt_level >= 2) {
     FusionOptions fo = opts.fusion;
     if (!fo.backend && opts.target.backend == "cuda") fo.backend = &codegen::cuda_kernel_backend();

@@ -67,8 +67,14 @@ std::string trace_events(const Trace& t, const Graph& g) {
   return out;
 }
 
+// Measured per node and per run, for the HTML report.
+struct Measured {
+  std::map<std::string, double> node_ms;
+  double run_ms = 0;
+};
+
 std::string table(const std::string& title, const Model& m, const std::vector<Tensor>& inputs, int iterations,
-                  int top, Trace* trace = nullptr) {
+                  int top, Trace* trace = nullptr, Measured* measured = nullptr) {
   runtime::Session s(*m.graph, runtime::SessionOptions{.profile = true});
   s.run(inputs);  // warm-up (and generated kernels loaded)
   std::vector<runtime::NodeProfile> acc = s.stats().nodes;  // totals accumulate over runs: keep the difference
@@ -102,6 +108,10 @@ std::string table(const std::string& title, const Model& m, const std::vector<Te
   }
   std::string out = fmt::format("== {}: {} nodes, {:.3f} ms per run (nodes {:.3f} ms)\n", title, acc.size(),
                                 wall / n * 1e3, sum / n * 1e3);
+  if (measured) {
+    measured->run_ms = wall / n * 1e3;
+    for (const auto& p : acc) measured->node_ms[p.name] += p.total_s / n * 1e3;
+  }
   std::vector<const runtime::NodeProfile*> order;
   for (const auto& p : acc) order.push_back(&p);
   if (top > 0)
@@ -129,6 +139,34 @@ std::string profile_fusion(const Model& model, const FuseOptions& opts, const st
 
 std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
                            int iterations, int top, const std::string& trace_path) {
+  return profile_fusion(model, opts, inputs, iterations, top, trace_path, "");
+}
+
+std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
+                           int iterations, int top, const std::string& trace_path, const std::string& html_path) {
+  if (!html_path.empty()) {  // the page with measured times: fused here so the planned graph is kept
+    FuseOptions keep = opts;
+    keep.keep_planned = true;
+    Model fused = copy_model(model);
+    const FuseResult r = fuse_model(fused, keep);
+    Measured unfused_ms, fused_ms;
+    std::string text = table("unfused", model, inputs, iterations, top, nullptr, &unfused_ms) +
+                       table("fused", fused, inputs, iterations, top, nullptr, &fused_ms);
+    HtmlReport h;
+    h.model_name = model.graph->name;
+    h.target_name = opts.target.name;
+    h.opt_level = opts.fusion.opt_level;
+    h.result = &r;
+    h.planned = r.planned ? r.planned->graph.get() : nullptr;
+    h.fused = fused.graph.get();
+    h.measured = {{"unfused, per run (profiled)", fmt::format("{:.3f} ms", unfused_ms.run_ms)},
+                  {"fused, per run (profiled)", fmt::format("{:.3f} ms", fused_ms.run_ms)},
+                  {"profiled runs", fmt::format("{}", iterations)}};
+    h.node_ms_unfused = std::move(unfused_ms.node_ms);
+    h.node_ms_fused = std::move(fused_ms.node_ms);
+    onnx_io::write_file_atomic(html_path, report_html(h));
+    if (trace_path.empty()) return text;
+  }
   if (trace_path.empty()) return profile_fusion(model, opts, inputs, iterations, top);
   {  // an unwritable trace path fails before the profiled runs, not after them
     std::filesystem::path dir = std::filesystem::path(trace_path).parent_path();

@@ -146,6 +146,13 @@ check opt-fold 0 "float \{3\}" -- "$bin" opt "$tmp/opt_in.txt" --passes constant
   --dump-after constant-folding
 check opt-reparse 0 "s = Constant" -- "$bin" opt "$tmp/opt_out.txt" --passes dead-code-elimination
 check opt-unknown 1 "'constant-foldin' is no pass \(known: " -- "$bin" opt "$tmp/opt_in.txt" --passes constant-foldin
+# Graph dumps into a folder whose name has a quote: graphviz runs from an argument vector, not through a shell.
+check dump-graph-quote 0 "wrote" -- "$bin" fuse "$models/mlp/model.onnx" -O 2 -o "$tmp/dumped.onnx" \
+  --dump-graph "$tmp/it's dumped"
+check dump-graph-files 0 "^after.dot" -- ls "$tmp/it's dumped"
+if command -v dot >/dev/null; then
+  check dump-graph-svg 0 "^after.svg" -- ls "$tmp/it's dumped"
+fi
 # The CUDA plan of every model the tests carry (and the shared ones when present), its kernels compiled by NVRTC
 # for sm_90: no GPU needed. A build without the toolkit says so instead.
 if "$bin" run "$models/mlp/model.onnx" --device cuda --dry-run 2>&1 | grep -q "this build has no CUDA"; then

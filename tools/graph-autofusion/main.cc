@@ -217,7 +217,9 @@ void add_fuse_options(CLI::App* app, FuseArgs& a, bool positional) {
   app->add_option("--opt-level,-O", a.opt_level, "0 none, 1 rewrites, 2 + fusion, 3 + multi-output/horizontal")
       ->check(CLI::Range(0, 3));
   app->add_option("--target", a.target, "cpu-host | cuda-h200 | ascend910b | target.json");
-  app->add_option("--report", a.report, "write the fusion report (JSON)");
+  app->add_option("--report", a.report,
+                  "write the fusion report: r.html a self-contained HTML page (graphs, groups, code); any other "
+                  "name JSON, with the HTML page beside it (r.json -> r.html)");
   app->add_option("--dump-graph", a.dump_graph, "write before/after graphs (DOT, SVG) to this folder");
   app->add_option("--emit-code", a.emit_code, "write each generated kernel as .cpp plus manifest.json here");
   app->add_option("--debug", a.debug, "keep debug info")->default_str("false")->expected(0, 1);
@@ -255,8 +257,18 @@ bool same_file(const std::string& in, const std::string& out) {
   return fs::weakly_canonical(in, ec) == fs::weakly_canonical(out, ec);
 }
 
+// --report: X.html is the HTML page; any other name the JSON report, the page beside it (X.json -> X.html).
+std::pair<std::string, std::string> report_paths(const std::string& report) {
+  namespace fs = std::filesystem;
+  if (report.empty()) return {};
+  if (fs::path(report).extension() == ".html") return {"", report};
+  return {report, fs::path(report).replace_extension(".html").string()};
+}
+
 int cmd_fuse(const FuseArgs& a) {
   tools::FuseOptions opts = fuse_options(a);
+  const auto [json_report, html_report] = report_paths(a.report);
+  opts.keep_planned = !html_report.empty();
   GAF_CHECK(a.output.empty() || a.force || !same_file(a.input, a.output),
             "--output '{}' is the input model: the fused model would replace the original; write it elsewhere, or "
             "add --force",
@@ -273,7 +285,17 @@ int cmd_fuse(const FuseArgs& a) {
     onnx_io::check_model(m);
     files.emplace_back(a.output, onnx_io::serialize_model(m));
   }
-  if (!a.report.empty()) files.emplace_back(a.report, r.report_json(a.input, opts.target, a.opt_level));
+  if (!json_report.empty()) files.emplace_back(json_report, r.report_json(a.input, opts.target, a.opt_level));
+  if (!html_report.empty()) {
+    tools::HtmlReport h;
+    h.model_name = a.input;
+    h.target_name = opts.target.name;
+    h.opt_level = a.opt_level;
+    h.result = &r;
+    h.planned = r.planned ? r.planned->graph.get() : nullptr;
+    h.fused = m.graph.get();
+    files.emplace_back(html_report, tools::report_html(h));
+  }
   onnx_io::write_files_atomic(files);
   for (const auto& f : files) std::cout << "wrote " << f.first << "\n";
   if (!a.emit_code.empty()) {
@@ -360,9 +382,13 @@ int cmd_profile(const FuseArgs& a, const RunArgs& io, int top, const std::string
     return 0;
   }
   tools::FuseOptions opts = fuse_options(a);
+  const auto [json_report, html_report] = report_paths(a.report);
+  GAF_CHECK(json_report.empty(), "profile --report writes the HTML page with the measured times: give a name ending "
+            "in .html (the JSON report comes from fuse --report)");
   Model m = onnx_io::load_model(a.input);
-  std::cout << tools::profile_fusion(m, opts, inputs_for(m, io), std::max(io.iterations, 1),
-                                     top, trace);
+  std::cout << tools::profile_fusion(m, opts, inputs_for(m, io), std::max(io.iterations, 1), top, trace,
+                                     html_report);
+  if (!html_report.empty()) std::cout << "wrote " << html_report << "\n";
   return 0;
 }
 

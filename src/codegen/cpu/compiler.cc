@@ -62,26 +62,6 @@ std::string join(const std::vector<std::string>& argv) {
   return s;
 }
 
-// Runs argv[0] (searched on PATH) with its stdout and stderr on `out_fd`; returns its exit status, or -1 when
-// it could not be started or did not exit normally.
-int run_process(const std::vector<std::string>& argv, int out_fd) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out_fd, STDERR_FILENO);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 // First line of `<compiler> --version`, or "" when the compiler cannot be run.
 std::string compiler_version(const std::string& cxx) {
   static std::mutex mu;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -101,6 +102,12 @@ class Library {
 // Compiles `source` (a whole translation unit) into a shared object in the cache (or finds it there) and loads
 // it. Returns null with `error` set when no compiler is found or compilation fails.
 std::shared_ptr<Library> compile_and_load(const std::string& source, const CompileOptions& opts, std::string* error);
+
+// Told when the kernel compiler starts on a translation unit the cache does not hold (done false, seconds 0) and
+// when it has finished (done true, the seconds it took); `kernels` is how many kernels the unit defines. One
+// observer per process (the CLI's progress lines); an empty function removes it.
+using CompileObserver = std::function<void(bool done, size_t kernels, double seconds)>;
+void set_compile_observer(CompileObserver observer);
 
 std::string cache_dir();
 

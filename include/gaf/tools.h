@@ -214,6 +214,11 @@ namespace gaf::tools {
 
 // Progress of long work (bench, verify, profile, selftest) on stderr: one line rewritten in place on a terminal,
 // a plain line per tenth of the work otherwise, nothing after set_progress_quiet(true) (the CLI's --quiet).
+// Progress of the kernel compiler on a cold cache (a model's generated kernels, one translation unit): a line when
+// it starts and one when it is done, with the same rules as Progress (nothing after set_progress_quiet(true)).
+// The CLI installs it once (codegen::set_compile_observer).
+void show_compile_progress();
+
 class Progress {
  public:
   Progress(std::string label, int64_t total);

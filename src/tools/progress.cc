@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include <fmt/format.h>
+
+#include "gaf/codegen.h"
 #include "gaf/tools.h"
 
 namespace gaf::tools {
@@ -37,6 +40,22 @@ void Progress::step(int64_t done) {
 
 Progress::~Progress() {
   if (shown_) std::fprintf(stderr, "\n");
+}
+
+void show_compile_progress() {
+  codegen::set_compile_observer([](bool done, size_t kernels, double seconds) {
+    if (g_quiet || kernels == 0) return;
+    const bool tty = !g_stream && isatty(STDERR_FILENO);
+    const std::string line = done ? fmt::format("compiled {} generated kernel(s) in {:.1f} s", kernels, seconds)
+                                  : fmt::format("compiling {} generated kernel(s) (not in the kernel cache)...", kernels);
+    if (tty) {
+      std::fprintf(stderr, "\r%-72s%s", line.c_str(), done ? "\n" : "");
+      std::fflush(stderr);
+      return;
+    }
+    std::ostream& os = g_stream ? *g_stream : std::cerr;
+    os << line << "\n";
+  });
 }
 
 }  // namespace gaf::tools

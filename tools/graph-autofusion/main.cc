@@ -599,6 +599,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   tools::set_progress_quiet(quiet);
+  tools::show_compile_progress();
   try {
     if (*fuse) return cmd_fuse(fuse_args);
     if (app.get_subcommands().empty()) {

@@ -297,6 +297,22 @@ Library::~Library() {
 
 void* Library::find(const std::string& symbol) const { return dlsym(handle_, symbol.c_str()); }
 
+namespace {
+std::mutex& observer_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+CompileObserver& observer() {
+  static CompileObserver o;
+  return o;
+}
+}  // namespace
+
+void set_compile_observer(CompileObserver o) {
+  std::lock_guard<std::mutex> lock(observer_mutex());
+  observer() = std::move(o);
+}
+
 std::shared_ptr<Library> compile_and_load(const std::string& source, const CompileOptions& opts,
                                           std::string* error) {
   std::string cxx = compiler();
@@ -322,7 +338,18 @@ std::shared_ptr<Library> compile_and_load(const std::string& source, const Compi
   std::string path;
   void* handle = load_cached(dir, key, &path);
   if (!handle) {
-    if (std::string why = compile_into_cache(source, argv_flags, cxx, dir, key); !why.empty()) {
+    size_t kernels = 0;
+    for (size_t p = 0; (p = source.find("extern \"C\"", p)) != std::string::npos; p += 10) ++kernels;
+    CompileObserver observe;
+    {
+      std::lock_guard<std::mutex> lock(observer_mutex());
+      observe = observer();
+    }
+    if (observe) observe(false, kernels, 0.0);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string why = compile_into_cache(source, argv_flags, cxx, dir, key);
+    if (observe) observe(true, kernels, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (!why.empty()) {
       *error = why;
       return nullptr;
     }

@@ -41,10 +41,22 @@ void type_to_proto(const TensorType& t, onnx::TypeProto& tp);
 std::vector<std::optional<TensorType>> infer_node_types(const Node& n);
 // Runs the ONNX checker (with model-local functions) on the exported model; throws naming the problem.
 void check_model(const Model& model);
-// Writes atomically (temp file then rename): never a half-written file.
-void save_model(const Model& model, const std::string& path);
-// The bytes save_model writes: the portable model (our own ops decomposed into standard ONNX).
+// Where the weights go when a model is written. Auto: into the model file, unless they pass
+// kAutoExternalBytes (a protobuf file cannot hold 2 GB), then into external data; Always / Never: as said.
+enum class ExternalData { Auto, Always, Never };
+inline constexpr size_t kAutoExternalBytes = size_t(1536) << 20;
+// Initializers smaller than this stay in the model file when the rest go to external data (ONNX's default).
+inline constexpr size_t kExternalMinBytes = 1024;
+
+// Writes atomically (temp file then rename): never a half-written file. With external data the weights go to
+// `<file name>.data` beside the model (offsets of large tensors aligned to 4 KiB), both files written together.
+void save_model(const Model& model, const std::string& path, ExternalData external = ExternalData::Auto);
+// The bytes save_model writes: the portable model (our own ops decomposed into standard ONNX), weights inside.
 std::string serialize_model(const Model& model);
+// The files save_model writes for `path`, as (path, bytes) pairs for write_files_atomic (renamed in order): with
+// external data the data file first, then the model.
+std::vector<std::pair<std::string, std::string>> serialize_model_files(const Model& model, const std::string& path,
+                                                                       ExternalData external = ExternalData::Auto);
 
 // External data is read from `base_dir` and must stay inside it (symlinks followed); with no base_dir (a model
 // given as bytes) external data is an error.

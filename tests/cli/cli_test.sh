@@ -146,6 +146,10 @@ check opt-fold 0 "float \{3\}" -- "$bin" opt "$tmp/opt_in.txt" --passes constant
   --dump-after constant-folding
 check opt-reparse 0 "s = Constant" -- "$bin" opt "$tmp/opt_out.txt" --passes dead-code-elimination
 check opt-unknown 1 "'constant-foldin' is no pass \(known: " -- "$bin" opt "$tmp/opt_in.txt" --passes constant-foldin
+# --external-data: the weights beside the model, which loads and runs from there.
+check external-data-write 0 "wrote .*ext.onnx.data" -- "$bin" fuse "$models/mlp/model.onnx" -O 2 -o "$tmp/ext.onnx" \
+  --external-data
+check external-data-run 0 "latency over 1 runs" -- "$bin" run "$tmp/ext.onnx" --random-inputs --iterations 1
 # Graph dumps into a folder whose name has a quote: graphviz runs from an argument vector, not through a shell.
 check dump-graph-quote 0 "wrote" -- "$bin" fuse "$models/mlp/model.onnx" -O 2 -o "$tmp/dumped.onnx" \
   --dump-graph "$tmp/it's dumped"

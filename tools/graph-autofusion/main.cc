@@ -206,6 +206,7 @@ struct FuseArgs {
   int opt_level = 2;
   bool debug = false;
   bool force = false;
+  bool external_data = false;
 };
 
 void add_fuse_options(CLI::App* app, FuseArgs& a, bool positional) {
@@ -217,6 +218,8 @@ void add_fuse_options(CLI::App* app, FuseArgs& a, bool positional) {
   app->add_option("--opt-level,-O", a.opt_level, "0 none, 1 rewrites, 2 + fusion, 3 + multi-output/horizontal")
       ->check(CLI::Range(0, 3));
   app->add_option("--target", a.target, "cpu-host | cuda-h200 | ascend910b | target.json");
+  app->add_flag("--external-data", a.external_data,
+                "write the weights to OUTPUT.data beside the model (ONNX external data; automatic past 1.5 GB)");
   app->add_option("--report", a.report,
                   "write the fusion report: r.html a self-contained HTML page (graphs, groups, code); any other "
                   "name JSON, with the HTML page beside it (r.json -> r.html)");
@@ -283,7 +286,9 @@ int cmd_fuse(const FuseArgs& a) {
   std::vector<std::pair<std::string, std::string>> files;
   if (!a.output.empty()) {
     onnx_io::check_model(m);
-    files.emplace_back(a.output, onnx_io::serialize_model(m));
+    for (auto& f : onnx_io::serialize_model_files(
+             m, a.output, a.external_data ? onnx_io::ExternalData::Always : onnx_io::ExternalData::Auto))
+      files.push_back(std::move(f));
   }
   if (!json_report.empty()) files.emplace_back(json_report, r.report_json(a.input, opts.target, a.opt_level));
   if (!html_report.empty()) {

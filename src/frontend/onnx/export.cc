@@ -2,6 +2,7 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -261,10 +262,60 @@ void check_model(const Model& m) {
 std::string serialize_model(const Model& m) {
   onnx::ModelProto p = portable_proto(m);
   std::string bytes;
-  GAF_CHECK(p.SerializeToString(&bytes), "cannot serialise the model (over 2 GB?)");
+  GAF_CHECK(p.SerializeToString(&bytes),
+            "cannot serialise the model: its weights pass the 2 GB a protobuf file holds; write it with external "
+            "data (fuse --external-data, or save_model with ExternalData::Always)");
   return bytes;
 }
 
-void save_model(const Model& m, const std::string& path) { write_file_atomic(path, serialize_model(m)); }
+std::vector<std::pair<std::string, std::string>> serialize_model_files(const Model& m, const std::string& path,
+                                                                       ExternalData external) {
+  onnx::ModelProto p = portable_proto(m);
+  size_t weights = 0;
+  for (const auto& t : p.graph().initializer()) weights += t.raw_data().size();
+  const bool split = external == ExternalData::Always || (external == ExternalData::Auto && weights > kAutoExternalBytes);
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!split) {
+    std::string bytes;
+    GAF_CHECK(p.SerializeToString(&bytes),
+              "cannot serialise the model: its weights pass the 2 GB a protobuf file holds; write it with external "
+              "data (fuse --external-data)");
+    files.emplace_back(path, std::move(bytes));
+    return files;
+  }
+  // Each initializer's bytes move from the proto into the data file one by one (the proto's copy released as it
+  // goes), so the weights are held twice at most, not three times.
+  const std::string data_name = std::filesystem::path(path).filename().string() + ".data";
+  std::string data;
+  for (auto& t : *p.mutable_graph()->mutable_initializer()) {
+    if (!t.has_raw_data() || t.raw_data().size() < kExternalMinBytes) continue;
+    const size_t align = t.raw_data().size() >= (size_t(1) << 20) ? 4096 : 64;
+    data.resize((data.size() + align - 1) / align * align, '\0');
+    const size_t offset = data.size(), length = t.raw_data().size();
+    data += t.raw_data();
+    std::string().swap(*t.mutable_raw_data());
+    t.clear_raw_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    t.clear_external_data();
+    auto entry = [&](const char* key, const std::string& value) {
+      auto* e = t.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    };
+    entry("location", data_name);
+    entry("offset", std::to_string(offset));
+    entry("length", std::to_string(length));
+  }
+  std::string bytes;
+  GAF_CHECK(p.SerializeToString(&bytes), "cannot serialise the model's graph (over 2 GB without its weights?)");
+  // The data file first: renamed before the model, a reader never pairs the new model with old data.
+  files.emplace_back((std::filesystem::path(folder_of(path)) / data_name).string(), std::move(data));
+  files.emplace_back(path, std::move(bytes));
+  return files;
+}
+
+void save_model(const Model& m, const std::string& path, ExternalData external) {
+  write_files_atomic(serialize_model_files(m, path, external));
+}
 
 }  // namespace gaf::onnx_io

@@ -154,6 +154,11 @@ struct Session::Step {
   std::vector<bool> donatable; // per input: released after this step and read once by it
 };
 
+// One KV cache pair's buffer: the past's dims with `capacity` positions along the axis, contiguous.
+struct Session::KvBuffer {
+  Tensor buf;
+};
+
 Session::Session(const Graph& graph, SessionOptions options)
     : graph_(graph), options_(options), pool_(std::make_unique<PoolAllocator>()) {
   auto slot = [&](const Value* v) {
@@ -213,11 +218,6 @@ Session::Session(const Graph& graph, SessionOptions options)
 }
 
 Session::~Session() = default;
-
-// One KV cache pair's buffer: the past's dims with `capacity` positions along the axis, contiguous.
-struct Session::KvBuffer {
-  Tensor buf;
-};
 
 const std::vector<KvCachePair>& Session::enable_kv_cache(int64_t capacity) {
   GAF_CHECK(capacity >= 1, "enable_kv_cache: the capacity must be at least 1 position (got {})", capacity);

@@ -358,7 +358,9 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
   std::vector<const Tensor*> bound_slot;
   if (!outputs.empty()) {
     bound_slot.assign(size_t(num_slots_), nullptr);
-    for (const auto& [name, t] : outputs) {
+    for (const auto& entry : outputs) {
+      const std::string& name = entry.first;
+      const Tensor& t = entry.second;
       const auto& outs = graph_.outputs();
       auto it = std::find_if(outs.begin(), outs.end(), [&](const Value* v) { return v->name() == name; });
       GAF_CHECK(it != outs.end(), "'{}' is not an output of the model: only outputs can be bound", name);

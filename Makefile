@@ -54,6 +54,7 @@ fuzz: setup
 	@CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGAF_FUZZ=ON \
 	  -DGAF_SANITIZE=ON -DGAF_NATIVE=OFF -DGAF_CUDA=OFF >/dev/null
 	@cmake --build build/fuzz -j$$(nproc) --target gaf_fuzz_onnx_loader gaf_fuzz_onnx_text gaf_fuzz_emitter \
+	  gaf_fuzz_rules gaf_fuzz_target gaf_fuzz_tensor_proto \
 	  gaf_make_test_models
 	@bash fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
 

@@ -45,6 +45,8 @@ struct Target {
 
   // "cpu-host", "cuda-h200", "ascend910b", or a JSON file with these fields. Throws naming the bad field.
   static Target builtin_or_file(const std::string& name_or_path);
+  // A target JSON's text (what builtin_or_file reads from a file); `source` names it in errors.
+  static Target parse(const std::string& json_text, const std::string& source = "target");
   static Target cpu_host();
   std::string to_json() const;
 };

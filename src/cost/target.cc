@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "gaf/cost.h"
 
@@ -70,10 +71,19 @@ Target Target::builtin_or_file(const std::string& spec) {
   if (spec == "ascend910b") return ascend910b();
   GAF_CHECK(std::filesystem::exists(spec),
             "unknown target '{}': use cpu-host, cuda-h200, ascend910b or a target JSON file", spec);
+  std::error_code ec;
+  GAF_CHECK(!std::filesystem::is_directory(spec, ec), "target file '{}' is a folder, not a JSON file", spec);
   std::ifstream f(spec);
+  GAF_CHECK(f, "cannot read target file '{}'", spec);
+  std::stringstream text;
+  text << f.rdbuf();
+  return parse(text.str(), spec);
+}
+
+Target Target::parse(const std::string& json_text, const std::string& spec) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(f);
+    j = nlohmann::json::parse(json_text);
   } catch (const std::exception& e) {
     fail("target file '{}' is not valid JSON: {}", spec, e.what());
   }

@@ -9,7 +9,7 @@ BIN := $(BUILD)/graph-autofusion
 # OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
 export GOMP_SPINCOUNT ?= 10000
 
-.PHONY: setup configure build demo test test-asan bench bench-peers bench-llm python device-bundle fuzz clean
+.PHONY: setup configure build demo test test-asan soak bench bench-peers bench-llm python device-bundle fuzz clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -30,6 +30,11 @@ test: build
 
 test-asan:
 	@$(MAKE) --no-print-directory test PRESET=asan
+
+# Long correctness runs (scripts/soak.sh): 10,000 random graphs, the conformance models at opt levels 0-3 and under
+# random rules files; SOAK_GRAPHS / SOAK_RULES size it.
+soak: build
+	@bash scripts/soak.sh $(BUILD)
 
 bench: build
 	@$(BUILD)/bench/gaf_fusion_bench

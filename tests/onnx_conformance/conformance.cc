@@ -2,7 +2,7 @@
 // simple) through the CPU runtime and compares with the stored outputs.
 //
 //   gaf_conformance [--data DIR] [--filter SUBSTR] [--expected FILE] [--write-expected FILE] [--verbose]
-//                   [--opt-level N] [--emit-cuda FILE]
+//                   [--opt-level N] [--rules FILE] [--emit-cuda FILE]
 //
 // With --opt-level 1..3 every model is first rewritten and fused at that level (the fused model must pass the ONNX
 // checker) and the fused graph runs, generated kernels included, against the same stored outputs. --emit-cuda
@@ -42,6 +42,7 @@ struct Result {
 
 int g_opt_level = 0;
 std::string g_emit_cuda;  // --emit-cuda FILE
+std::string g_rules;      // --rules FILE: a rules file (forbid/force patterns...) the fusion follows
 
 // Appends the CUDA kernels of the fused nodes of `m` (those the dialect prints) to g_emit_cuda; the tests run one
 // at a time, each in its own child, so plain appends do not interleave.
@@ -65,6 +66,7 @@ Result run_test(const fs::path& dir, double rtol, double atol) {
     if (g_opt_level > 0) {
       tools::FuseOptions fo;
       fo.fusion.opt_level = g_opt_level;
+      if (!g_rules.empty()) fo.fusion.rules = FusionRules::from_env_or_file(g_rules);
       tools::fuse_model(m, fo);
       onnx_io::check_model(m);
       if (!g_emit_cuda.empty()) emit_cuda(*m.graph, dir.parent_path().filename().string() + "_" + dir.filename().string());
@@ -178,6 +180,7 @@ int main(int argc, char** argv) {
     else if (a == "--verbose") verbose = true;
     else if (a == "--opt-level") g_opt_level = std::stoi(next());
     else if (a == "--emit-cuda") g_emit_cuda = next();
+    else if (a == "--rules") g_rules = next();
     else {
       std::cerr << "unknown argument " << a << "\n";
       return 2;

@@ -1,6 +1,8 @@
 // Shared helpers for unit tests: parse ONNX text, fuse, and compare fused against unfused numerically.
 #pragma once
 
+#include <omp.h>
+
 #include <gtest/gtest.h>
 
 #include <onnx/onnx_pb.h>
@@ -14,6 +16,17 @@
 namespace gaf::testing {
 
 inline Model parse(const std::string& text) { return onnx_io::parse_model_text(text); }
+
+// Runs the scope on one OpenMP thread, restoring the count after: kernels' per-thread scratch comes from the
+// session's pool in an order threads race for, which moves what the pool holds by a block or two from run to run;
+// tests that watch the pool's size take that race out.
+struct OneThread {
+  int saved = omp_get_max_threads();
+  OneThread() { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(saved); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+};
 
 // Runs both models on the same seeded random inputs and expects every output equal within tolerance.
 inline void expect_same_outputs(const Model& a, const Model& b, double rtol = 1e-5, double atol = 1e-6,

@@ -3,7 +3,6 @@
 // copies the past (the presents are views of one buffer that stays where it is), the buffer grows when it must,
 // a rewound or foreign past is taken, and kernels that read data as contiguous get a copy.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include "gaf/session.h"
 #include "models/decoder_exports.h"
@@ -160,14 +159,7 @@ TEST(KvCache, DoesNotFireWithoutAPastPresentPair) {
 // and 20 decode steps are bit for bit those of the same fused session fed plain tensors, the cache buffers never
 // move, and the session's pool does not grow with the length.
 TEST(KvCache, FusedDecodersMatchBitForBit) {
-  // One thread: kernels' per-thread scratch comes from the pool in an order that threads race for, which moves
-  // what the pool holds by a block or two from run to run; the cache's own growth is what this test watches.
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  struct Restore {
-    int n;
-    ~Restore() { omp_set_num_threads(n); }
-  } restore{threads};
+  const testing::OneThread one_thread;  // the pool's size, not the threads' race for its blocks
   for (auto* text : {testing::gpt2_decoder, testing::llama_decoder}) {
     Model m = testing::parse(text(2, {}));
     tools::FuseOptions opts;

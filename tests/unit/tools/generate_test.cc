@@ -1,7 +1,6 @@
 // Greedy generation through the past/present loop: every token the fused model picks is the unfused model's
 // best (within float noise) when it reads the whole sequence at once, so the loop's caching, positions and
 // masks agree with a plain prefill; models without the loop's inputs are refused by name.
-#include <omp.h>
 
 #include "models/decoder_exports.h"
 #include "passes/pass_test_util.h"
@@ -104,14 +103,7 @@ TEST(GenerateMemory, FlatOverAThousandTokens) {
   tools::FuseOptions opts;
   opts.fusion.opt_level = 3;
   tools::fuse_model(m, opts);
-  // One thread: kernels' per-thread scratch comes from the pool in an order that threads race for, which moves
-  // what the pool holds by a block or two from run to run.
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  struct Restore {
-    int n;
-    ~Restore() { omp_set_num_threads(n); }
-  } restore{threads};
+  const testing::OneThread one_thread;  // the pool's size, not the threads' race for its blocks
   for (bool in_place : {true, false}) {
     SCOPED_TRACE(in_place ? "KV cache in place" : "pasts as tensors");
     runtime::Session s(*m.graph);

@@ -286,11 +286,19 @@ std::vector<std::pair<std::string, std::string>> serialize_model_files(const Mod
   // Each initializer's bytes move from the proto into the data file one by one (the proto's copy released as it
   // goes), so the weights are held twice at most, not three times.
   const std::string data_name = std::filesystem::path(path).filename().string() + ".data";
+  auto aligned = [](size_t at, size_t length) {
+    const size_t align = length >= (size_t(1) << 20) ? 4096 : 64;
+    return (at + align - 1) / align * align;
+  };
+  size_t total = 0;  // reserved up front: a string that doubled as it grew would hold the weights once more
+  for (const auto& t : p.graph().initializer())
+    if (t.has_raw_data() && t.raw_data().size() >= kExternalMinBytes)
+      total = aligned(total, t.raw_data().size()) + t.raw_data().size();
   std::string data;
+  data.reserve(total);
   for (auto& t : *p.mutable_graph()->mutable_initializer()) {
     if (!t.has_raw_data() || t.raw_data().size() < kExternalMinBytes) continue;
-    const size_t align = t.raw_data().size() >= (size_t(1) << 20) ? 4096 : 64;
-    data.resize((data.size() + align - 1) / align * align, '\0');
+    data.resize(aligned(data.size(), t.raw_data().size()), '\0');
     const size_t offset = data.size(), length = t.raw_data().size();
     data += t.raw_data();
     std::string().swap(*t.mutable_raw_data());

@@ -61,6 +61,10 @@ class PassManager {
   // The canonicalisation and rewrite pipeline of an opt level (empty at 0).
   // `channels_last`: the target runs convolutions channels-last (the layout passes join the pipeline).
   static PassManager for_opt_level(int opt_level, bool channels_last = true);
+  // The canonicalisation every pipeline starts with: constants to initializers, identities removed, shapes and
+  // constants folded, [duplicates merged,] shapes inferred. for_opt_level begins with it (merging duplicates), and
+  // the CUDA backend's unfused reference runs it alone (without merging: an unfused model keeps its nodes).
+  void add_canonicalisation(bool merge_duplicates);
   std::vector<std::string> names() const;
   // Every rewrite pass by name, in pipeline order (each once); the pass of that name (nullptr when there is none).
   static std::vector<std::string> known_passes();

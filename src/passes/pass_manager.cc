@@ -30,17 +30,21 @@ bool PassManager::run(Graph& g, PassContext& ctx, int max_iterations) {
   return any;
 }
 
+void PassManager::add_canonicalisation(bool merge_duplicates) {
+  add(make_constant_to_initializer());
+  add(make_identity_elimination());
+  add(make_shape_folding());
+  add(make_constant_folding());
+  if (merge_duplicates) add(make_common_subexpression_elimination());
+  // Shapes ONNX could not infer at import follow from the constants folded above.
+  add(make_shape_inference());
+}
+
 PassManager PassManager::for_opt_level(int opt_level, bool channels_last) {
   PassManager pm;
   if (opt_level < 1) return pm;
   // Canonicalise first: later matchers see constants folded and duplicates merged.
-  pm.add(make_constant_to_initializer());
-  pm.add(make_identity_elimination());
-  pm.add(make_shape_folding());
-  pm.add(make_constant_folding());
-  pm.add(make_common_subexpression_elimination());
-  // Shapes ONNX could not infer at import follow from the constants folded above.
-  pm.add(make_shape_inference());
+  pm.add_canonicalisation(true);
   pm.add(make_constant_operand_fold());
   // Sibling merge before Gemm formation: it looks for MatMuls with their bias Adds.
   if (opt_level >= 3) pm.add(make_sibling_matmul_merge());

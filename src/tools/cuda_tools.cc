@@ -28,11 +28,7 @@ Model fused_for_gpu(const Model& model, const FuseOptions& opts) {
 Model unfused_for_gpu(const Model& model) {
   Model m = copy_model(model);
   PassManager pm;
-  pm.add(make_constant_to_initializer());
-  pm.add(make_identity_elimination());
-  pm.add(make_shape_folding());
-  pm.add(make_constant_folding());
-  pm.add(make_shape_inference());
+  pm.add_canonicalisation(false);
   pm.add(make_dead_code_elimination());
   PassContext ctx;
   pm.run(*m.graph, ctx);

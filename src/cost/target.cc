@@ -105,7 +105,12 @@ Target Target::parse(const std::string& json_text, const std::string& spec) {
     else if (k == "launch_overhead_s") t.launch_overhead_s = num();
     else if (k == "vector_flops") t.vector_flops = num();
     else if (k == "matrix_flops") t.matrix_flops = num();
-    else if (k == "cores") t.cores = int(num());
+    else if (k == "cores") {
+      const double c = num();
+      GAF_CHECK(c >= 1 && c <= 65536 && c == double(int64_t(c)), "target file '{}': 'cores' must be a whole number from 1 to 65536",
+                spec);
+      t.cores = int(c);
+    }
     else if (k == "conv_clip_epilogue") {
       GAF_CHECK(it->is_boolean(), "target file '{}': 'conv_clip_epilogue' must be true or false", spec);
       t.conv_clip_epilogue = it->get<bool>();

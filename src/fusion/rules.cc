@@ -68,7 +68,8 @@ void parse_global(const json& g, FusionRules& r, const Source& src) {
       else if (m == "tf32") r.precision_mode = PrecisionMode::Tf32;
       else src.error(k, "must be \"fp32\", \"tf32\", \"fp16_mixed\", \"bf16_mixed\" or \"int8_weights\"");
     } else if (k == "max_ops_per_group" || k == "max_inputs_per_group" || k == "max_rounds") {
-      if (!v.is_number_integer() || v.get<int64_t>() < 1) src.error(k, "must be a positive integer");
+      if (!v.is_number_integer() || v.get<double>() < 1 || v.get<double>() > 1e6)
+        src.error(k, "must be a positive integer (at most 1000000)");
       int n = int(v.get<int64_t>());
       if (k == "max_ops_per_group") r.max_ops_per_group = n;
       else if (k == "max_inputs_per_group") r.max_inputs_per_group = n;
@@ -178,7 +179,7 @@ FusionRules FusionRules::parse(const std::string& text, const std::string& sourc
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number beyond what a double holds (1e1000)
     fail("{}: not valid JSON: {}", source, e.what());
   }
   Source src{text, source};

@@ -107,18 +107,38 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   GAF_CHECK(dtype_size(dt) > 0, "tensor '{}': unknown data type {}", p.name(), p.data_type());
   std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
   for (int64_t d : dims) GAF_CHECK(d >= 0, "tensor '{}': negative dimension", p.name());
-  Tensor t(dt, dims);
-  int64_t n = t.numel();
+  // The element count the dims declare is checked against the data the proto holds before any memory is taken:
+  // dims of 10^18 elements over a few bytes of data are an error, not a huge allocation.
+  int64_t n = 1;
+  for (int64_t d : dims)
+    GAF_CHECK(!__builtin_mul_overflow(n, d, &n), "tensor '{}': dims {} have more elements than 64 bits count",
+              p.name(), dims_to_string(dims));
   if (dt == DType::String) {
     GAF_CHECK(p.string_data_size() == n, "tensor '{}': has {} strings, its dims say {}", p.name(),
               p.string_data_size(), n);
+  } else if (p.data_location() != onnx::TensorProto::EXTERNAL) {
+    const int64_t have = p.has_raw_data() ? int64_t(p.raw_data().size() / dtype_size(dt))
+                         : dt == DType::Float   ? p.float_data_size()
+                         : dt == DType::Double  ? p.double_data_size()
+                         : dt == DType::Int64   ? p.int64_data_size()
+                         : dt == DType::UInt32 || dt == DType::UInt64 ? p.uint64_data_size()
+                                                                      : p.int32_data_size();
+    GAF_CHECK(have == n, "tensor '{}': holds {} values, its dims {} say {}", p.name(), have, dims_to_string(dims), n);
+  }
+  std::string external;  // read before the tensor is allocated: read_external checks the length and file size first
+  if (dt != DType::String && p.data_location() == onnx::TensorProto::EXTERNAL) {
+    int64_t bytes = 0;
+    GAF_CHECK(!__builtin_mul_overflow(n, int64_t(dtype_size(dt)), &bytes),
+              "tensor '{}': dims {} need more bytes than 64 bits count", p.name(), dims_to_string(dims));
+    external = read_external(p, base_dir, size_t(bytes));
+  }
+  Tensor t(dt, dims);
+  if (dt == DType::String) {
     for (int64_t i = 0; i < n; ++i) t.strings()[i] = p.string_data(int(i));
     return t;
   }
   const std::string* raw = nullptr;
-  std::string external;
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-    external = read_external(p, base_dir, t.nbytes());
     raw = &external;
   } else if (p.has_raw_data()) {
     raw = &p.raw_data();

@@ -94,7 +94,6 @@ class Session {
 
  private:
   struct Step;
-  struct KvBuffer;
   void kv_append(const Step& step, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs);
   const Graph& graph_;
   SessionOptions options_;
@@ -107,7 +106,7 @@ class Session {
   std::map<std::string, std::string> fallbacks_;
   size_t generated_ = 0;
   std::vector<KvCachePair> kv_pairs_;
-  std::vector<KvBuffer> kv_;
+  std::vector<Tensor> kv_buffers_;  // per pair: the past's dims with room for the capacity along the axis
   int64_t kv_capacity_ = 0;
   std::unique_ptr<std::mutex> run_mutex_ = std::make_unique<std::mutex>();
 };

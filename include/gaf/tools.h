@@ -89,6 +89,9 @@ struct HtmlReport {
   std::map<std::string, double> node_ms_unfused, node_ms_fused;  // measured ms per run, by node name
 };
 std::string report_html(const HtmlReport& r);
+// The report of `r` (fused with `opts`, FuseOptions::keep_planned for the planned graph) whose fused graph is
+// `fused`; measured times are left to the caller.
+HtmlReport html_report_of(std::string model_name, const FuseOptions& opts, const FuseResult& r, const Graph& fused);
 
 // Rewrites (opt >= 1), plans and applies fusion (opt >= 2) on the model in place.
 FuseResult fuse_model(Model& model, const FuseOptions& opts);

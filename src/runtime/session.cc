@@ -147,16 +147,11 @@ Tensor& KernelContext::allocate_output(int i, DType dtype, std::vector<int64_t> 
 struct Session::Step {
   const Node* node;
   std::unique_ptr<Kernel> kernel;
-  int kv = -1;                 // a KV cache append (index into kv_) instead of the kernel
+  int kv = -1;                 // a KV cache append (index into kv_pairs_) instead of the kernel
   std::vector<int> in_slots;   // -1: absent optional input
   std::vector<int> out_slots;
   std::vector<int> release;    // slots whose last use is this step
   std::vector<bool> donatable; // per input: released after this step and read once by it
-};
-
-// One KV cache pair's buffer: the past's dims with `capacity` positions along the axis, contiguous.
-struct Session::KvBuffer {
-  Tensor buf;
 };
 
 Session::Session(const Graph& graph, SessionOptions options)
@@ -238,21 +233,20 @@ const std::vector<KvCachePair>& Session::enable_kv_cache(int64_t capacity) {
     if (axis < 0) axis += rank;
     return axis >= 0 && axis < rank && !(*v->type.shape)[size_t(axis)].is_static();
   };
-  std::map<const Value*, int> concats_of_past;
-  for (const Step& st : steps_) {
-    const Node& n = *st.node;
-    if (n.op_type == "Concat" && n.domain.empty() && n.inputs().size() == 2 && is_input(n.input(0)) &&
-        n.input(1) != n.input(0) && is_output(n.output(0)) && grows(n.input(0), n.attr_int("axis", 0)))
-      ++concats_of_past[n.input(0)];
-  }
+  auto candidate = [&](const Node& n) {
+    return n.op_type == "Concat" && n.domain.empty() && n.inputs().size() == 2 && is_input(n.input(0)) &&
+           n.input(1) != n.input(0) && is_output(n.output(0)) && grows(n.input(0), n.attr_int("axis", 0));
+  };
+  std::map<const Value*, int> concats_of_past;  // a past read by two such Concats has no one present
+  for (const Step& st : steps_)
+    if (candidate(*st.node)) ++concats_of_past[st.node->input(0)];
   for (Step& st : steps_) {
     const Node& n = *st.node;
-    auto it = concats_of_past.find(n.op_type == "Concat" && n.inputs().size() == 2 ? n.input(0) : nullptr);
-    if (it == concats_of_past.end() || it->second != 1 || !is_output(n.output(0))) continue;
+    if (!candidate(n) || concats_of_past[n.input(0)] != 1) continue;
     st.kv = int(kv_pairs_.size());
     kv_pairs_.push_back({n.input(0)->name(), n.output(0)->name(), n.name, n.attr_int("axis", 0)});
   }
-  kv_.resize(kv_pairs_.size());
+  kv_buffers_.resize(kv_pairs_.size());
   return kv_pairs_;
 }
 
@@ -274,7 +268,7 @@ void Session::kv_append(const Step& step, const std::vector<const Tensor*>& ins,
     GAF_CHECK(d == axis || past.dim(d) == add.dim(d),
               "{}: operand shapes {} and {} differ outside axis {} (dimension {})", n.describe(),
               dims_to_string(past.dims()), dims_to_string(add.dims()), axis, d);
-  Tensor& buf = kv_[size_t(step.kv)].buf;
+  Tensor& buf = kv_buffers_[size_t(step.kv)];
   const int64_t len = past.dim(int(axis)), total = len + add.dim(int(axis));
   auto with_axis = [&](std::vector<int64_t> dims, int64_t size) {
     dims[size_t(axis)] = size;
@@ -448,7 +442,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
   stats_.peak_bytes = pool_->take_peak();
   stats_.pool_bytes = pool_->held();
   stats_.kv_cache_bytes = 0;
-  for (const KvBuffer& b : kv_) stats_.kv_cache_bytes += b.buf.defined() ? b.buf.nbytes() : 0;
+  for (const Tensor& b : kv_buffers_) stats_.kv_cache_bytes += b.defined() ? b.nbytes() : 0;
   stats_.last_run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

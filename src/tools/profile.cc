@@ -132,9 +132,7 @@ std::string table(const std::string& title, const Model& m, const std::vector<Te
 
 std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
                            int iterations, int top) {
-  Model fused = copy_model(model);
-  fuse_model(fused, opts);
-  return table("unfused", model, inputs, iterations, top) + table("fused", fused, inputs, iterations, top);
+  return profile_fusion(model, opts, inputs, iterations, top, "", "");
 }
 
 std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
@@ -144,54 +142,46 @@ std::string profile_fusion(const Model& model, const FuseOptions& opts, const st
 
 std::string profile_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
                            int iterations, int top, const std::string& trace_path, const std::string& html_path) {
-  if (!html_path.empty()) {  // the page with measured times: fused here so the planned graph is kept
-    FuseOptions keep = opts;
-    keep.keep_planned = true;
-    Model fused = copy_model(model);
-    const FuseResult r = fuse_model(fused, keep);
-    Measured unfused_ms, fused_ms;
-    std::string text = table("unfused", model, inputs, iterations, top, nullptr, &unfused_ms) +
-                       table("fused", fused, inputs, iterations, top, nullptr, &fused_ms);
-    HtmlReport h;
-    h.model_name = model.graph->name;
-    h.target_name = opts.target.name;
-    h.opt_level = opts.fusion.opt_level;
-    h.result = &r;
-    h.planned = r.planned ? r.planned->graph.get() : nullptr;
-    h.fused = fused.graph.get();
+  for (const std::string& path : {trace_path, html_path}) {  // an unwritable path fails before the runs, not after
+    if (path.empty()) continue;
+    std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    if (dir.empty()) dir = ".";
+    std::error_code ec;
+    GAF_CHECK(!std::filesystem::is_directory(path, ec), "cannot write '{}': it is a folder; give a file name", path);
+    GAF_CHECK(::access(dir.c_str(), W_OK) == 0, "cannot write '{}': {}; check that the folder exists and is writable",
+              path, std::strerror(errno));
+  }
+  const bool tracing = !trace_path.empty(), reporting = !html_path.empty();
+  FuseOptions fo = opts;
+  fo.keep_planned = reporting;  // the page draws the graph the planner saw
+  Model fused = copy_model(model);
+  const FuseResult r = fuse_model(fused, fo);
+  Trace unfused_trace, fused_trace;
+  unfused_trace.pid = 1, unfused_trace.process = "unfused";
+  fused_trace.pid = 2, fused_trace.process = "fused";
+  Measured unfused_ms, fused_ms;
+  std::string text =
+      table("unfused", model, inputs, iterations, top, tracing ? &unfused_trace : nullptr,
+            reporting ? &unfused_ms : nullptr) +
+      table("fused", fused, inputs, iterations, top, tracing ? &fused_trace : nullptr, reporting ? &fused_ms : nullptr);
+  if (tracing)
+    onnx_io::write_file_atomic(trace_path, "{\"traceEvents\": [\n" + trace_events(unfused_trace, *model.graph) +
+                                               ",\n" + trace_events(fused_trace, *fused.graph) +
+                                               "\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": " +
+                                               nlohmann::json({{"iterations", iterations},
+                                                               {"unfused_runs_left_out", unfused_trace.runs_left_out},
+                                                               {"fused_runs_left_out", fused_trace.runs_left_out}})
+                                                   .dump() +
+                                               "}\n");
+  if (reporting) {
+    HtmlReport h = html_report_of(model.graph->name, opts, r, *fused.graph);
     h.measured = {{"unfused, per run (profiled)", fmt::format("{:.3f} ms", unfused_ms.run_ms)},
                   {"fused, per run (profiled)", fmt::format("{:.3f} ms", fused_ms.run_ms)},
                   {"profiled runs", fmt::format("{}", iterations)}};
     h.node_ms_unfused = std::move(unfused_ms.node_ms);
     h.node_ms_fused = std::move(fused_ms.node_ms);
     onnx_io::write_file_atomic(html_path, report_html(h));
-    if (trace_path.empty()) return text;
   }
-  if (trace_path.empty()) return profile_fusion(model, opts, inputs, iterations, top);
-  {  // an unwritable trace path fails before the profiled runs, not after them
-    std::filesystem::path dir = std::filesystem::path(trace_path).parent_path();
-    if (dir.empty()) dir = ".";
-    std::error_code ec;
-    GAF_CHECK(!std::filesystem::is_directory(trace_path, ec), "cannot write '{}': it is a folder; give a file name",
-              trace_path);
-    GAF_CHECK(::access(dir.c_str(), W_OK) == 0, "cannot write '{}': {}; check that the folder exists and is writable",
-              trace_path, std::strerror(errno));
-  }
-  Model fused = copy_model(model);
-  fuse_model(fused, opts);
-  Trace unfused_trace, fused_trace;
-  unfused_trace.pid = 1, unfused_trace.process = "unfused";
-  fused_trace.pid = 2, fused_trace.process = "fused";
-  std::string text = table("unfused", model, inputs, iterations, top, &unfused_trace) +
-                     table("fused", fused, inputs, iterations, top, &fused_trace);
-  onnx_io::write_file_atomic(trace_path, "{\"traceEvents\": [\n" + trace_events(unfused_trace, *model.graph) +
-                                             ",\n" + trace_events(fused_trace, *fused.graph) +
-                                             "\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": " +
-                                             nlohmann::json({{"iterations", iterations},
-                                                             {"unfused_runs_left_out", unfused_trace.runs_left_out},
-                                                             {"fused_runs_left_out", fused_trace.runs_left_out}})
-                                                 .dump() +
-                                             "}\n");
   return text;
 }
 

@@ -262,6 +262,17 @@ document.getElementById('gaf-ready').textContent = state;
 
 }  // namespace
 
+HtmlReport html_report_of(std::string model_name, const FuseOptions& opts, const FuseResult& r, const Graph& fused) {
+  HtmlReport h;
+  h.model_name = std::move(model_name);
+  h.target_name = opts.target.name;
+  h.opt_level = opts.fusion.opt_level;
+  h.result = &r;
+  h.planned = r.planned ? r.planned->graph.get() : nullptr;
+  h.fused = &fused;
+  return h;
+}
+
 std::string report_html(const HtmlReport& r) {
   GAF_CHECK(r.result && r.fused, "report_html: no fusion result or fused graph");
   const FuseResult& fr = *r.result;

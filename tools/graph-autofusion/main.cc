@@ -291,16 +291,8 @@ int cmd_fuse(const FuseArgs& a) {
       files.push_back(std::move(f));
   }
   if (!json_report.empty()) files.emplace_back(json_report, r.report_json(a.input, opts.target, a.opt_level));
-  if (!html_report.empty()) {
-    tools::HtmlReport h;
-    h.model_name = a.input;
-    h.target_name = opts.target.name;
-    h.opt_level = a.opt_level;
-    h.result = &r;
-    h.planned = r.planned ? r.planned->graph.get() : nullptr;
-    h.fused = m.graph.get();
-    files.emplace_back(html_report, tools::report_html(h));
-  }
+  if (!html_report.empty())
+    files.emplace_back(html_report, tools::report_html(tools::html_report_of(a.input, opts, r, *m.graph)));
   onnx_io::write_files_atomic(files);
   for (const auto& f : files) std::cout << "wrote " << f.first << "\n";
   if (!a.emit_code.empty()) {

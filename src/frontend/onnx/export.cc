@@ -260,12 +260,7 @@ void check_model(const Model& m) {
 }
 
 std::string serialize_model(const Model& m) {
-  onnx::ModelProto p = portable_proto(m);
-  std::string bytes;
-  GAF_CHECK(p.SerializeToString(&bytes),
-            "cannot serialise the model: its weights pass the 2 GB a protobuf file holds; write it with external "
-            "data (fuse --external-data, or save_model with ExternalData::Always)");
-  return bytes;
+  return std::move(serialize_model_files(m, "model.onnx", ExternalData::Never).front().second);
 }
 
 std::vector<std::pair<std::string, std::string>> serialize_model_files(const Model& m, const std::string& path,
@@ -279,7 +274,7 @@ std::vector<std::pair<std::string, std::string>> serialize_model_files(const Mod
     std::string bytes;
     GAF_CHECK(p.SerializeToString(&bytes),
               "cannot serialise the model: its weights pass the 2 GB a protobuf file holds; write it with external "
-              "data (fuse --external-data)");
+              "data (fuse --external-data, or save_model with ExternalData::Always)");
     files.emplace_back(path, std::move(bytes));
     return files;
   }

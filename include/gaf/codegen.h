@@ -114,7 +114,7 @@ std::string cache_dir();
 // A graph's generated kernels: factories for the fused nodes that got one, reasons for those that did not.
 struct GraphKernels {
   std::shared_ptr<Library> library;
-  std::map<const Node*, KernelFactory> factories;
+  std::map<const Node*, runtime::KernelFactory> factories;
   std::map<const Node*, std::string> fallbacks;  // node -> why it runs op by op
   std::string translation_unit;
   std::vector<EmittedKernel> kernels;

@@ -3,7 +3,12 @@
 // input tensors, so dynamic shapes work without a separate shape function.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gaf/graph.h"
@@ -61,6 +66,31 @@ class Kernel {
   // Whether run() reads its inputs through Tensor::strides(), so a strided view (Tensor::view) may be passed
   // as it is; otherwise the session passes a contiguous copy.
   virtual bool reads_strided_inputs() const { return false; }
+};
+
+using KernelFactory = std::function<std::unique_ptr<Kernel>(const Node&)>;
+
+// The CPU runtime's kernels: for each op of the op registry (src/ops) it runs, how to make its kernel for a node.
+// The op families of src/runtime/kernels fill it; a Session asks it for every node no generated kernel covers.
+class KernelRegistry {
+ public:
+  struct Entry {
+    KernelFactory make;
+    Entry& set_kernel(KernelFactory f) {
+      make = std::move(f);
+      return *this;
+    }
+  };
+  static const KernelRegistry& cpu();  // populated on first use
+  // Registers the kernel of an op the op registry defines (anything else is a programming error).
+  Entry& add(std::string op_type, std::string domain = "");
+  // The factory for n (a fused node: the body runner), null when the CPU runtime has no kernel for its op.
+  const KernelFactory* find(const Node& n) const;
+  const KernelFactory* find(std::string_view op_type, std::string_view domain = "") const;
+  const std::map<std::pair<std::string, std::string>, Entry>& all() const { return kernels_; }
+
+ private:
+  std::map<std::pair<std::string, std::string>, Entry> kernels_;
 };
 
 // Adapts a plain function into a Kernel; for ops that need no per-node precomputation.

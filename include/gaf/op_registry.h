@@ -1,14 +1,16 @@
-// The op traits table: the single source of truth for what each op is. Each op family file registers its ops
-// here (kind, flags, cost estimator, reference kernel); the passes, the planner, the runtime and codegen all read
-// this one table.
+// The op definitions table: the single source of truth for what each op is. The op families of src/ops define
+// every op here (kind, flags, flop count, the scalar formula generated kernels compute); the passes, the planner,
+// the cost model and the emitters all read this one table. Kernels are not ops: each backend keeps its own
+// registry of kernels for these ops (the CPU runtime's is runtime::KernelRegistry).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gaf {
 
@@ -34,10 +36,21 @@ enum OpFlag : uint32_t {
 // loops over the operands in turn: any number).
 constexpr int kMaxFusedConcatOperands = 4;
 
-namespace runtime {
-class Kernel;
-}
-using KernelFactory = std::function<std::unique_ptr<runtime::Kernel>(const Node&)>;
+// The scalar formula of an elementwise op, as an expression the emitters print into a generated kernel: operands
+// are expressions too, and the vocabulary is the helper functions every printer's prelude defines (gaf_exp,
+// gaf_erf, gaf_sigmoid, gaf_max, ...: codegen/cpu/prelude.cc, codegen/cuda/prelude.cc), so the CPU and GPU
+// kernels compute the same formula.
+enum class ScalarType { F32, Bool };
+struct ScalarExpr {
+  std::string expr;
+  ScalarType type = ScalarType::F32;
+};
+// n's (single) output from argument expressions `args` (one per input, "" for an absent optional input) whose
+// types are `types`; nullopt with `why` set when an attribute value or an input form is not handled.
+using ScalarFormula = std::function<std::optional<ScalarExpr>(
+    const Node& n, const std::vector<std::string>& args, const std::vector<ScalarType>& types, std::string* why)>;
+// A C++ float literal that reproduces v exactly (also valid CUDA).
+std::string float_literal(double v);
 
 struct OpInfo {
   std::string op_type;
@@ -47,18 +60,18 @@ struct OpInfo {
   // Arithmetic per output element (elementwise-like ops) used by the cost model; anchors give a flops function.
   double flops_per_element = 1.0;
   std::function<double(const Node&)> flops;  // total flops when shapes are known; null: flops_per_element
-  KernelFactory kernel;                      // reference CPU kernel; null: no runtime support
+  ScalarFormula scalar;                      // elementwise ops a generated kernel can inline; null: none
 
   // Fluent setters for registration.
   OpInfo& set_flags(uint32_t f) { flags = f; return *this; }
   OpInfo& set_flops_per_element(double f) { flops_per_element = f; return *this; }
   OpInfo& set_flops(std::function<double(const Node&)> f) { flops = std::move(f); return *this; }
-  OpInfo& set_kernel(KernelFactory f) { kernel = std::move(f); return *this; }
+  OpInfo& set_scalar(ScalarFormula f) { scalar = std::move(f); return *this; }
 };
 
 class OpRegistry {
  public:
-  static OpRegistry& instance();  // populated on first use by every op family
+  static OpRegistry& instance();  // populated on first use by every op family (src/ops)
   OpInfo& add(std::string op_type, OpKind kind, std::string domain = "");
   const OpInfo* find(std::string_view op_type, std::string_view domain = "") const;
   const std::map<std::pair<std::string, std::string>, OpInfo>& all() const { return ops_; }

@@ -1,9 +1,11 @@
 #include "gaf/op_registry.h"
 
+#include <cmath>
+#include <cstdio>
 #include <mutex>
 
 #include "gaf/graph.h"
-#include "runtime/kernels/families.h"
+#include "ops/ops.h"
 
 namespace gaf {
 
@@ -19,10 +21,21 @@ std::string_view op_kind_name(OpKind k) {
   return "?";
 }
 
+std::string float_literal(double v) {
+  float f = float(v);
+  if (std::isnan(f)) return "__builtin_nanf(\"\")";
+  if (std::isinf(f)) return f > 0 ? "__builtin_inff()" : "(-__builtin_inff())";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9gf", double(f));
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s.insert(s.size() - 1, ".0");
+  return "(" + s + ")";
+}
+
 OpRegistry& OpRegistry::instance() {
   static OpRegistry registry;
   static std::once_flag once;
-  std::call_once(once, [] { runtime::register_all_op_families(registry); });
+  std::call_once(once, [] { ops::register_all(registry); });
   return registry;
 }
 

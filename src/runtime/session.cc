@@ -176,8 +176,8 @@ Session::Session(const Graph& graph, SessionOptions options)
     generated_ = generated.factories.size();
   }
   for (const Node* n : graph.nodes()) {
-    const OpInfo* info = find_op(*n);
-    if (!info || !info->kernel) {
+    const runtime::KernelFactory* make = KernelRegistry::cpu().find(*n);
+    if (!make) {
       unsupported("{}: op type '{}' (domain '{}', opset {}) is not supported by the CPU runtime; "
                   "remove or replace the node, or file an issue with the model",
                   n->describe(), n->op_type, n->domain.empty() ? "ai.onnx" : n->domain, n->opset);
@@ -185,7 +185,7 @@ Session::Session(const Graph& graph, SessionOptions options)
     Step s;
     s.node = n;
     auto gen = generated.factories.find(n);
-    s.kernel = gen != generated.factories.end() ? gen->second(*n) : info->kernel(*n);
+    s.kernel = gen != generated.factories.end() ? gen->second(*n) : (*make)(*n);
     for (const Value* v : n->inputs()) s.in_slots.push_back(v ? slot(v) : -1);
     for (const Value* v : n->outputs()) s.out_slots.push_back(slot(v));
     steps_.push_back(std::move(s));

@@ -137,7 +137,7 @@ std::optional<PostOp::BinaryOp> binary_form(const std::string& op, bool anchor_f
 
 }  // namespace
 
-std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string* why) {
+std::optional<runtime::KernelFactory> anchor_postop_kernel(const Node& fused, std::string* why) {
   const Graph& body = *fused.body;
   auto nodes = body.nodes();
   const Node* anchor = nullptr;
@@ -293,7 +293,7 @@ std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string
   }
   const Node* a = anchor;
   const Node* outer = &fused;
-  return KernelFactory([a, outer, ops, sources](const Node&) -> std::unique_ptr<runtime::Kernel> {
+  return runtime::KernelFactory([a, outer, ops, sources](const Node&) -> std::unique_ptr<runtime::Kernel> {
     // The anchor alone in a graph of its own, inputs that are weights of the model bound as constants.
     auto g = std::make_shared<Graph>();
     std::vector<Value*> ins;

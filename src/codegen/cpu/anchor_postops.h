@@ -4,11 +4,11 @@
 #include <string>
 
 #include "gaf/graph.h"
-#include "gaf/op_registry.h"
+#include "gaf/kernel.h"
 
 namespace gaf::codegen {
 
 // A kernel running a fused anchor group as one oneDNN primitive with post-ops, or nullopt with `why`.
-std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string* why);
+std::optional<runtime::KernelFactory> anchor_postop_kernel(const Node& fused, std::string* why);
 
 }  // namespace gaf::codegen

@@ -1,4 +1,4 @@
-// Scalar C++ expressions for the elementwise ops the CPU emitter can inline into a fused loop.
+// The scalar formula of an op for a generated kernel's loop, from its definition (src/ops: OpInfo::scalar).
 #pragma once
 
 #include <optional>
@@ -6,22 +6,14 @@
 #include <vector>
 
 #include "gaf/graph.h"
+#include "gaf/op_registry.h"
 
 namespace gaf::codegen {
 
-enum class ScalarType { F32, Bool };
-
-struct ScalarExpr {
-  std::string expr;
-  ScalarType type = ScalarType::F32;
-};
-
 // The expression computing n's (single) output from argument expressions `args` (one per input, "" for an absent
-// optional input) whose types are `types`. nullopt with `why` when the op or an attribute value is not handled.
+// optional input) whose types are `types`. nullopt with `why` when the op has no scalar formula or its formula
+// does not cover this node's attributes or inputs.
 std::optional<ScalarExpr> scalar_expr(const Node& n, const std::vector<std::string>& args,
                                       const std::vector<ScalarType>& types, std::string* why);
-
-// A C++ float literal that reproduces v exactly.
-std::string float_literal(double v);
 
 }  // namespace gaf::codegen

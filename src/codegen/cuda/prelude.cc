@@ -1,8 +1,8 @@
 // The head of every CUDA translation unit of generated kernels, compiled at run time by NVRTC: no #include
 // (NVRTC has no standard headers), so the fixed-width types are declared here, as glibc declares them (the
 // same declarations again are harmless under nvcc, which includes them itself). The gaf_* helpers keep the
-// semantics of the CPU prelude's (src/codegen/cpu/prelude.cc): the kernels print the same formulas from
-// scalar_expr, and the helpers decide NaN, signed-zero and rounding behaviour. Transcendentals use CUDA's
+// semantics of the CPU prelude's (src/codegen/cpu/prelude.cc): the kernels print the same formulas, each
+// op's from its definition (src/ops, OpInfo::scalar), and the helpers decide NaN, signed-zero and rounding behaviour. Transcendentals use CUDA's
 // libdevice functions (a few ulp, like the CPU polynomials).
 #include "codegen/cuda/printer.h"
 #include "gaf/codegen.h"

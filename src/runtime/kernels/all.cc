@@ -1,8 +1,10 @@
+#include <mutex>
+
 #include "runtime/kernels/families.h"
 
 namespace gaf::runtime {
 
-void register_all_op_families(OpRegistry& r) {
+void register_all_kernel_families(KernelRegistry& r) {
   register_unary_ops(r);
   register_binary_ops(r);
   register_reduce_ops(r);
@@ -19,6 +21,33 @@ void register_all_op_families(OpRegistry& r) {
   register_expand_depthwise_ops(r);
   register_squeeze_excitation_ops(r);
   register_compressed_matmul(r);
+}
+
+const KernelRegistry& KernelRegistry::cpu() {
+  static KernelRegistry registry;
+  static std::once_flag once;
+  std::call_once(once, [] { register_all_kernel_families(registry); });
+  return registry;
+}
+
+KernelRegistry::Entry& KernelRegistry::add(std::string op_type, std::string domain) {
+  GAF_ASSERT(OpRegistry::instance().find(op_type, domain),
+             "a kernel for an op src/ops does not define: " + op_type);
+  auto key = std::make_pair(std::move(op_type), std::move(domain));
+  GAF_ASSERT(!kernels_.count(key), "kernel registered twice: " + key.first);
+  return kernels_[key];
+}
+
+const KernelFactory* KernelRegistry::find(std::string_view op_type, std::string_view domain) const {
+  if (domain == "ai.onnx") domain = "";
+  auto it = kernels_.find(std::make_pair(std::string(op_type), std::string(domain)));
+  return it == kernels_.end() || !it->second.make ? nullptr : &it->second.make;
+}
+
+const KernelFactory* KernelRegistry::find(const Node& n) const {
+  // A fused node is named after its ops (MatMul_Add_Gelu_3) but is one kind of op: a body to run.
+  if (n.body) return find("FusedOp", "gaf.fused");
+  return find(n.op_type, n.domain);
 }
 
 }  // namespace gaf::runtime

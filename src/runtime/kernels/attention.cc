@@ -538,45 +538,10 @@ void attention(KernelContext& ctx) {
   });
 }
 
-// 2·Lq·Lk·(D + Dv) per batch index for the two products, plus about 6 per score for scale, mask and softmax.
-double attention_flops(const Node& n) {
-  auto shape_of = [&](int i) -> std::optional<std::vector<int64_t>> {
-    const Value* x = n.input(i);
-    if (!x || !x->type.has_static_shape()) return std::nullopt;
-    return x->type.static_dims();
-  };
-  auto o = n.output(0)->type.has_static_shape() ? std::optional(n.output(0)->type.static_dims()) : std::nullopt;
-  auto qs = shape_of(0);
-  auto ks = shape_of(1);
-  if (!o || !qs || !ks || qs->size() < 2) return 0;
-  double out = 1;
-  for (int64_t x : *o) out *= double(x);  // batch * Lq * Dv
-  double lkd = 1;                         // Lk * D: K's elements per batch index, whatever its perm
-  for (size_t i = ks->size() - 2; i < ks->size(); ++i) lkd *= double((*ks)[i]);
-  std::vector<int64_t> perm = n.attr_ints("k_perm");
-  if (!perm.empty() && perm.size() == ks->size())
-    lkd = double((*ks)[size_t(perm.end()[-2])]) * double((*ks)[size_t(perm.back())]);
-  double qd = double((*qs)[qs->size() - 1]);
-  std::vector<int64_t> qp = n.attr_ints("q_perm");
-  if (!qp.empty() && qp.size() == qs->size()) qd = double((*qs)[size_t(qp.back())]);
-  double lk = qd > 0 ? lkd / qd : 0;
-  double dv = double(o->back());
-  std::vector<int64_t> op = n.attr_ints("out_perm");
-  if (!op.empty() && op.size() == o->size()) {
-    auto it = std::find(op.begin(), op.end(), int64_t(o->size() - 1));
-    dv = double((*o)[size_t(it - op.begin())]);
-  }
-  double scores = dv > 0 ? out / dv * lk : 0;  // batch * Lq * Lk
-  return scores * (2 * qd + 2 * dv + 6);
-}
-
 }  // namespace
 
-void register_attention_ops(OpRegistry& r) {
-  r.add("Attention", OpKind::Opaque, "gaf")
-      .set_flags(kPrecisionSensitive | kMatrixFlops)
-      .set_flops(attention_flops)
-      .set_kernel(strided_fn_kernel(attention));
+void register_attention_ops(KernelRegistry& r) {
+  r.add("Attention", "gaf").set_kernel(strided_fn_kernel(attention));
 }
 
 }  // namespace gaf::runtime

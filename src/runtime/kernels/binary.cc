@@ -69,7 +69,8 @@ void check_flag(const Op&, const ErrorFlag& flag, const Node& n) {
 template <class Op>
 class BinaryKernel final : public Kernel {
  public:
-  explicit BinaryKernel(const Node& n) : op_(make_op<Op>(n)) {}
+  explicit BinaryKernel(const Node& n)
+      : op_(make_op<Op>(n)), grain_(grain_for(find_op(n)->flops_per_element)) {}
   void run(KernelContext& ctx) override {
     const Node& n = ctx.node();
     const Tensor& a = ctx.in(0);
@@ -83,23 +84,20 @@ class BinaryKernel final : public Kernel {
       if constexpr (requires { op_.template check<S>(n); }) op_.template check<S>(n);
       Tensor& y = ctx.allocate_output(0, DTypeOf<SO>::value, s.out);
       ErrorFlag flag;
-      binary_broadcast(a.data<S>(), s.a, b.data<S>(), s.b, y.data<SO>(), s.out, with_flag(op_, flag),
-                       grain_for(Op::kCost));
+      binary_broadcast(a.data<S>(), s.a, b.data<S>(), s.b, y.data<SO>(), s.out, with_flag(op_, flag), grain_);
       check_flag(op_, flag, n);
     });
   }
 
  private:
   Op op_;
+  int64_t grain_;  // from the op's flops per element (src/ops)
 };
 
 template <class Op>
-void add_binary(OpRegistry& r, const char* name, uint32_t flags = kNone) {
-  r.add(name, OpKind::Broadcast)
-      .set_flops_per_element(Op::kCost)
-      .set_flags(flags)
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<BinaryKernel<Op>>(n); });
+void add_binary(KernelRegistry& r, const char* name) {
+  r.add(name).set_kernel(
+      [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<BinaryKernel<Op>>(n); });
 }
 
 // ---- arithmetic ---------------------------------------------------------------------------------
@@ -107,7 +105,6 @@ void add_binary(OpRegistry& r, const char* name, uint32_t flags = kNone) {
 // Signed integer overflow wraps (two's complement) instead of being undefined.
 struct AddOp {
   static constexpr unsigned kTypes = kTNumeric;
-  static constexpr double kCost = 1;
   static constexpr bool kLegacyBroadcast = true;
   template <class C>
   C operator()(C a, C b) const {
@@ -117,7 +114,6 @@ struct AddOp {
 
 struct SubOp {
   static constexpr unsigned kTypes = kTNumeric;
-  static constexpr double kCost = 1;
   static constexpr bool kLegacyBroadcast = true;
   template <class C>
   C operator()(C a, C b) const {
@@ -127,7 +123,6 @@ struct SubOp {
 
 struct MulOp {
   static constexpr unsigned kTypes = kTNumeric;
-  static constexpr double kCost = 1;
   static constexpr bool kLegacyBroadcast = true;
   template <class C>
   C operator()(C a, C b) const {
@@ -138,7 +133,6 @@ struct MulOp {
 // Integer division truncates toward zero (C semantics); MIN / -1 wraps; division by zero is an error.
 struct DivOp {
   static constexpr unsigned kTypes = kTNumeric;
-  static constexpr double kCost = 1;
   static constexpr bool kLegacyBroadcast = true;
   static constexpr const char* kFault = "integer division by zero";
   ErrorFlag* err = nullptr;
@@ -163,7 +157,6 @@ struct DivOp {
 // fmod / %). A zero divisor is an error for integers; floats follow fmod (NaN).
 struct ModOp {
   static constexpr unsigned kTypes = kTNumeric;
-  static constexpr double kCost = 4;
   static constexpr bool kLegacyBroadcast = false;
   static constexpr const char* kFault = "integer modulo by zero";
   bool fmod = false;
@@ -203,7 +196,6 @@ struct ModOp {
 #define GAF_COMPARE_OP(Name, types, legacy, expr)    \
   struct Name {                                      \
     static constexpr unsigned kTypes = types;        \
-    static constexpr double kCost = 1;               \
     static constexpr bool kBoolOut = true;           \
     static constexpr bool kLegacyBroadcast = legacy; \
     template <class C>                               \
@@ -224,7 +216,6 @@ GAF_COMPARE_OP(XorOp, kTBool, true, a != b)
 // Shifts of `bits` or more give 0.
 struct BitShiftOp {
   static constexpr unsigned kTypes = kTUnsigned;
-  static constexpr double kCost = 1;
   static constexpr bool kLegacyBroadcast = false;
   bool left = true;
   BitShiftOp() = default;
@@ -414,7 +405,7 @@ class PReluKernel final : public Kernel {
 
 }  // namespace
 
-void register_binary_ops(OpRegistry& r) {
+void register_binary_ops(KernelRegistry& r) {
   add_binary<AddOp>(r, "Add");
   add_binary<SubOp>(r, "Sub");
   add_binary<MulOp>(r, "Mul");
@@ -429,13 +420,10 @@ void register_binary_ops(OpRegistry& r) {
   add_binary<OrOp>(r, "Or");
   add_binary<XorOp>(r, "Xor");
   add_binary<BitShiftOp>(r, "BitShift");
-  r.add("Pow", OpKind::Broadcast)
-      .set_flops_per_element(20)
-      .set_flags(kPrecisionSensitive)
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PowKernel>(n); });
-  r.add("PRelu", OpKind::Broadcast)
-      .set_flops_per_element(2)
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PReluKernel>(n); });
+  r.add("Pow").set_kernel(
+      [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PowKernel>(n); });
+  r.add("PRelu").set_kernel(
+      [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PReluKernel>(n); });
   ew::register_variadic_ops(r);
   ew::register_where_op(r);
   ew::register_cast_ops(r);

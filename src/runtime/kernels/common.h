@@ -14,6 +14,7 @@
 
 #include "gaf/kernel.h"
 #include "gaf/op_registry.h"
+#include "ops/geometry.h"
 
 namespace gaf::runtime {
 
@@ -47,13 +48,9 @@ int normalize_axis(int64_t axis, int rank, const Node& node);
 // Throws naming the node unless every input the op was given is fp32 (the fused kernels of our own ops).
 void check_float_inputs(const KernelContext& ctx, const Node& node);
 
-// Numpy broadcast of two or more shapes; throws naming the node when incompatible.
-std::vector<int64_t> broadcast_shape(std::span<const std::vector<int64_t>> shapes, const Node& node);
-std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
-                                     const Node& node);
-
-// Element strides of a tensor of `dims` read in the broadcast `out` shape (0 along broadcast dimensions).
-std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& dims, const std::vector<int64_t>& out);
+// Numpy broadcasting: the ops' shape functions (ops/geometry.h).
+using ops::broadcast_shape;
+using ops::broadcast_strides;
 
 // Contiguous row-major strides.
 

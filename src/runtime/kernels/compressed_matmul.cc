@@ -56,22 +56,12 @@ class CompressedMatMul final : public Kernel {
   std::unique_ptr<Gemv> gemv_;
 };
 
-double compressed_matmul_flops(const Node& n) {
-  const Value* a = n.input(0);
-  const Value* w = n.input(1);
-  if (!a->type.has_static_shape() || !w->type.has_static_shape()) return 0;
-  return 2.0 * double(numel_of(a->type.static_dims())) * double(numel_of(w->type.static_dims())) /
-         double(a->type.static_dims().back());
-}
-
 }  // namespace
 
-void register_compressed_matmul(OpRegistry& r) {
-  r.add("CompressedMatMul", OpKind::Opaque, "gaf")
-      .set_flags(kMatrixFlops)
-      .set_flops(compressed_matmul_flops)
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<CompressedMatMul>(n); });
+void register_compressed_matmul(KernelRegistry& r) {
+  r.add("CompressedMatMul", "gaf").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<CompressedMatMul>(n);
+  });
 }
 
 }  // namespace gaf::runtime

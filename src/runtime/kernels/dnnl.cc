@@ -32,7 +32,7 @@ std::unique_ptr<Kernel> make_anchor_kernel(const Node& anchor, std::vector<PostO
 
 }  // namespace dnnl_ops
 
-void register_dnnl_ops(OpRegistry& r) {
+void register_dnnl_ops(KernelRegistry& r) {
   dnnl_detail::register_matmul_ops(r);
   dnnl_detail::register_conv_ops(r);
   dnnl_detail::register_pool_ops(r);

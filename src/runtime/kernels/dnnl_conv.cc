@@ -14,8 +14,8 @@
 // streams its weights from memory faster.
 #include <type_traits>
 
+#include "ops/geometry.h"
 #include "runtime/kernels/direct_conv.h"
-#include "runtime/kernels/dnnl_geom.h"
 #include "runtime/kernels/dnnl_kernels.h"
 #include "runtime/kernels/dnnl_ref.h"
 #include "runtime/kernels/dnnl_util.h"
@@ -550,44 +550,19 @@ class ConvKernel final : public Kernel {
   std::unique_ptr<DirectConv> direct_;  // likewise, for the entries DirectConv runs
 };
 
-double conv_flops(const Node& n, bool transpose) {
-  auto x = static_input_dims(n, 0), w = static_input_dims(n, 1);
-  if (!x || !w) return 0;
-  if (n.attr_string("layout", "NCHW") == "NHWC") x = channels_last_logical(*x);
-  try {
-    ConvShape s = conv_shape(n, transpose, WindowAttrs::parse(n), n.attr_int("group", 1), *x, *w, nullptr);
-    double k = double(numel_of(Dims(w->begin() + 2, w->end())));
-    if (transpose) {
-      double in = double(numel_of(Dims(x->begin() + 2, x->end())));
-      return 2.0 * double(s.N) * double(s.C) * in * double(s.M / s.G) * k;
-    }
-    double out = double(numel_of(s.win.out));
-    return 2.0 * double(s.N) * double(s.M) * out * double(s.C / s.G) * k +
-           (n.input(2) ? double(s.N) * double(s.M) * out : 0.0);
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
 }  // namespace
 
 std::unique_ptr<Kernel> make_conv_kernel(const Node& node, std::vector<PostOp> post_ops) {
   return std::make_unique<ConvKernel>(node, false, std::move(post_ops));
 }
 
-void register_conv_ops(OpRegistry& r) {
-  r.add("Conv", OpKind::Anchor)
-      .set_flops([](const Node& n) { return conv_flops(n, false); })
-      .set_kernel([](const Node& n) { return make_conv_kernel(n, {}); });
+void register_conv_ops(KernelRegistry& r) {
+  r.add("Conv").set_kernel([](const Node& n) { return make_conv_kernel(n, {}); });
   // gaf.Conv: Conv on channels-last activations (attribute layout = "NHWC"), from the layout-nhwc pass.
-  r.add("Conv", OpKind::Anchor, "gaf")
-      .set_flops([](const Node& n) { return conv_flops(n, false); })
-      .set_kernel([](const Node& n) { return make_conv_kernel(n, {}); });
-  r.add("ConvTranspose", OpKind::Anchor)
-      .set_flops([](const Node& n) { return conv_flops(n, true); })
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
-        return std::make_unique<ConvKernel>(n, true, std::vector<PostOp>{});
-      });
+  r.add("Conv", "gaf").set_kernel([](const Node& n) { return make_conv_kernel(n, {}); });
+  r.add("ConvTranspose").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ConvKernel>(n, true, std::vector<PostOp>{});
+  });
 }
 
 }  // namespace gaf::runtime::dnnl_detail

@@ -14,10 +14,10 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Node& node, std::vector<dnnl_op
 std::unique_ptr<Kernel> make_gemm_kernel(const Node& node, std::vector<dnnl_ops::PostOp> post_ops);
 std::unique_ptr<Kernel> make_conv_kernel(const Node& node, std::vector<dnnl_ops::PostOp> post_ops);
 
-void register_matmul_ops(OpRegistry& r);  // MatMul, Gemm            (dnnl_matmul.cc)
-void register_conv_ops(OpRegistry& r);    // Conv, ConvTranspose     (dnnl_conv.cc)
-void register_pool_ops(OpRegistry& r);    // *Pool, Global*Pool, MaxUnpool (dnnl_pool.cc)
+void register_matmul_ops(KernelRegistry& r);  // MatMul, Gemm            (dnnl_matmul.cc)
+void register_conv_ops(KernelRegistry& r);    // Conv, ConvTranspose     (dnnl_conv.cc)
+void register_pool_ops(KernelRegistry& r);    // *Pool, Global*Pool, MaxUnpool (dnnl_pool.cc)
 void register_quant_ops(
-    OpRegistry& r);  // MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv (dnnl_quant.cc)
+    KernelRegistry& r);  // MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv (dnnl_quant.cc)
 
 }  // namespace gaf::runtime::dnnl_detail

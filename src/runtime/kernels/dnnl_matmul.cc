@@ -3,7 +3,7 @@
 // the primitive prefers. Double and integer types run on a plain loop.
 #include <type_traits>
 
-#include "runtime/kernels/dnnl_geom.h"
+#include "ops/geometry.h"
 #include "runtime/kernels/dnnl_kernels.h"
 #include "runtime/kernels/dnnl_util.h"
 #include "runtime/kernels/gemv.h"
@@ -521,29 +521,6 @@ class MatMulKernel final : public Kernel {
   Dims key_;  // the cache key of the current run
 };
 
-double matmul_flops(const Node& n) {
-  auto a = static_input_dims(n, 0), b = static_input_dims(n, 1);
-  if (!a || !b) return 0;
-  try {
-    Problem p = matmul_problem(n, *a, *b, false);
-    return 2.0 * double(p.batch) * double(p.M) * double(p.N) * double(p.K);
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
-double gemm_flops(const Node& n) {
-  auto a = static_input_dims(n, 0), b = static_input_dims(n, 1);
-  if (!a || !b) return 0;
-  try {
-    Problem p = gemm_problem(n, *a, *b, n.attr_int("transA", 0) != 0, n.attr_int("transB", 0) != 0);
-    double mn = double(p.M) * double(p.N);
-    return 2.0 * mn * double(p.K) + (n.input(2) ? 2.0 * mn : 0.0);
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
 }  // namespace
 
 std::unique_ptr<Kernel> make_matmul_kernel(const Node& node, std::vector<PostOp> post_ops) {
@@ -554,13 +531,9 @@ std::unique_ptr<Kernel> make_gemm_kernel(const Node& node, std::vector<PostOp> p
   return std::make_unique<MatMulKernel>(node, true, std::move(post_ops));
 }
 
-void register_matmul_ops(OpRegistry& r) {
-  r.add("MatMul", OpKind::Anchor).set_flops(matmul_flops).set_kernel([](const Node& n) {
-    return make_matmul_kernel(n, {});
-  });
-  r.add("Gemm", OpKind::Anchor).set_flops(gemm_flops).set_kernel([](const Node& n) {
-    return make_gemm_kernel(n, {});
-  });
+void register_matmul_ops(KernelRegistry& r) {
+  r.add("MatMul").set_kernel([](const Node& n) { return make_matmul_kernel(n, {}); });
+  r.add("Gemm").set_kernel([](const Node& n) { return make_gemm_kernel(n, {}); });
 }
 
 }  // namespace gaf::runtime::dnnl_detail

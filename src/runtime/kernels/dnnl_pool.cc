@@ -9,7 +9,7 @@
 #include <utility>
 #include <variant>
 
-#include "runtime/kernels/dnnl_geom.h"
+#include "ops/geometry.h"
 #include "runtime/kernels/dnnl_kernels.h"
 #include "runtime/kernels/dnnl_ref.h"
 #include "runtime/kernels/dnnl_util.h"
@@ -538,65 +538,30 @@ void max_unpool_kernel(KernelContext& ctx) {
   }
 }
 
-double pool_flops(const Node& n, double per_tap) {
-  auto x = static_input_dims(n, 0);
-  if (!x || x->size() < 3) return 0;
-  if (n.attr_string("layout", "NCHW") == "NHWC") x = channels_last_logical(*x);
-  try {
-    WindowAttrs a = WindowAttrs::parse(n);
-    Window w = forward_window(n, a, Dims(x->begin() + 2, x->end()), a.kernel_shape);
-    return per_tap * double((*x)[0]) * double((*x)[1]) * double(numel_of(w.out)) * double(numel_of(w.k));
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
-double global_pool_flops(const Node& n, double per_element) {
-  auto x = static_input_dims(n, 0);
-  return x ? per_element * double(numel_of(*x)) : 0.0;
-}
-
 }  // namespace
 
-void register_pool_ops(OpRegistry& r) {
-  r.add("MaxPool", OpKind::Anchor)
-      .set_flops([](const Node& n) { return pool_flops(n, 1.0); })
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
-        return std::make_unique<PoolKernel>(n, PoolKind::Max);
-      });
-  r.add("AveragePool", OpKind::Anchor)
-      .set_flops([](const Node& n) { return pool_flops(n, 1.0); })
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
-        return std::make_unique<PoolKernel>(n, PoolKind::Avg);
-      });
-  r.add("MaxPool", OpKind::Anchor, "gaf")  // layout = "NHWC"
-      .set_flops([](const Node& n) { return pool_flops(n, 1.0); })
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
-        return std::make_unique<PoolKernel>(n, PoolKind::Max);
-      });
-  r.add("AveragePool", OpKind::Anchor, "gaf")
-      .set_flops([](const Node& n) { return pool_flops(n, 1.0); })
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
-        return std::make_unique<PoolKernel>(n, PoolKind::Avg);
-      });
-  r.add("LpPool", OpKind::Anchor)
-      .set_flags(kPrecisionSensitive)
-      .set_flops([](const Node& n) { return pool_flops(n, 3.0); })
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
-        return std::make_unique<PoolKernel>(n, PoolKind::Lp);
-      });
+void register_pool_ops(KernelRegistry& r) {
+  r.add("MaxPool").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<PoolKernel>(n, PoolKind::Max);
+  });
+  r.add("AveragePool").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<PoolKernel>(n, PoolKind::Avg);
+  });
+  r.add("MaxPool", "gaf")
+      .set_kernel(  // layout = "NHWC"
+          [](const Node& n) -> std::unique_ptr<Kernel> {
+            return std::make_unique<PoolKernel>(n, PoolKind::Max);
+          });
+  r.add("AveragePool", "gaf").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<PoolKernel>(n, PoolKind::Avg);
+  });
+  r.add("LpPool").set_kernel(
+      [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PoolKernel>(n, PoolKind::Lp); });
   // Data-dependent scatter: no fusion.
-  r.add("MaxUnpool", OpKind::Opaque).set_flops_per_element(1).set_kernel(fn_kernel(max_unpool_kernel));
-  r.add("GlobalAveragePool", OpKind::Anchor)
-      .set_flops([](const Node& n) { return global_pool_flops(n, 1.0); })
-      .set_kernel(fn_kernel(global_pool_kernel<PoolKind::Avg>));
-  r.add("GlobalMaxPool", OpKind::Anchor)
-      .set_flops([](const Node& n) { return global_pool_flops(n, 1.0); })
-      .set_kernel(fn_kernel(global_pool_kernel<PoolKind::Max>));
-  r.add("GlobalLpPool", OpKind::Anchor)
-      .set_flags(kPrecisionSensitive)
-      .set_flops([](const Node& n) { return global_pool_flops(n, 3.0); })
-      .set_kernel(fn_kernel(global_pool_kernel<PoolKind::Lp>));
+  r.add("MaxUnpool").set_kernel(fn_kernel(max_unpool_kernel));
+  r.add("GlobalAveragePool").set_kernel(fn_kernel(global_pool_kernel<PoolKind::Avg>));
+  r.add("GlobalMaxPool").set_kernel(fn_kernel(global_pool_kernel<PoolKind::Max>));
+  r.add("GlobalLpPool").set_kernel(fn_kernel(global_pool_kernel<PoolKind::Lp>));
 }
 
 }  // namespace gaf::runtime::dnnl_detail

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/kernels/dnnl_geom.h"
+#include "ops/geometry.h"
 #include "runtime/kernels/dnnl_kernels.h"
 #include "runtime/kernels/dnnl_ref.h"
 #include "runtime/kernels/dnnl_util.h"
@@ -268,46 +268,17 @@ class IntConvKernel final : public Kernel {
   int64_t group_;
 };
 
-double int_matmul_flops(const Node& n, int ia, int ib) {
-  auto a = static_input_dims(n, ia), b = static_input_dims(n, ib);
-  if (!a || !b) return 0;
-  try {
-    BatchedMatMul bm = batched_matmul(n, *a, *b);
-    return 2.0 * double(bm.count) * double(bm.M) * double(bm.N) * double(bm.K);
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
-double int_conv_flops(const Node& n, int ix, int iw) {
-  auto x = static_input_dims(n, ix), w = static_input_dims(n, iw);
-  if (!x || !w) return 0;
-  try {
-    ConvShape s = conv_shape(n, false, WindowAttrs::parse(n), n.attr_int("group", 1), *x, *w, nullptr);
-    return 2.0 * double(s.N) * double(s.M) * double(numel_of(s.win.out)) * double(s.C / s.G) *
-           double(numel_of(s.win.k));
-  } catch (const Error&) {
-    return 0;
-  }
-}
-
 }  // namespace
 
-void register_quant_ops(OpRegistry& r) {
-  r.add("MatMulInteger", OpKind::Anchor)
-      .set_flops([](const Node& n) { return int_matmul_flops(n, 0, 1); })
-      .set_kernel(fn_kernel(int_matmul_kernel<false>));
-  r.add("QLinearMatMul", OpKind::Anchor)
-      .set_flops([](const Node& n) { return int_matmul_flops(n, 0, 3); })
-      .set_kernel(fn_kernel(int_matmul_kernel<true>));
-  r.add("ConvInteger", OpKind::Anchor)
-      .set_flops([](const Node& n) { return int_conv_flops(n, 0, 1); })
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<IntConvKernel<false>>(n); });
-  r.add("QLinearConv", OpKind::Anchor)
-      .set_flops([](const Node& n) { return int_conv_flops(n, 0, 3); })
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<IntConvKernel<true>>(n); });
+void register_quant_ops(KernelRegistry& r) {
+  r.add("MatMulInteger").set_kernel(fn_kernel(int_matmul_kernel<false>));
+  r.add("QLinearMatMul").set_kernel(fn_kernel(int_matmul_kernel<true>));
+  r.add("ConvInteger").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<IntConvKernel<false>>(n);
+  });
+  r.add("QLinearConv").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<IntConvKernel<true>>(n);
+  });
 }
 
 }  // namespace gaf::runtime::dnnl_detail

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/geometry.h"
 #include "runtime/kernels/common.h"
-#include "runtime/kernels/dnnl_geom.h"
 
 namespace gaf::runtime::dnnl_detail {
 
@@ -18,7 +18,7 @@ struct ConvDims {
   int64_t N = 0, C = 0, M = 0, G = 1;
   int64_t in[3], k[3], s[3], d[3], pb[3], out[3];
 
-  ConvDims(int64_t n, int64_t c, int64_t m, int64_t g, const Window& w) : N(n), C(c), M(m), G(g) {
+  ConvDims(int64_t n, int64_t c, int64_t m, int64_t g, const ops::Window& w) : N(n), C(c), M(m), G(g) {
     const int r = w.rank();
     GAF_ASSERT(r >= 1 && r <= 3, "ConvDims: 1 to 3 spatial dims");
     for (int i = 0; i < 3; ++i) {

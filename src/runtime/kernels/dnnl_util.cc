@@ -149,13 +149,6 @@ Tensor expand_float(const Tensor& t, const Dims& padded, const Dims& full, Alloc
   return out;
 }
 
-Dims channels_last_logical(const Dims& d) {
-  if (d.size() < 3) return d;
-  Dims l = {d[0], d.back()};
-  l.insert(l.end(), d.begin() + 1, d.end() - 1);
-  return l;
-}
-
 Dims channels_last_physical(const Dims& d) {
   if (d.size() < 3) return d;
   Dims p = {d[0]};
@@ -414,12 +407,6 @@ void apply_post_ops_ref(const Node& node, const std::vector<PostOp>& ops, Kernel
                       });
     });
   }
-}
-
-std::optional<Dims> static_input_dims(const Node& n, int i) {
-  const Value* v = n.input(i);
-  if (!v || !v->type.has_static_shape()) return std::nullopt;
-  return v->type.static_dims();
 }
 
 }  // namespace gaf::runtime::dnnl_detail

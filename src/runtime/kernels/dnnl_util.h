@@ -5,8 +5,8 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gaf/kernel.h"
+#include "ops/geometry.h"
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/dnnl_ops.h"
 
@@ -21,6 +22,17 @@ namespace gaf::runtime::dnnl_detail {
 
 using dnnl::memory;
 using Dims = std::vector<int64_t>;
+// The window and matmul shape functions of the op definitions (ops/geometry.h).
+using ops::batched_matmul;
+using ops::BatchedMatMul;
+using ops::conv_shape;
+using ops::ConvShape;
+using ops::forward_window;
+using ops::matmul_shape;
+using ops::MatMulShape;
+using ops::transpose_window;
+using ops::Window;
+using ops::WindowAttrs;
 
 dnnl::engine& engine();
 dnnl::stream& stream();
@@ -33,7 +45,7 @@ memory::desc strided_desc(const Dims& dims, const Dims& strides,
 
 // Channels-last activations (gaf.Conv / gaf.MaxPool / gaf.AveragePool with layout = "NHWC"): the physical dims
 // [N, spatial..., C] and the logical [N, C, spatial...] oneDNN descriptors speak; ranks below 3 pass unchanged.
-Dims channels_last_logical(const Dims& physical);
+using ops::channels_last_logical;
 Dims channels_last_physical(const Dims& logical);
 // The descriptor of a channels-last tensor of `logical` dims as it lies in memory.
 memory::desc channels_last_desc(const Dims& logical, memory::data_type dt = memory::data_type::f32);
@@ -171,7 +183,6 @@ decltype(auto) dnnl_try(const Node& node, const char* what, F&& f) {
   }
 }
 
-// Static dims of input i of a node, or empty optional when unknown.
-std::optional<Dims> static_input_dims(const Node& n, int i);
+using ops::static_input_dims;  // static dims of input i of a node, or empty optional when unknown
 
 }  // namespace gaf::runtime::dnnl_detail

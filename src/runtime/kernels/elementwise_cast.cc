@@ -231,11 +231,10 @@ void cast_like_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_cast_ops(OpRegistry& r) {
-  r.add("Cast", OpKind::Elementwise).set_flops_per_element(1).set_kernel([](const Node& n) {
-    return std::unique_ptr<Kernel>(std::make_unique<CastKernel>(n));
-  });
-  r.add("CastLike", OpKind::Elementwise).set_flops_per_element(1).set_kernel(fn_kernel(cast_like_kernel));
+void register_cast_ops(KernelRegistry& r) {
+  r.add("Cast").set_kernel(
+      [](const Node& n) { return std::unique_ptr<Kernel>(std::make_unique<CastKernel>(n)); });
+  r.add("CastLike").set_kernel(fn_kernel(cast_like_kernel));
 }
 
 }  // namespace gaf::runtime::ew

@@ -477,8 +477,8 @@ void binary_broadcast(const SA* a, const std::vector<int64_t>& adims, const SB* 
 
 // ---- registration of the family's other files ---------------------------------------------------
 
-void register_variadic_ops(OpRegistry& r);  // elementwise_variadic.cc: Max, Min, Sum, Mean
-void register_cast_ops(OpRegistry& r);      // elementwise_cast.cc: Cast, CastLike
-void register_where_op(OpRegistry& r);      // elementwise_where.cc: Where
+void register_variadic_ops(KernelRegistry& r);  // elementwise_variadic.cc: Max, Min, Sum, Mean
+void register_cast_ops(KernelRegistry& r);      // elementwise_cast.cc: Cast, CastLike
+void register_where_op(KernelRegistry& r);      // elementwise_where.cc: Where
 
 }  // namespace gaf::runtime::ew

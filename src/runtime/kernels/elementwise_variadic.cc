@@ -111,17 +111,11 @@ void variadic_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_variadic_ops(OpRegistry& r) {
-  r.add("Max", OpKind::Broadcast).set_flops_per_element(1).set_kernel(fn_kernel(variadic_kernel<MaxOp>));
-  r.add("Min", OpKind::Broadcast).set_flops_per_element(1).set_kernel(fn_kernel(variadic_kernel<MinOp>));
-  r.add("Sum", OpKind::Broadcast)
-      .set_flops_per_element(1)
-      .set_flags(kPrecisionSensitive)
-      .set_kernel(fn_kernel(variadic_kernel<SumOp>));
-  r.add("Mean", OpKind::Broadcast)
-      .set_flops_per_element(2)
-      .set_flags(kPrecisionSensitive)
-      .set_kernel(fn_kernel(variadic_kernel<MeanOp>));
+void register_variadic_ops(KernelRegistry& r) {
+  r.add("Max").set_kernel(fn_kernel(variadic_kernel<MaxOp>));
+  r.add("Min").set_kernel(fn_kernel(variadic_kernel<MinOp>));
+  r.add("Sum").set_kernel(fn_kernel(variadic_kernel<SumOp>));
+  r.add("Mean").set_kernel(fn_kernel(variadic_kernel<MeanOp>));
 }
 
 }  // namespace gaf::runtime::ew

@@ -91,8 +91,6 @@ void where_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_where_op(OpRegistry& r) {
-  r.add("Where", OpKind::Broadcast).set_flops_per_element(1).set_kernel(fn_kernel(where_kernel));
-}
+void register_where_op(KernelRegistry& r) { r.add("Where").set_kernel(fn_kernel(where_kernel)); }
 
 }  // namespace gaf::runtime::ew

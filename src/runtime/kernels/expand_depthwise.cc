@@ -346,28 +346,12 @@ class ExpandDepthwiseKernel final : public Kernel {
   std::array<int64_t, 5> shape_ = {};         // and E, C, K, H, W it was packed for
 };
 
-double expand_depthwise_flops(const Node& n) {
-  const Value* w1 = n.input(1);
-  const Value* w2 = n.input(3);
-  const Value* x = n.input(0);
-  const Value* y = n.output(0);
-  if (!x || !w1 || !w2 || !x->type.has_static_shape() || !w2->type.has_static_shape() ||
-      !y->type.has_static_shape() || !w1->type.has_static_shape())
-    return 0;
-  const auto xs = x->type.static_dims(), ys = y->type.static_dims(), ws = w2->type.static_dims();
-  const auto w1s = w1->type.static_dims();
-  if (xs.size() != 4 || ys.size() != 4 || ws.size() != 4 || w1s.size() != 4) return 0;
-  const double e = double(w1s[0]), c = double(w1s[1]);
-  return 2.0 * double(xs[0] * xs[1] * xs[2]) * e * c + 2.0 * double(ys[0] * ys[1] * ys[2]) * e * double(ws[2] * ws[3]);
-}
-
 }  // namespace
 
-void register_expand_depthwise_ops(OpRegistry& r) {
-  r.add("ExpandDepthwiseConv", OpKind::Opaque, "gaf")
-      .set_flags(kMatrixFlops)
-      .set_flops(expand_depthwise_flops)
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ExpandDepthwiseKernel>(n); });
+void register_expand_depthwise_ops(KernelRegistry& r) {
+  r.add("ExpandDepthwiseConv", "gaf").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ExpandDepthwiseKernel>(n);
+  });
 }
 
 }  // namespace gaf::runtime

@@ -5,7 +5,7 @@
 
 namespace gaf::runtime {
 
-void register_extra_ops(OpRegistry& r) {
+void register_extra_ops(KernelRegistry& r) {
   extra::register_extra_loss_ops(r);
   extra::register_extra_string_ops(r);
   extra::register_extra_rnn_ops(r);

@@ -344,11 +344,9 @@ class RoiAlignKernel final : public Kernel {
 
 }  // namespace
 
-void register_extra_detection_ops(OpRegistry& r) {
-  r.add("NonMaxSuppression", OpKind::Opaque).set_flops_per_element(50).set_kernel(fn_kernel(nms_kernel));
-  r.add("RoiAlign", OpKind::Opaque).set_flops_per_element(40).set_kernel([](const Node& n) {
-    return std::make_unique<RoiAlignKernel>(n);
-  });
+void register_extra_detection_ops(KernelRegistry& r) {
+  r.add("NonMaxSuppression").set_kernel(fn_kernel(nms_kernel));
+  r.add("RoiAlign").set_kernel([](const Node& n) { return std::make_unique<RoiAlignKernel>(n); });
 }
 
 }  // namespace gaf::runtime::extra

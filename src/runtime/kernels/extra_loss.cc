@@ -241,25 +241,11 @@ void sce_kernel(KernelContext& ctx) {
   });
 }
 
-double static_numel(const Value* v) {
-  if (!v || !v->type.has_static_shape()) return 0;
-  double n = 1;
-  for (int64_t d : v->type.static_dims()) n *= double(d);
-  return n;
-}
-
 }  // namespace
 
-void register_extra_loss_ops(OpRegistry& r) {
-  r.add("NegativeLogLikelihoodLoss", OpKind::Opaque)
-      .set_flags(kPrecisionSensitive)
-      .set_flops([](const Node& n) { return 3 * static_numel(n.input(1)); })
-      .set_kernel(fn_kernel(nll_kernel));
-  // exp and log per score, plus the gather of the target class.
-  r.add("SoftmaxCrossEntropyLoss", OpKind::Opaque)
-      .set_flags(kPrecisionSensitive)
-      .set_flops([](const Node& n) { return 14 * static_numel(n.input(0)) + 3 * static_numel(n.input(1)); })
-      .set_kernel(fn_kernel(sce_kernel));
+void register_extra_loss_ops(KernelRegistry& r) {
+  r.add("NegativeLogLikelihoodLoss").set_kernel(fn_kernel(nll_kernel));
+  r.add("SoftmaxCrossEntropyLoss").set_kernel(fn_kernel(sce_kernel));
 }
 
 }  // namespace gaf::runtime::extra

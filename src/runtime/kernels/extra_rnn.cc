@@ -630,32 +630,14 @@ class RecurrentKernel final : public Kernel {
   std::optional<std::vector<DirWeights<double>>> const_d_;  // constant weights, double models
 };
 
-// 2 * rows * gates * hidden * (input + hidden) multiply-adds plus the gate math, from static shapes.
-double recurrent_flops(const Node& n) {
-  const Value* x = n.input(0);
-  const Value* w = n.input(1);
-  const Value* r = n.input(2);
-  if (!x || !w || !r || !x->type.has_static_shape() || !w->type.has_static_shape() ||
-      !r->type.has_static_shape())
-    return 0;
-  const auto xd = x->type.static_dims(), wd = w->type.static_dims(), rd = r->type.static_dims();
-  if (xd.size() != 3 || wd.size() != 3 || rd.size() != 3) return 0;
-  const double rows = double(xd[0]) * double(xd[1]), dgh = double(wd[0]) * double(wd[1]);
-  return rows * dgh * (2.0 * double(wd[2] + rd[2]) + 10.0);
-}
-
 }  // namespace
 
-void register_extra_rnn_ops(OpRegistry& r) {
+void register_extra_rnn_ops(KernelRegistry& r) {
   const std::pair<const char*, Cell> cells[] = {{"RNN", Cell::RNN}, {"GRU", Cell::GRU}, {"LSTM", Cell::LSTM}};
   for (const auto& [name, cell] : cells) {
     const Cell c = cell;
-    r.add(name, OpKind::Opaque)
-        .set_flags(kPrecisionSensitive)
-        .set_flops(recurrent_flops)
-        .set_kernel([c](const Node& n) -> std::unique_ptr<Kernel> {
-          return std::make_unique<RecurrentKernel>(n, c);
-        });
+    r.add(name).set_kernel(
+        [c](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<RecurrentKernel>(n, c); });
   }
 }
 

@@ -213,10 +213,8 @@ class GridSampleKernel final : public Kernel {
 
 }  // namespace
 
-void register_extra_sample_ops(OpRegistry& r) {
-  r.add("GridSample", OpKind::Opaque).set_flops_per_element(20).set_kernel([](const Node& n) {
-    return std::make_unique<GridSampleKernel>(n);
-  });
+void register_extra_sample_ops(KernelRegistry& r) {
+  r.add("GridSample").set_kernel([](const Node& n) { return std::make_unique<GridSampleKernel>(n); });
 }
 
 }  // namespace gaf::runtime::extra

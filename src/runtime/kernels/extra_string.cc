@@ -354,13 +354,11 @@ class TfIdfKernel final : public Kernel {
 
 }  // namespace
 
-void register_extra_string_ops(OpRegistry& r) {
-  r.add("StringNormalizer", OpKind::Opaque).set_flops_per_element(10).set_kernel([](const Node& n) {
+void register_extra_string_ops(KernelRegistry& r) {
+  r.add("StringNormalizer").set_kernel([](const Node& n) {
     return std::make_unique<StringNormalizerKernel>(n);
   });
-  r.add("TfIdfVectorizer", OpKind::Opaque).set_flops_per_element(10).set_kernel([](const Node& n) {
-    return std::make_unique<TfIdfKernel>(n);
-  });
+  r.add("TfIdfVectorizer").set_kernel([](const Node& n) { return std::make_unique<TfIdfKernel>(n); });
 }
 
 }  // namespace gaf::runtime::extra

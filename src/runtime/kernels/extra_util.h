@@ -113,10 +113,10 @@ inline bool output_wanted(const KernelContext& ctx, int i) {
 inline constexpr int64_t kWorkGrain = 32768;
 
 // Registration entry points of the family's files.
-void register_extra_loss_ops(OpRegistry& r);       // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
-void register_extra_string_ops(OpRegistry& r);     // StringNormalizer, TfIdfVectorizer
-void register_extra_rnn_ops(OpRegistry& r);        // RNN, GRU, LSTM
-void register_extra_detection_ops(OpRegistry& r);  // NonMaxSuppression, RoiAlign
-void register_extra_sample_ops(OpRegistry& r);     // GridSample, MaxUnpool
+void register_extra_loss_ops(KernelRegistry& r);       // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+void register_extra_string_ops(KernelRegistry& r);     // StringNormalizer, TfIdfVectorizer
+void register_extra_rnn_ops(KernelRegistry& r);        // RNN, GRU, LSTM
+void register_extra_detection_ops(KernelRegistry& r);  // NonMaxSuppression, RoiAlign
+void register_extra_sample_ops(KernelRegistry& r);     // GridSample, MaxUnpool
 
 }  // namespace gaf::runtime::extra

@@ -47,8 +47,8 @@ class FusedBodyKernel final : public Kernel {
 
 }  // namespace
 
-void register_fused_ops(OpRegistry& r) {
-  r.add("FusedOp", OpKind::Opaque, "gaf.fused").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+void register_fused_ops(KernelRegistry& r) {
+  r.add("FusedOp", "gaf.fused").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
     return std::make_unique<FusedBodyKernel>(n);
   });
 }

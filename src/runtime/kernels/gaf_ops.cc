@@ -119,25 +119,13 @@ void rms_norm(KernelContext& ctx) { normalize(ctx, false, -1); }  // no bias inp
 
 }  // namespace
 
-void register_gaf_ops(OpRegistry& r) {
+void register_gaf_ops(KernelRegistry& r) {
   const std::string d = "gaf";
-  r.add("Gelu", OpKind::Elementwise, d)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(12)
-      .set_kernel(fn_kernel(gelu));
-  r.add("Silu", OpKind::Elementwise, d)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(4)
-      .set_kernel(fn_kernel(silu));
-  r.add("HardSwish", OpKind::Elementwise, d).set_flops_per_element(4).set_kernel(fn_kernel(hard_swish));
-  r.add("LayerNormalization", OpKind::Reduction, d)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(8)
-      .set_kernel(fn_kernel(layer_norm));
-  r.add("RMSNormalization", OpKind::Reduction, d)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(5)
-      .set_kernel(fn_kernel(rms_norm));
+  r.add("Gelu", d).set_kernel(fn_kernel(gelu));
+  r.add("Silu", d).set_kernel(fn_kernel(silu));
+  r.add("HardSwish", d).set_kernel(fn_kernel(hard_swish));
+  r.add("LayerNormalization", d).set_kernel(fn_kernel(layer_norm));
+  r.add("RMSNormalization", d).set_kernel(fn_kernel(rms_norm));
 }
 
 }  // namespace gaf::runtime

@@ -4,7 +4,7 @@
 
 namespace gaf::runtime {
 
-void register_index_ops(OpRegistry& r) {
+void register_index_ops(KernelRegistry& r) {
   register_index_gather_ops(r);
   register_index_scatter_ops(r);
   register_index_select_ops(r);

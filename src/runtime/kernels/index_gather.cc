@@ -148,12 +148,10 @@ void gather_nd_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_index_gather_ops(OpRegistry& r) {
-  r.add("Gather", OpKind::Injective).set_flops_per_element(0).set_kernel(fn_kernel(gather_kernel));
-  r.add("GatherElements", OpKind::Injective)
-      .set_flops_per_element(0)
-      .set_kernel(fn_kernel(gather_elements_kernel));
-  r.add("GatherND", OpKind::Injective).set_flops_per_element(0).set_kernel(fn_kernel(gather_nd_kernel));
+void register_index_gather_ops(KernelRegistry& r) {
+  r.add("Gather").set_kernel(fn_kernel(gather_kernel));
+  r.add("GatherElements").set_kernel(fn_kernel(gather_elements_kernel));
+  r.add("GatherND").set_kernel(fn_kernel(gather_nd_kernel));
 }
 
 }  // namespace gaf::runtime

@@ -180,12 +180,10 @@ void scatter_nd_kernel(KernelContext& ctx) {
 
 // Opaque, not Injective: an output element is not a function of one computed input position (it depends on
 // which updates, if any, target it), so the planner must not fuse these as index maps.
-void register_index_scatter_ops(OpRegistry& r) {
-  r.add("ScatterElements", OpKind::Opaque)
-      .set_flops_per_element(0)
-      .set_kernel(fn_kernel(scatter_elements_kernel));
-  r.add("Scatter", OpKind::Opaque).set_flops_per_element(0).set_kernel(fn_kernel(scatter_elements_kernel));
-  r.add("ScatterND", OpKind::Opaque).set_flops_per_element(0).set_kernel(fn_kernel(scatter_nd_kernel));
+void register_index_scatter_ops(KernelRegistry& r) {
+  r.add("ScatterElements").set_kernel(fn_kernel(scatter_elements_kernel));
+  r.add("Scatter").set_kernel(fn_kernel(scatter_elements_kernel));
+  r.add("ScatterND").set_kernel(fn_kernel(scatter_nd_kernel));
 }
 
 }  // namespace gaf::runtime

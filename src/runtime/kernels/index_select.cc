@@ -255,15 +255,12 @@ void cumsum_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_index_select_ops(OpRegistry& r) {
-  r.add("OneHot", OpKind::Opaque).set_flops_per_element(0).set_kernel(fn_kernel(one_hot_kernel));
-  r.add("NonZero", OpKind::Opaque).set_flops_per_element(1).set_kernel(fn_kernel(non_zero_kernel));
-  r.add("Compress", OpKind::Opaque).set_flops_per_element(0).set_kernel(fn_kernel(compress_kernel));
-  r.add("Trilu", OpKind::Injective).set_flops_per_element(0).set_kernel(fn_kernel(trilu_kernel));
-  r.add("CumSum", OpKind::Reduction)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(1)
-      .set_kernel(fn_kernel(cumsum_kernel));
+void register_index_select_ops(KernelRegistry& r) {
+  r.add("OneHot").set_kernel(fn_kernel(one_hot_kernel));
+  r.add("NonZero").set_kernel(fn_kernel(non_zero_kernel));
+  r.add("Compress").set_kernel(fn_kernel(compress_kernel));
+  r.add("Trilu").set_kernel(fn_kernel(trilu_kernel));
+  r.add("CumSum").set_kernel(fn_kernel(cumsum_kernel));
 }
 
 }  // namespace gaf::runtime

@@ -181,9 +181,9 @@ void unique_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_index_sort_ops(OpRegistry& r) {
-  r.add("TopK", OpKind::Opaque).set_flops_per_element(10).set_kernel(fn_kernel(topk_kernel));
-  r.add("Unique", OpKind::Opaque).set_flops_per_element(10).set_kernel(fn_kernel(unique_kernel));
+void register_index_sort_ops(KernelRegistry& r) {
+  r.add("TopK").set_kernel(fn_kernel(topk_kernel));
+  r.add("Unique").set_kernel(fn_kernel(unique_kernel));
 }
 
 }  // namespace gaf::runtime

@@ -5,7 +5,7 @@
 
 namespace gaf::runtime {
 
-void register_misc_ops(OpRegistry& r) {
+void register_misc_ops(KernelRegistry& r) {
   register_misc_basic_ops(r);
   register_misc_resize_ops(r);
   register_misc_einsum_ops(r);

@@ -247,29 +247,22 @@ void eyelike_kernel(KernelContext& ctx) {
   });
 }
 
-double flops_zero(const Node&) { return 0; }
-
 }  // namespace
 
-void register_misc_basic_ops(OpRegistry& r) {
-  r.add("Constant", OpKind::Opaque)
-      .set_flops(flops_zero)
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConstantKernel>(n); });
-  r.add("ConstantOfShape", OpKind::Opaque)
-      .set_flops_per_element(0)
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
-        return std::make_unique<ConstantOfShapeKernel>(n);
-      });
-  r.add("Shape", OpKind::Opaque).set_flops(flops_zero).set_kernel(strided_fn_kernel(shape_kernel));
-  r.add("Size", OpKind::Opaque).set_flops(flops_zero).set_kernel(strided_fn_kernel(size_kernel));
-  r.add("Range", OpKind::Opaque).set_flops_per_element(1).set_kernel(fn_kernel(range_kernel));
-  r.add("EyeLike", OpKind::Opaque).set_flops_per_element(0).set_kernel(fn_kernel(eyelike_kernel));
-  r.add("Identity", OpKind::Elementwise).set_flops_per_element(0).set_kernel(make_identity);
-  r.add("Dropout", OpKind::Elementwise)
-      .set_flops_per_element(0)
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<DropoutKernel>(n); });
+void register_misc_basic_ops(KernelRegistry& r) {
+  r.add("Constant").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ConstantKernel>(n);
+  });
+  r.add("ConstantOfShape").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ConstantOfShapeKernel>(n);
+  });
+  r.add("Shape").set_kernel(strided_fn_kernel(shape_kernel));
+  r.add("Size").set_kernel(strided_fn_kernel(size_kernel));
+  r.add("Range").set_kernel(fn_kernel(range_kernel));
+  r.add("EyeLike").set_kernel(fn_kernel(eyelike_kernel));
+  r.add("Identity").set_kernel(make_identity);
+  r.add("Dropout").set_kernel(
+      [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<DropoutKernel>(n); });
 }
 
 }  // namespace gaf::runtime

@@ -82,15 +82,6 @@ void det_kernel(KernelContext& ctx) {
   }
 }
 
-double det_flops(const Node& n) {
-  const Value* x = n.input(0);
-  if (!x || !x->type.has_static_shape()) return 0;
-  auto d = x->type.static_dims();
-  if (d.size() < 2) return 0;
-  double m = double(d.back());
-  return double(numel_of(d)) / (m * m) * (2.0 / 3.0) * m * m * m;
-}
-
 // ---- Window functions: w[n] = sum_k a_k cos(2 pi k n / N), N = size (periodic) or size - 1 (symmetric) ----
 
 enum class Window { Hann, Hamming, Blackman };
@@ -132,23 +123,11 @@ void window_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_misc_linalg_ops(OpRegistry& r) {
-  r.add("Det", OpKind::Opaque)
-      .set_flags(kPrecisionSensitive)
-      .set_flops(det_flops)
-      .set_kernel(fn_kernel(det_kernel));
-  r.add("HannWindow", OpKind::Opaque)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(12)
-      .set_kernel(fn_kernel(window_kernel<Window::Hann>));
-  r.add("HammingWindow", OpKind::Opaque)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(12)
-      .set_kernel(fn_kernel(window_kernel<Window::Hamming>));
-  r.add("BlackmanWindow", OpKind::Opaque)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(24)
-      .set_kernel(fn_kernel(window_kernel<Window::Blackman>));
+void register_misc_linalg_ops(KernelRegistry& r) {
+  r.add("Det").set_kernel(fn_kernel(det_kernel));
+  r.add("HannWindow").set_kernel(fn_kernel(window_kernel<Window::Hann>));
+  r.add("HammingWindow").set_kernel(fn_kernel(window_kernel<Window::Hamming>));
+  r.add("BlackmanWindow").set_kernel(fn_kernel(window_kernel<Window::Blackman>));
 }
 
 }  // namespace gaf::runtime

@@ -265,16 +265,10 @@ void dynamic_quantize_linear_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_misc_quant_ops(OpRegistry& r) {
-  r.add("QuantizeLinear", OpKind::Elementwise)
-      .set_flops_per_element(3)
-      .set_kernel(fn_kernel(quantize_linear_kernel));
-  r.add("DequantizeLinear", OpKind::Elementwise)
-      .set_flops_per_element(2)
-      .set_kernel(fn_kernel(dequantize_linear_kernel));
-  r.add("DynamicQuantizeLinear", OpKind::Opaque)
-      .set_flops_per_element(5)
-      .set_kernel(fn_kernel(dynamic_quantize_linear_kernel));
+void register_misc_quant_ops(KernelRegistry& r) {
+  r.add("QuantizeLinear").set_kernel(fn_kernel(quantize_linear_kernel));
+  r.add("DequantizeLinear").set_kernel(fn_kernel(dequantize_linear_kernel));
+  r.add("DynamicQuantizeLinear").set_kernel(fn_kernel(dynamic_quantize_linear_kernel));
 }
 
 }  // namespace gaf::runtime

@@ -511,25 +511,14 @@ class ResizeKernel final : public Kernel {
   std::vector<float> scales_attr_;
 };
 
-double resize_flops(const Node& n) {
-  const Value* y = n.output(0);
-  if (!y->type.has_static_shape()) return 0;
-  const std::string mode = n.attr_string("mode", "nearest");
-  const double per = mode == "cubic" ? 32 : mode == "linear" ? 8 : 0;
-  return per * double(numel_of(y->type.static_dims()));
-}
-
 }  // namespace
 
-void register_misc_resize_ops(OpRegistry& r) {
-  r.add("Resize", OpKind::Injective)
-      .set_flops(resize_flops)
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ResizeKernel>(n, false); });
-  r.add("Upsample", OpKind::Injective)
-      .set_flops(resize_flops)
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ResizeKernel>(n, true); });
+void register_misc_resize_ops(KernelRegistry& r) {
+  r.add("Resize").set_kernel(
+      [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ResizeKernel>(n, false); });
+  r.add("Upsample").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ResizeKernel>(n, true);
+  });
 }
 
 }  // namespace gaf::runtime

@@ -29,10 +29,11 @@ inline double scalar_input(const Tensor& t, const Node& node, const char* what) 
 inline constexpr int64_t kElemGrain = 32768;
 
 // Registration entry points of the family's files.
-void register_misc_basic_ops(OpRegistry& r);   // Constant, ConstantOfShape, Shape, Size, Range, Identity, ...
-void register_misc_resize_ops(OpRegistry& r);  // Resize, Upsample
-void register_misc_einsum_ops(OpRegistry& r);  // Einsum
-void register_misc_quant_ops(OpRegistry& r);   // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
-void register_misc_linalg_ops(OpRegistry& r);  // Det, HannWindow, HammingWindow, BlackmanWindow
+void register_misc_basic_ops(
+    KernelRegistry& r);  // Constant, ConstantOfShape, Shape, Size, Range, Identity, ...
+void register_misc_resize_ops(KernelRegistry& r);  // Resize, Upsample
+void register_misc_einsum_ops(KernelRegistry& r);  // Einsum
+void register_misc_quant_ops(KernelRegistry& r);   // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+void register_misc_linalg_ops(KernelRegistry& r);  // Det, HannWindow, HammingWindow, BlackmanWindow
 
 }  // namespace gaf::runtime

@@ -161,12 +161,10 @@ class BatchNormKernel final : public Kernel {
 
 }  // namespace
 
-void register_batch_norm_ops(OpRegistry& r) {
-  r.add("BatchNormalization", OpKind::Broadcast)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(3)
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<BatchNormKernel>(n); });
+void register_batch_norm_ops(KernelRegistry& r) {
+  r.add("BatchNormalization").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<BatchNormKernel>(n);
+  });
 }
 
 }  // namespace gaf::runtime::rn

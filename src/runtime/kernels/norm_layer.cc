@@ -153,17 +153,13 @@ class InstanceNormKernel final : public Kernel {
 
 }  // namespace
 
-void register_layer_norm_ops(OpRegistry& r) {
-  r.add("LayerNormalization", OpKind::Reduction)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(8)
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<LayerNormKernel>(n); });
-  r.add("InstanceNormalization", OpKind::Reduction)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(7)
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<InstanceNormKernel>(n); });
+void register_layer_norm_ops(KernelRegistry& r) {
+  r.add("LayerNormalization").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<LayerNormKernel>(n);
+  });
+  r.add("InstanceNormalization").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<InstanceNormKernel>(n);
+  });
 }
 
 }  // namespace gaf::runtime::rn

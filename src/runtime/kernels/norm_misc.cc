@@ -229,19 +229,15 @@ class LrnKernel final : public Kernel {
 
 }  // namespace
 
-void register_misc_norm_ops(OpRegistry& r) {
-  r.add("LpNormalization", OpKind::Reduction)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(4)
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<LpNormKernel>(n); });
-  r.add("MeanVarianceNormalization", OpKind::Reduction)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(6)
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<MvnKernel>(n); });
-  r.add("LRN", OpKind::Reduction)
-      .set_flags(kPrecisionSensitive)
-      .set_flops_per_element(15)
-      .set_kernel([](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<LrnKernel>(n); });
+void register_misc_norm_ops(KernelRegistry& r) {
+  r.add("LpNormalization").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<LpNormKernel>(n);
+  });
+  r.add("MeanVarianceNormalization").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<MvnKernel>(n);
+  });
+  r.add("LRN").set_kernel(
+      [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<LrnKernel>(n); });
 }
 
 }  // namespace gaf::runtime::rn

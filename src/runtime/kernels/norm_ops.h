@@ -5,10 +5,11 @@
 
 namespace gaf::runtime::rn {
 
-void register_softmax_ops(OpRegistry& r);     // Softmax, LogSoftmax, Hardmax (norm_softmax.cc)
-void register_layer_norm_ops(OpRegistry& r);  // LayerNormalization, InstanceNormalization (norm_layer.cc)
-void register_batch_norm_ops(OpRegistry& r);  // BatchNormalization (norm_batch.cc)
-void register_misc_norm_ops(OpRegistry& r);  // LpNormalization, MeanVarianceNormalization, LRN (norm_misc.cc)
+void register_softmax_ops(KernelRegistry& r);     // Softmax, LogSoftmax, Hardmax (norm_softmax.cc)
+void register_layer_norm_ops(KernelRegistry& r);  // LayerNormalization, InstanceNormalization (norm_layer.cc)
+void register_batch_norm_ops(KernelRegistry& r);  // BatchNormalization (norm_batch.cc)
+void register_misc_norm_ops(
+    KernelRegistry& r);  // LpNormalization, MeanVarianceNormalization, LRN (norm_misc.cc)
 
 // Sum and sum of squares of n contiguous values of T, accumulated in double (vectorised).
 template <class T>

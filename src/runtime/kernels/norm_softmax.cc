@@ -277,19 +277,15 @@ class SoftmaxKernel final : public Kernel {
 
 }  // namespace
 
-void register_softmax_ops(OpRegistry& r) {
+void register_softmax_ops(KernelRegistry& r) {
   const std::pair<const char*, SmKind> ops[] = {
       {"Softmax", SmKind::Softmax}, {"LogSoftmax", SmKind::LogSoftmax}, {"Hardmax", SmKind::Hardmax}};
   for (const auto& op : ops) {
     const char* name = op.first;
     const SmKind kind = op.second;  // a plain variable: clang 14 cannot capture a structured binding
-    const bool soft = kind != SmKind::Hardmax;
-    r.add(name, OpKind::Reduction)
-        .set_flags(soft ? kPrecisionSensitive : kNone)
-        .set_flops_per_element(soft ? 15 : 2)
-        .set_kernel([kind](const Node& n) -> std::unique_ptr<Kernel> {
-          return std::make_unique<SoftmaxKernel>(n, kind);
-        });
+    r.add(name).set_kernel([kind](const Node& n) -> std::unique_ptr<Kernel> {
+      return std::make_unique<SoftmaxKernel>(n, kind);
+    });
   }
 }
 

@@ -7,7 +7,7 @@
 
 namespace gaf::runtime {
 
-void register_normalization_ops(OpRegistry& r) {
+void register_normalization_ops(KernelRegistry& r) {
   rn::register_softmax_ops(r);
   rn::register_layer_norm_ops(r);
   rn::register_batch_norm_ops(r);

@@ -70,13 +70,13 @@ KernelFactory random_factory(RandomKernel::Kind kind, bool like) {
 
 }  // namespace
 
-void register_random_ops(OpRegistry& r) {
+void register_random_ops(KernelRegistry& r) {
   using K = RandomKernel::Kind;
-  r.add("RandomUniform", OpKind::Opaque).set_flags(kRandom).set_kernel(random_factory(K::Uniform, false));
-  r.add("RandomNormal", OpKind::Opaque).set_flags(kRandom).set_kernel(random_factory(K::Normal, false));
-  r.add("RandomUniformLike", OpKind::Elementwise).set_flags(kRandom).set_kernel(random_factory(K::Uniform, true));
-  r.add("RandomNormalLike", OpKind::Elementwise).set_flags(kRandom).set_kernel(random_factory(K::Normal, true));
-  r.add("Bernoulli", OpKind::Elementwise).set_flags(kRandom).set_kernel(random_factory(K::Bernoulli, true));
+  r.add("RandomUniform").set_kernel(random_factory(K::Uniform, false));
+  r.add("RandomNormal").set_kernel(random_factory(K::Normal, false));
+  r.add("RandomUniformLike").set_kernel(random_factory(K::Uniform, true));
+  r.add("RandomNormalLike").set_kernel(random_factory(K::Normal, true));
+  r.add("Bernoulli").set_kernel(random_factory(K::Bernoulli, true));
 }
 
 }  // namespace gaf::runtime

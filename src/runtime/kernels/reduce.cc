@@ -68,31 +68,25 @@ class ReduceKernel final : public Kernel {
   std::vector<int64_t> axes_;
 };
 
-void add_reduce(OpRegistry& r, const char* name, ReduceKind kind, int axes_input_since, double flops,
-                uint32_t flags) {
-  r.add(name, OpKind::Reduction)
-      .set_flags(flags)
-      .set_flops_per_element(flops)
-      .set_flops(rn::input_flops(flops))
-      .set_kernel([kind, axes_input_since](const Node& n) -> std::unique_ptr<Kernel> {
-        return std::make_unique<ReduceKernel>(n, kind, axes_input_since);
-      });
+void add_reduce(KernelRegistry& r, const char* name, ReduceKind kind, int axes_input_since) {
+  r.add(name).set_kernel([kind, axes_input_since](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ReduceKernel>(n, kind, axes_input_since);
+  });
 }
 
 }  // namespace
 
-void register_reduce_ops(OpRegistry& r) {
-  // Flops are per input element.
-  add_reduce(r, "ReduceSum", ReduceKind::Sum, 13, 1, kPrecisionSensitive);
-  add_reduce(r, "ReduceMean", ReduceKind::Mean, 18, 1, kPrecisionSensitive);
-  add_reduce(r, "ReduceMax", ReduceKind::Max, 18, 1, kNone);
-  add_reduce(r, "ReduceMin", ReduceKind::Min, 18, 1, kNone);
-  add_reduce(r, "ReduceProd", ReduceKind::Prod, 18, 1, kPrecisionSensitive);
-  add_reduce(r, "ReduceL1", ReduceKind::L1, 18, 2, kPrecisionSensitive);
-  add_reduce(r, "ReduceL2", ReduceKind::L2, 18, 2, kPrecisionSensitive);
-  add_reduce(r, "ReduceLogSum", ReduceKind::LogSum, 18, 1, kPrecisionSensitive);
-  add_reduce(r, "ReduceLogSumExp", ReduceKind::LogSumExp, 18, 13, kPrecisionSensitive);
-  add_reduce(r, "ReduceSumSquare", ReduceKind::SumSquare, 18, 2, kPrecisionSensitive);
+void register_reduce_ops(KernelRegistry& r) {
+  add_reduce(r, "ReduceSum", ReduceKind::Sum, 13);
+  add_reduce(r, "ReduceMean", ReduceKind::Mean, 18);
+  add_reduce(r, "ReduceMax", ReduceKind::Max, 18);
+  add_reduce(r, "ReduceMin", ReduceKind::Min, 18);
+  add_reduce(r, "ReduceProd", ReduceKind::Prod, 18);
+  add_reduce(r, "ReduceL1", ReduceKind::L1, 18);
+  add_reduce(r, "ReduceL2", ReduceKind::L2, 18);
+  add_reduce(r, "ReduceLogSum", ReduceKind::LogSum, 18);
+  add_reduce(r, "ReduceLogSumExp", ReduceKind::LogSumExp, 18);
+  add_reduce(r, "ReduceSumSquare", ReduceKind::SumSquare, 18);
   rn::register_arg_ops(r);
 }
 

@@ -92,14 +92,11 @@ class ArgKernel final : public Kernel {
 
 }  // namespace
 
-void register_arg_ops(OpRegistry& r) {
+void register_arg_ops(KernelRegistry& r) {
   for (bool is_max : {true, false}) {
-    r.add(is_max ? "ArgMax" : "ArgMin", OpKind::Reduction)
-        .set_flops_per_element(1)
-        .set_flops(input_flops(1))
-        .set_kernel([is_max](const Node& n) -> std::unique_ptr<Kernel> {
-          return std::make_unique<ArgKernel>(n, is_max);
-        });
+    r.add(is_max ? "ArgMax" : "ArgMin").set_kernel([is_max](const Node& n) -> std::unique_ptr<Kernel> {
+      return std::make_unique<ArgKernel>(n, is_max);
+    });
   }
 }
 

@@ -148,6 +148,6 @@ void run_extrema_family(const Node& node, ReduceKind kind, const ReduceGeometry&
                         Tensor& y);
 
 // ArgMax, ArgMin (reduce_arg.cc).
-void register_arg_ops(OpRegistry& r);
+void register_arg_ops(KernelRegistry& r);
 
 }  // namespace gaf::runtime::rn

@@ -14,12 +14,4 @@ std::vector<bool> axes_mask(const std::vector<int64_t>& axes, int rank, const No
   return mask;
 }
 
-std::function<double(const Node&)> input_flops(double per_element) {
-  return [per_element](const Node& n) -> double {
-    const Value* x = n.input(0);
-    if (!x || !x->type.has_static_shape()) return 0.0;
-    return double(numel_of(x->type.static_dims())) * per_element;
-  };
-}
-
 }  // namespace gaf::runtime::rn

@@ -212,7 +212,4 @@ inline bool wants_output(const KernelContext& ctx, int i) {
   return i < ctx.num_outputs() && !ctx.node().output(i)->absent_output;
 }
 
-// Cost function: `per_element` flops per element of input 0 when its shape is static, else 0.
-std::function<double(const Node&)> input_flops(double per_element);
-
 }  // namespace gaf::runtime::rn

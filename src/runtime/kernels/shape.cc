@@ -109,14 +109,14 @@ void unsqueeze_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_shape_view_ops(OpRegistry& r) {
-  r.add("Reshape", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(reshape_kernel));
-  r.add("Flatten", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(flatten_kernel));
-  r.add("Squeeze", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(squeeze_kernel));
-  r.add("Unsqueeze", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(unsqueeze_kernel));
+void register_shape_view_ops(KernelRegistry& r) {
+  r.add("Reshape").set_kernel(fn_kernel(reshape_kernel));
+  r.add("Flatten").set_kernel(fn_kernel(flatten_kernel));
+  r.add("Squeeze").set_kernel(fn_kernel(squeeze_kernel));
+  r.add("Unsqueeze").set_kernel(fn_kernel(unsqueeze_kernel));
 }
 
-void register_shape_ops(OpRegistry& r) {
+void register_shape_ops(KernelRegistry& r) {
   register_shape_view_ops(r);
   register_shape_transpose_ops(r);
   register_shape_concat_ops(r);

@@ -212,10 +212,10 @@ void channel_shuffle_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_shape_concat_ops(OpRegistry& r) {
-  r.add("ChannelShuffle", OpKind::Opaque, "gaf").set_flops_per_element(0).set_kernel(fn_kernel(channel_shuffle_kernel));
-  r.add("Concat", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(concat_kernel));
-  r.add("Split", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(split_kernel));
+void register_shape_concat_ops(KernelRegistry& r) {
+  r.add("ChannelShuffle", "gaf").set_kernel(fn_kernel(channel_shuffle_kernel));
+  r.add("Concat").set_kernel(fn_kernel(concat_kernel));
+  r.add("Split").set_kernel(fn_kernel(split_kernel));
 }
 
 }  // namespace gaf::runtime

@@ -216,11 +216,9 @@ void reverse_sequence_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_shape_pad_ops(OpRegistry& r) {
-  r.add("Pad", OpKind::Injective).set_flops_per_element(0).set_kernel(fn_kernel(pad_kernel));
-  r.add("ReverseSequence", OpKind::Injective)
-      .set_flops_per_element(0)
-      .set_kernel(fn_kernel(reverse_sequence_kernel));
+void register_shape_pad_ops(KernelRegistry& r) {
+  r.add("Pad").set_kernel(fn_kernel(pad_kernel));
+  r.add("ReverseSequence").set_kernel(fn_kernel(reverse_sequence_kernel));
 }
 
 }  // namespace gaf::runtime

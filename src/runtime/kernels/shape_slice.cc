@@ -118,10 +118,10 @@ void tile_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_shape_slice_ops(OpRegistry& r) {
-  r.add("Slice", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(slice_kernel));
-  r.add("Expand", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel(fn_kernel(expand_kernel));
-  r.add("Tile", OpKind::Injective).set_flops_per_element(0).set_kernel(fn_kernel(tile_kernel));
+void register_shape_slice_ops(KernelRegistry& r) {
+  r.add("Slice").set_kernel(fn_kernel(slice_kernel));
+  r.add("Expand").set_kernel(fn_kernel(expand_kernel));
+  r.add("Tile").set_kernel(fn_kernel(tile_kernel));
 }
 
 }  // namespace gaf::runtime

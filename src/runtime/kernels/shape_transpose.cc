@@ -97,16 +97,10 @@ void space_to_depth_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-void register_shape_transpose_ops(OpRegistry& r) {
-  r.add("Transpose", OpKind::Injective).set_flags(kIndexable).set_flops_per_element(0).set_kernel([](const Node& n) {
-    return std::make_unique<TransposeKernel>(n);
-  });
-  r.add("DepthToSpace", OpKind::Injective)
-      .set_flops_per_element(0)
-      .set_kernel(fn_kernel(depth_to_space_kernel));
-  r.add("SpaceToDepth", OpKind::Injective)
-      .set_flops_per_element(0)
-      .set_kernel(fn_kernel(space_to_depth_kernel));
+void register_shape_transpose_ops(KernelRegistry& r) {
+  r.add("Transpose").set_kernel([](const Node& n) { return std::make_unique<TransposeKernel>(n); });
+  r.add("DepthToSpace").set_kernel(fn_kernel(depth_to_space_kernel));
+  r.add("SpaceToDepth").set_kernel(fn_kernel(space_to_depth_kernel));
 }
 
 }  // namespace gaf::runtime

@@ -18,15 +18,15 @@ namespace gaf::runtime {
 
 // Registration of the sub-files of the shape and index families (called by register_shape_ops /
 // register_index_ops).
-void register_shape_view_ops(OpRegistry& r);       // Reshape, Flatten, Squeeze, Unsqueeze
-void register_shape_transpose_ops(OpRegistry& r);  // Transpose, DepthToSpace, SpaceToDepth
-void register_shape_concat_ops(OpRegistry& r);     // Concat, Split
-void register_shape_slice_ops(OpRegistry& r);      // Slice, Expand, Tile
-void register_shape_pad_ops(OpRegistry& r);        // Pad, ReverseSequence
-void register_index_gather_ops(OpRegistry& r);     // Gather, GatherElements, GatherND
-void register_index_scatter_ops(OpRegistry& r);    // ScatterElements, Scatter, ScatterND
-void register_index_select_ops(OpRegistry& r);     // OneHot, NonZero, Compress, Trilu, CumSum
-void register_index_sort_ops(OpRegistry& r);       // TopK, Unique
+void register_shape_view_ops(KernelRegistry& r);       // Reshape, Flatten, Squeeze, Unsqueeze
+void register_shape_transpose_ops(KernelRegistry& r);  // Transpose, DepthToSpace, SpaceToDepth
+void register_shape_concat_ops(KernelRegistry& r);     // Concat, Split
+void register_shape_slice_ops(KernelRegistry& r);      // Slice, Expand, Tile
+void register_shape_pad_ops(KernelRegistry& r);        // Pad, ReverseSequence
+void register_index_gather_ops(KernelRegistry& r);     // Gather, GatherElements, GatherND
+void register_index_scatter_ops(KernelRegistry& r);    // ScatterElements, Scatter, ScatterND
+void register_index_select_ops(KernelRegistry& r);     // OneHot, NonZero, Compress, Trilu, CumSum
+void register_index_sort_ops(KernelRegistry& r);       // TopK, Unique
 
 template <class T>
 struct TypeTag {

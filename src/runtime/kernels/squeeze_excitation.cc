@@ -279,11 +279,10 @@ class SqueezeExcitationKernel final : public Kernel {
 
 }  // namespace
 
-void register_squeeze_excitation_ops(OpRegistry& r) {
-  r.add("SqueezeExcitation", OpKind::Opaque, "gaf")
-      .set_flags(kPrecisionSensitive)
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<SqueezeExcitationKernel>(n); });
+void register_squeeze_excitation_ops(KernelRegistry& r) {
+  r.add("SqueezeExcitation", "gaf").set_kernel([](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<SqueezeExcitationKernel>(n);
+  });
 }
 
 }  // namespace gaf::runtime

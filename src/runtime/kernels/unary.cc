@@ -1,7 +1,8 @@
 // Unary math and activations: one templated kernel (UnaryKernel<Op>) maps an op functor over contiguous data.
-// An op functor declares the type classes it accepts (kTypes), its cost per element (kCost: the registry's
-// flops estimate and the parallel grain) and `C operator()(C x)` on the compute type (fp32 for fp16/bf16).
-// fp32 exp/log/tanh/sigmoid/erf use the vectorisable implementations of elementwise_math.h; double uses libm.
+// An op functor declares the type classes it accepts (kTypes) and `C operator()(C x)` on the compute type
+// (fp32 for fp16/bf16); the op's definition (src/ops/elementwise.cc) gives its flops per element, which set
+// the parallel grain. fp32 exp/log/tanh/sigmoid/erf use the vectorisable implementations of
+// elementwise_math.h; double uses libm.
 #include <cmath>
 
 #include "runtime/kernels/elementwise_math.h"
@@ -55,35 +56,33 @@ inline C neg_part(C x) {
 template <class Op>
 class UnaryKernel final : public Kernel {
  public:
-  explicit UnaryKernel(const Node& n) : op_(make_op<Op>(n)) {}
+  explicit UnaryKernel(const Node& n)
+      : op_(make_op<Op>(n)), grain_(grain_for(find_op(n)->flops_per_element)) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.in(0);
     dispatch<Op::kTypes>(x.dtype(), ctx.node(), "input", [&](auto tag) {
       using S = decltype(tag);
       using SO = std::conditional_t<bool_out<Op>(), bool, S>;
       Tensor& y = ctx.allocate_output(0, DTypeOf<SO>::value, x.dims());
-      unary_map(x.data<S>(), y.data<SO>(), x.numel(), op_, grain_for(Op::kCost));
+      unary_map(x.data<S>(), y.data<SO>(), x.numel(), op_, grain_);
     });
   }
 
  private:
   Op op_;
+  int64_t grain_;  // from the op's flops per element (src/ops)
 };
 
 template <class Op>
-void add_unary(OpRegistry& r, const char* name, uint32_t flags = kNone) {
-  r.add(name, OpKind::Elementwise)
-      .set_flops_per_element(Op::kCost)
-      .set_flags(flags)
-      .set_kernel(
-          [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<UnaryKernel<Op>>(n); });
+void add_unary(KernelRegistry& r, const char* name) {
+  r.add(name).set_kernel(
+      [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<UnaryKernel<Op>>(n); });
 }
 
 // ---- unary math ---------------------------------------------------------------------------------
 
 struct AbsOp {
   static constexpr unsigned kTypes = kTNumeric;
-  static constexpr double kCost = 1;
   template <class C>
   C operator()(C x) const {
     if constexpr (std::is_floating_point_v<C>)
@@ -97,7 +96,6 @@ struct AbsOp {
 
 struct NegOp {
   static constexpr unsigned kTypes = kTFloating | kTSigned;
-  static constexpr double kCost = 1;
   template <class C>
   C operator()(C x) const {
     return neg_wrap(x);
@@ -108,7 +106,6 @@ struct NegOp {
 // for |x| >= 2^23 and keeps -0 and NaN, and the correction only applies when rint rounded the wrong way.
 struct FloorOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 1;
   template <class C>
   C operator()(C x) const {
     C r = std::rint(x);
@@ -118,7 +115,6 @@ struct FloorOp {
 
 struct CeilOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 1;
   template <class C>
   C operator()(C x) const {
     C r = std::rint(x);
@@ -129,7 +125,6 @@ struct CeilOp {
 // Halves round to even: rint in the default rounding mode.
 struct RoundOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 1;
   template <class C>
   C operator()(C x) const {
     return std::rint(x);
@@ -138,7 +133,6 @@ struct RoundOp {
 
 struct SqrtOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 4;
   template <class C>
   C operator()(C x) const {
     return std::sqrt(x);
@@ -151,7 +145,6 @@ struct SqrtOp {
 
 struct ReciprocalOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 4;
   template <class C>
   C operator()(C x) const {
     return C(1) / x;
@@ -160,7 +153,6 @@ struct ReciprocalOp {
 
 struct ExpOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 10;
   template <class C>
   C operator()(C x) const {
     return c_exp(x);
@@ -169,7 +161,6 @@ struct ExpOp {
 
 struct LogOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 10;
   template <class C>
   C operator()(C x) const {
     return c_log(x);
@@ -180,7 +171,6 @@ struct LogOp {
 // rounds to 1 in double (|x| >= 6).
 struct ErfOp {
   static constexpr unsigned kTypes = kTNumeric;
-  static constexpr double kCost = 20;
   template <class C>
   C operator()(C x) const {
     if constexpr (std::is_floating_point_v<C>)
@@ -194,7 +184,6 @@ struct ErfOp {
 #define GAF_LIBM_OP(Name, fn)                      \
   struct Name {                                    \
     static constexpr unsigned kTypes = kTFloating; \
-    static constexpr double kCost = 20;            \
     template <class C>                             \
     C operator()(C x) const {                      \
       return std::fn(x);                           \
@@ -216,7 +205,6 @@ GAF_LIBM_OP(AtanhOp, atanh)
 // -1, 0 or 1; NaN stays NaN.
 struct SignOp {
   static constexpr unsigned kTypes = kTNumeric;
-  static constexpr double kCost = 1;
   template <class C>
   C operator()(C x) const {
     if constexpr (std::is_floating_point_v<C>)
@@ -230,13 +218,11 @@ struct SignOp {
 
 struct NotOp {
   static constexpr unsigned kTypes = kTBool;
-  static constexpr double kCost = 1;
   bool operator()(bool x) const { return !x; }
 };
 
 struct IsNaNOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 1;
   static constexpr bool kBoolOut = true;
   template <class C>
   bool operator()(C x) const {
@@ -246,7 +232,6 @@ struct IsNaNOp {
 
 struct IsInfOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 1;
   static constexpr bool kBoolOut = true;
   bool neg = true, pos = true;
   IsInfOp() = default;
@@ -262,7 +247,6 @@ struct IsInfOp {
 // y = x + bias below -lambd, x - bias above lambd, 0 between (integers compute in double, saturating back).
 struct ShrinkOp {
   static constexpr unsigned kTypes = kTNumeric;
-  static constexpr double kCost = 2;
   float lambd = 0.5f, bias = 0.0f;
   ShrinkOp() = default;
   explicit ShrinkOp(const Node& n) : lambd(n.attr_float("lambd", 0.5f)), bias(n.attr_float("bias", 0.0f)) {}
@@ -287,7 +271,6 @@ struct ShrinkOp {
 // max(x, 0); NaN propagates.
 struct ReluOp {
   static constexpr unsigned kTypes = kTFloating | kTInt;
-  static constexpr double kCost = 1;
   template <class C>
   C operator()(C x) const {
     if constexpr (std::is_unsigned_v<C>)
@@ -299,7 +282,6 @@ struct ReluOp {
 
 struct LeakyReluOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 2;
   float alpha = 0.01f;
   LeakyReluOp() = default;
   explicit LeakyReluOp(const Node& n) : alpha(n.attr_float("alpha", 0.01f)) {}
@@ -311,7 +293,6 @@ struct LeakyReluOp {
 
 struct EluOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 10;
   float alpha = 1.0f;
   EluOp() = default;
   explicit EluOp(const Node& n) : alpha(n.attr_float("alpha", 1.0f)) {}
@@ -323,7 +304,6 @@ struct EluOp {
 
 struct SeluOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 10;
   float alpha = 1.67326319217681884765625f, gamma = 1.05070102214813232421875f;
   SeluOp() = default;
   explicit SeluOp(const Node& n)
@@ -338,7 +318,6 @@ struct SeluOp {
 // max(0, x) + min(0, alpha (exp(x / alpha) - 1)).
 struct CeluOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 12;
   float alpha = 1.0f;
   CeluOp() = default;
   explicit CeluOp(const Node& n) : alpha(n.attr_float("alpha", 1.0f)) {
@@ -352,7 +331,6 @@ struct CeluOp {
 
 struct SigmoidOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 12;
   template <class C>
   C operator()(C x) const {
     return c_sigmoid(x);
@@ -362,7 +340,6 @@ struct SigmoidOp {
 // max(0, min(1, alpha x + beta)); NaN propagates.
 struct HardSigmoidOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 3;
   float alpha = 0.2f, beta = 0.5f;
   HardSigmoidOp() = default;
   explicit HardSigmoidOp(const Node& n)
@@ -377,7 +354,6 @@ struct HardSigmoidOp {
 // x * max(0, min(1, x / 6 + 1/2)).
 struct HardSwishOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 4;
   template <class C>
   C operator()(C x) const {
     C v = x * C(1.0 / 6.0) + C(0.5);
@@ -387,7 +363,6 @@ struct HardSwishOp {
 
 struct TanhOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 15;
   template <class C>
   C operator()(C x) const {
     return c_tanh(x);
@@ -396,7 +371,6 @@ struct TanhOp {
 
 struct SoftplusOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 20;
   template <class C>
   C operator()(C x) const {
     return c_softplus(x);
@@ -406,7 +380,6 @@ struct SoftplusOp {
 // x * tanh(softplus(x)).
 struct MishOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 35;
   template <class C>
   C operator()(C x) const {
     return x * c_tanh(c_softplus(x));
@@ -415,7 +388,6 @@ struct MishOp {
 
 struct SoftsignOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 3;
   template <class C>
   C operator()(C x) const {
     return x / (C(1) + std::fabs(x));
@@ -424,7 +396,6 @@ struct SoftsignOp {
 
 struct ThresholdedReluOp {
   static constexpr unsigned kTypes = kTFloating;
-  static constexpr double kCost = 1;
   float alpha = 1.0f;
   ThresholdedReluOp() = default;
   explicit ThresholdedReluOp(const Node& n) : alpha(n.attr_float("alpha", 1.0f)) {}
@@ -499,8 +470,7 @@ class ClipKernel final : public Kernel {
 
 }  // namespace
 
-void register_unary_ops(OpRegistry& r) {
-  const uint32_t P = kPrecisionSensitive;
+void register_unary_ops(KernelRegistry& r) {
   add_unary<AbsOp>(r, "Abs");
   add_unary<NegOp>(r, "Neg");
   add_unary<FloorOp>(r, "Floor");
@@ -508,20 +478,20 @@ void register_unary_ops(OpRegistry& r) {
   add_unary<RoundOp>(r, "Round");
   add_unary<SqrtOp>(r, "Sqrt");
   add_unary<ReciprocalOp>(r, "Reciprocal");
-  add_unary<ExpOp>(r, "Exp", P);
-  add_unary<LogOp>(r, "Log", P);
-  add_unary<ErfOp>(r, "Erf", P);
-  add_unary<SinOp>(r, "Sin", P);
-  add_unary<CosOp>(r, "Cos", P);
-  add_unary<TanOp>(r, "Tan", P);
-  add_unary<AsinOp>(r, "Asin", P);
-  add_unary<AcosOp>(r, "Acos", P);
-  add_unary<AtanOp>(r, "Atan", P);
-  add_unary<SinhOp>(r, "Sinh", P);
-  add_unary<CoshOp>(r, "Cosh", P);
-  add_unary<AsinhOp>(r, "Asinh", P);
-  add_unary<AcoshOp>(r, "Acosh", P);
-  add_unary<AtanhOp>(r, "Atanh", P);
+  add_unary<ExpOp>(r, "Exp");
+  add_unary<LogOp>(r, "Log");
+  add_unary<ErfOp>(r, "Erf");
+  add_unary<SinOp>(r, "Sin");
+  add_unary<CosOp>(r, "Cos");
+  add_unary<TanOp>(r, "Tan");
+  add_unary<AsinOp>(r, "Asin");
+  add_unary<AcosOp>(r, "Acos");
+  add_unary<AtanOp>(r, "Atan");
+  add_unary<SinhOp>(r, "Sinh");
+  add_unary<CoshOp>(r, "Cosh");
+  add_unary<AsinhOp>(r, "Asinh");
+  add_unary<AcoshOp>(r, "Acosh");
+  add_unary<AtanhOp>(r, "Atanh");
   add_unary<SignOp>(r, "Sign");
   add_unary<NotOp>(r, "Not");
   add_unary<IsNaNOp>(r, "IsNaN");
@@ -530,20 +500,19 @@ void register_unary_ops(OpRegistry& r) {
 
   add_unary<ReluOp>(r, "Relu");
   add_unary<LeakyReluOp>(r, "LeakyRelu");
-  add_unary<EluOp>(r, "Elu", P);
-  add_unary<SeluOp>(r, "Selu", P);
-  add_unary<CeluOp>(r, "Celu", P);
-  add_unary<SigmoidOp>(r, "Sigmoid", P);
+  add_unary<EluOp>(r, "Elu");
+  add_unary<SeluOp>(r, "Selu");
+  add_unary<CeluOp>(r, "Celu");
+  add_unary<SigmoidOp>(r, "Sigmoid");
   add_unary<HardSigmoidOp>(r, "HardSigmoid");
   add_unary<HardSwishOp>(r, "HardSwish");
-  add_unary<TanhOp>(r, "Tanh", P);
-  add_unary<SoftplusOp>(r, "Softplus", P);
-  add_unary<MishOp>(r, "Mish", P);
+  add_unary<TanhOp>(r, "Tanh");
+  add_unary<SoftplusOp>(r, "Softplus");
+  add_unary<MishOp>(r, "Mish");
   add_unary<SoftsignOp>(r, "Softsign");
   add_unary<ThresholdedReluOp>(r, "ThresholdedRelu");
-  r.add("Clip", OpKind::Elementwise).set_flops_per_element(2).set_kernel([](const Node& n) {
-    return std::unique_ptr<Kernel>(std::make_unique<ClipKernel>(n));
-  });
+  r.add("Clip").set_kernel(
+      [](const Node& n) { return std::unique_ptr<Kernel>(std::make_unique<ClipKernel>(n)); });
 }
 
 }  // namespace gaf::runtime

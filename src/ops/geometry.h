@@ -1,15 +1,31 @@
-// Sliding-window geometry shared by Conv, ConvTranspose and the pooling ops: attribute parsing, auto_pad and
-// output sizes, following the ONNX operator definitions.
+// Shape functions shared by the op definitions (their flop counts) and the kernels: numpy broadcasting, the
+// sliding-window geometry of Conv, ConvTranspose and the pooling ops (attribute parsing, auto_pad, output
+// sizes) and numpy matmul shapes, following the ONNX operator definitions.
 #pragma once
 
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "gaf/graph.h"
 
-namespace gaf::runtime::dnnl_detail {
+namespace gaf::ops {
 
 using Dims = std::vector<int64_t>;
+
+// numpy broadcasting of `shapes`; throws naming the node when they cannot be broadcast together.
+Dims broadcast_shape(std::span<const Dims> shapes, const Node& node);
+Dims broadcast_shape(const Dims& a, const Dims& b, const Node& node);
+// Element strides of a tensor of `dims` read in the broadcast `out` shape (0 along broadcast dimensions).
+Dims broadcast_strides(const Dims& dims, const Dims& out);
+
+// Static dims of input i of a node, or empty optional when unknown.
+std::optional<Dims> static_input_dims(const Node& n, int i);
+
+// Channels-last activations (gaf.Conv / gaf.MaxPool / gaf.AveragePool with layout = "NHWC"): the logical
+// [N, C, spatial...] dims of physical [N, spatial..., C] ones; ranks below 3 pass unchanged.
+Dims channels_last_logical(const Dims& physical);
 
 // Attributes of a windowed op, as written on the node (empty vectors: not given).
 struct WindowAttrs {
@@ -51,9 +67,9 @@ ConvShape conv_shape(const Node& node, bool transpose, const WindowAttrs& attrs,
 
 // numpy matmul shapes of A and B: 1-D operands promoted, inner dims checked, batch dims broadcast.
 struct MatMulShape {
-  Dims out;                 // ONNX output dims
-  Dims batch;               // broadcast batch dims
-  Dims a_batch, b_batch;    // each operand's own batch dims
+  Dims out;               // ONNX output dims
+  Dims batch;             // broadcast batch dims
+  Dims a_batch, b_batch;  // each operand's own batch dims
   int64_t M = 0, N = 0, K = 0;
   bool a_vec = false, b_vec = false;
 };
@@ -70,4 +86,4 @@ struct BatchedMatMul {
 };
 BatchedMatMul batched_matmul(const Node& node, const Dims& a, const Dims& b);
 
-}  // namespace gaf::runtime::dnnl_detail
+}  // namespace gaf::ops

@@ -1,11 +1,54 @@
-#include "runtime/kernels/dnnl_geom.h"
+#include "ops/geometry.h"
 
 #include <fmt/ranges.h>
 
+#include "gaf/status.h"
 #include "gaf/tensor.h"
-#include "runtime/kernels/common.h"
 
-namespace gaf::runtime::dnnl_detail {
+namespace gaf::ops {
+
+Dims broadcast_shape(std::span<const Dims> shapes, const Node& node) {
+  size_t rank = 0;
+  for (const auto& s : shapes) rank = std::max(rank, s.size());
+  Dims out(rank, 1);
+  for (const auto& s : shapes) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t& o = out[rank - s.size() + i];
+      int64_t d = s[i];
+      if (d == o || d == 1) continue;
+      GAF_CHECK(o == 1, "{}: shapes cannot be broadcast together ({} vs dimension {} of size {})",
+                node.describe(), dims_to_string(s), rank - s.size() + i, o);
+      o = d;
+    }
+  }
+  return out;
+}
+
+Dims broadcast_shape(const Dims& a, const Dims& b, const Node& node) {
+  Dims shapes[2] = {a, b};
+  return broadcast_shape(std::span<const Dims>(shapes, 2), node);
+}
+
+Dims broadcast_strides(const Dims& dims, const Dims& out) {
+  Dims s(out.size(), 0);
+  auto cs = contiguous_strides(dims);
+  size_t off = out.size() - dims.size();
+  for (size_t i = 0; i < dims.size(); ++i) s[off + i] = dims[i] == 1 && out[off + i] != 1 ? 0 : cs[i];
+  return s;
+}
+
+std::optional<Dims> static_input_dims(const Node& n, int i) {
+  const Value* v = n.input(i);
+  if (!v || !v->type.has_static_shape()) return std::nullopt;
+  return v->type.static_dims();
+}
+
+Dims channels_last_logical(const Dims& d) {
+  if (d.size() < 3) return d;
+  Dims l = {d[0], d.back()};
+  l.insert(l.end(), d.begin() + 1, d.end() - 1);
+  return l;
+}
 
 WindowAttrs WindowAttrs::parse(const Node& node) {
   WindowAttrs a;
@@ -227,4 +270,4 @@ BatchedMatMul batched_matmul(const Node& node, const Dims& a, const Dims& b) {
   return m;
 }
 
-}  // namespace gaf::runtime::dnnl_detail
+}  // namespace gaf::ops

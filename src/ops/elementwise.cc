@@ -1,0 +1,264 @@
+// Elementwise and broadcast ops: one entry per op with its flops per output element, its flags and the scalar
+// formula a generated kernel inlines into its loop. Transcendentals call the printers' helpers (gaf_exp,
+// gaf_erf,
+// ...) that vectorise (CPU: libmvec or polynomial; CUDA: the device math library), so fused loops stay SIMD.
+#include <fmt/format.h>
+
+#include "gaf/graph.h"
+#include "ops/ops.h"
+
+namespace gaf::ops {
+
+namespace {
+
+using Args = std::vector<std::string>;
+using Types = std::vector<ScalarType>;
+using X = const std::string&;
+
+constexpr uint32_t P = kPrecisionSensitive;
+
+ScalarExpr f32(std::string e) { return {std::move(e), ScalarType::F32}; }
+ScalarExpr boolean(std::string e) { return {std::move(e), ScalarType::Bool}; }
+std::string attr(const Node& n, const char* name, double def) {
+  return float_literal(n.attr_float(name, float(def)));
+}
+
+// An op of one operand whose formula reads only the operand.
+void unary(OpRegistry& r, const char* name, double flops, uint32_t flags, std::string (*formula)(X x),
+           const char* domain = "") {
+  OpInfo& info = r.add(name, OpKind::Elementwise, domain).set_flops_per_element(flops).set_flags(flags);
+  if (formula)
+    info.set_scalar([formula](const Node&, const Args& a, const Types&,
+                              std::string*) -> std::optional<ScalarExpr> { return f32(formula(a[0])); });
+}
+void unary(OpRegistry& r, const char* name, double flops, uint32_t flags = kNone) {
+  unary(r, name, flops, flags, nullptr);
+}
+// An op of one operand whose formula reads the node's attributes.
+void unary_attr(OpRegistry& r, const char* name, double flops, uint32_t flags,
+                std::string (*formula)(const Node& n, X x)) {
+  r.add(name, OpKind::Elementwise)
+      .set_flops_per_element(flops)
+      .set_flags(flags)
+      .set_scalar([formula](const Node& n, const Args& a, const Types&,
+                            std::string*) -> std::optional<ScalarExpr> { return f32(formula(n, a[0])); });
+}
+// A broadcast op of two operands: `op` an infix operator, or null for none.
+void binary(OpRegistry& r, const char* name, double flops, uint32_t flags, const char* op,
+            bool boolean_result) {
+  OpInfo& info = r.add(name, OpKind::Broadcast).set_flops_per_element(flops).set_flags(flags);
+  if (op)
+    info.set_scalar([op, boolean_result](const Node&, const Args& a, const Types&,
+                                         std::string*) -> std::optional<ScalarExpr> {
+      if (a.size() != 2) return std::nullopt;
+      std::string e = "(" + a[0] + " " + op + " " + a[1] + ")";
+      return boolean_result ? boolean(e) : f32(e);
+    });
+}
+// Max / Min / Sum / Mean of any number of operands: `fn` folds two (a helper name), or null for `+`.
+void variadic(OpRegistry& r, const char* name, double flops, uint32_t flags, const char* fn, bool mean) {
+  r.add(name, OpKind::Broadcast)
+      .set_flops_per_element(flops)
+      .set_flags(flags)
+      .set_scalar(
+          [fn, mean](const Node&, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
+            if (a.empty()) return std::nullopt;
+            std::string e = a[0];
+            for (size_t i = 1; i < a.size(); ++i)
+              e = fn ? std::string(fn) + "(" + e + ", " + a[i] + ")" : "(" + e + " + " + a[i] + ")";
+            if (mean) e = "(" + e + " * " + float_literal(1.0 / double(a.size())) + ")";
+            return f32(e);
+          });
+}
+
+std::string gelu_erf(X x) {
+  return "(0.5f * " + x + " * (1.0f + gaf_erf(" + x + " * 0.707106781186547524f)))";
+}
+std::string gelu_tanh(X x) {
+  return "(0.5f * " + x + " * (1.0f + gaf_tanh(0.797884560802865356f * (" + x + " + 0.044715f * " + x +
+         " * " + x + " * " + x + "))))";
+}
+std::string silu(X x) { return "(" + x + " * gaf_sigmoid(" + x + "))"; }
+std::string hard_swish(X x) {
+  return "(" + x + " * gaf_max(0.0f, gaf_min(1.0f, " + x + " * (1.0f / 6.0f) + 0.5f)))";
+}
+
+void register_unary(OpRegistry& r) {
+  unary(r, "Abs", 1, kNone, [](X x) { return "gaf_abs(" + x + ")"; });
+  unary(r, "Neg", 1, kNone, [](X x) { return "(-" + x + ")"; });
+  unary(r, "Floor", 1, kNone, [](X x) { return "gaf_floor(" + x + ")"; });
+  unary(r, "Ceil", 1, kNone, [](X x) { return "gaf_ceil(" + x + ")"; });
+  unary(r, "Round", 1, kNone, [](X x) { return "gaf_round(" + x + ")"; });
+  unary(r, "Sqrt", 4, kNone, [](X x) { return "gaf_sqrt(" + x + ")"; });
+  unary(r, "Reciprocal", 4, kNone, [](X x) { return "(1.0f / " + x + ")"; });
+  unary(r, "Exp", 10, P, [](X x) { return "gaf_exp(" + x + ")"; });
+  unary(r, "Log", 10, P, [](X x) { return "gaf_log(" + x + ")"; });
+  unary(r, "Erf", 20, P, [](X x) { return "gaf_erf(" + x + ")"; });
+  unary(r, "Sin", 20, P, [](X x) { return "gaf_sin(" + x + ")"; });
+  unary(r, "Cos", 20, P, [](X x) { return "gaf_cos(" + x + ")"; });
+  for (const char* name : {"Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"})
+    unary(r, name, 20, P);
+  unary(r, "Sign", 1, kNone, [](X x) { return "gaf_sign(" + x + ")"; });
+  r.add("Not", OpKind::Elementwise)
+      .set_scalar([](const Node&, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
+        return boolean("(!" + a[0] + ")");
+      });
+  r.add("IsNaN", OpKind::Elementwise)
+      .set_scalar([](const Node&, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
+        return boolean("(" + a[0] + " != " + a[0] + ")");
+      });
+  unary(r, "IsInf", 1);
+  unary(r, "Shrink", 2);
+
+  // Activations.
+  unary(r, "Relu", 1, kNone, [](X x) { return "gaf_max(" + x + ", 0.0f)"; });
+  unary_attr(r, "LeakyRelu", 2, kNone, [](const Node& n, X x) {
+    return "(" + x + " >= 0.0f ? " + x + " : " + x + " * " + attr(n, "alpha", 0.01) + ")";
+  });
+  unary_attr(r, "Elu", 10, P, [](const Node& n, X x) {
+    return "(" + x + " >= 0.0f ? " + x + " : " + attr(n, "alpha", 1.0) + " * gaf_expm1(" + x + "))";
+  });
+  unary_attr(r, "Selu", 10, P, [](const Node& n, X x) {
+    return "(" + attr(n, "gamma", 1.05070102214813232421875) + " * (" + x + " > 0.0f ? " + x + " : " +
+           attr(n, "alpha", 1.67326319217681884765625) + " * gaf_expm1(" + x + ")))";
+  });
+  unary_attr(r, "Celu", 12, P, [](const Node& n, X x) {
+    std::string al = attr(n, "alpha", 1.0);
+    return "(gaf_max(" + x + ", 0.0f) + gaf_min(0.0f, " + al + " * gaf_expm1(" + x + " / " + al + ")))";
+  });
+  unary(r, "Sigmoid", 12, P, [](X x) { return "gaf_sigmoid(" + x + ")"; });
+  unary_attr(r, "HardSigmoid", 3, kNone, [](const Node& n, X x) {  // NaN stays NaN
+    return "gaf_max_op(0.0f, gaf_min_op(1.0f, " + attr(n, "alpha", 0.2) + " * " + x + " + " +
+           attr(n, "beta", 0.5) + "))";
+  });
+  unary(r, "HardSwish", 4, kNone, hard_swish);
+  unary(r, "Tanh", 15, P, [](X x) { return "gaf_tanh(" + x + ")"; });
+  unary(r, "Softplus", 20, P, [](X x) { return "gaf_softplus(" + x + ")"; });
+  unary(r, "Mish", 35, P, [](X x) { return "(" + x + " * gaf_tanh(gaf_softplus(" + x + ")))"; });
+  unary(r, "Softsign", 3, kNone, [](X x) { return "(" + x + " / (1.0f + gaf_abs(" + x + ")))"; });
+  unary_attr(r, "ThresholdedRelu", 1, kNone, [](const Node& n, X x) {  // NaN stays NaN
+    return "(" + x + " > " + attr(n, "alpha", 1.0) + " ? " + x + " : (" + x + " == " + x + " ? 0.0f : " + x +
+           "))";
+  });
+  r.add("Clip", OpKind::Elementwise)
+      .set_flops_per_element(2)
+      .set_scalar([](const Node& n, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
+        std::string e = a[0];
+        if (n.opset < 11) {
+          e = "gaf_min(gaf_max(" + a[0] + ", " + attr(n, "min", -3.402823466e38) + "), " +
+              attr(n, "max", 3.402823466e38) + ")";
+        } else {
+          if (a.size() > 1 && !a[1].empty()) e = "gaf_max(" + e + ", " + a[1] + ")";
+          if (a.size() > 2 && !a[2].empty()) e = "gaf_min(" + e + ", " + a[2] + ")";
+        }
+        return f32(e);
+      });
+
+  // Our own domain's activations (rewrite results for opsets that lack them).
+  r.add("Gelu", OpKind::Elementwise, "gaf")
+      .set_flops_per_element(12)
+      .set_flags(P)
+      .set_scalar([](const Node& n, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
+        return f32(n.attr_string("approximate", "none") == "none" ? gelu_erf(a[0]) : gelu_tanh(a[0]));
+      });
+  unary(r, "Silu", 4, P, silu, "gaf");
+  unary(r, "HardSwish", 4, kNone, hard_swish, "gaf");
+}
+
+void register_binary(OpRegistry& r) {
+  binary(r, "Add", 1, kNone, "+", false);
+  binary(r, "Sub", 1, kNone, "-", false);
+  binary(r, "Mul", 1, kNone, "*", false);
+  binary(r, "Div", 1, kNone, "/", false);
+  r.add("Mod", OpKind::Broadcast)
+      .set_flops_per_element(4)
+      .set_scalar([](const Node& n, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
+        if (a.size() != 2 || n.attr_int("fmod", 0) != 1)
+          return std::nullopt;  // integer Mod: no float formula
+        return f32("gaf_fmod(" + a[0] + ", " + a[1] + ")");
+      });
+  binary(r, "Equal", 1, kNone, "==", true);
+  binary(r, "Less", 1, kNone, "<", true);
+  binary(r, "LessOrEqual", 1, kNone, "<=", true);
+  binary(r, "Greater", 1, kNone, ">", true);
+  binary(r, "GreaterOrEqual", 1, kNone, ">=", true);
+  binary(r, "And", 1, kNone, "&&", true);
+  binary(r, "Or", 1, kNone, "||", true);
+  binary(r, "Xor", 1, kNone, "!=", true);
+  binary(r, "BitShift", 1, kNone, nullptr, false);
+  r.add("Pow", OpKind::Broadcast)
+      .set_flops_per_element(20)
+      .set_flags(P)
+      .set_scalar([](const Node& n, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
+        if (a.size() != 2) return std::nullopt;
+        // Exponents that are constants in the graph arrive as literals: strength-reduce the common ones.
+        const Value* e = n.input(1);
+        if (e && e->is_constant() && e->constant().numel() == 1) {
+          double p = e->constant().get_double(0);
+          if (p == 2) return f32("(" + a[0] + " * " + a[0] + ")");
+          if (p == 3) return f32("(" + a[0] + " * " + a[0] + " * " + a[0] + ")");
+          if (p == 1) return f32(a[0]);
+          if (p == 0.5) return f32("gaf_sqrt(" + a[0] + ")");
+          if (p == -1) return f32("(1.0f / " + a[0] + ")");
+        }
+        return f32("gaf_pow(" + a[0] + ", " + a[1] + ")");
+      });
+  r.add("PRelu", OpKind::Broadcast)
+      .set_flops_per_element(2)
+      .set_scalar([](const Node&, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
+        if (a.size() != 2) return std::nullopt;
+        return f32("(" + a[0] + " < 0.0f ? " + a[0] + " * " + a[1] + " : " + a[0] + ")");
+      });
+  variadic(r, "Max", 1, kNone, "gaf_max_op", false);
+  variadic(r, "Min", 1, kNone, "gaf_min_op", false);
+  variadic(r, "Sum", 1, P, nullptr, false);
+  variadic(r, "Mean", 2, P, nullptr, true);
+  r.add("Where", OpKind::Broadcast)
+      .set_scalar([](const Node&, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
+        if (a.size() != 3) return std::nullopt;
+        return f32("(" + a[0] + " ? " + a[1] + " : " + a[2] + ")");
+      });
+}
+
+void register_conversions(OpRegistry& r) {
+  auto cast = [](const Node& n, const Args& a, const Types& types,
+                 std::string*) -> std::optional<ScalarExpr> {
+    DType to = n.op_type == "Cast" ? DType(n.attr_int("to", 1)) : n.input(1)->type.dtype;
+    const std::string& x = a[0];
+    if (to == DType::Bool) return boolean(types[0] == ScalarType::Bool ? x : "(" + x + " != 0.0f)");
+    std::string v = types[0] == ScalarType::Bool ? "(" + x + " ? 1.0f : 0.0f)" : x;
+    if (to == DType::Float) return f32(v);
+    if (to == DType::Float16) return f32("gaf_round_half(" + v + ")");
+    if (to == DType::BFloat16) return f32("gaf_round_bf16(" + v + ")");
+    return std::nullopt;  // integer and double targets are not fp32 values
+  };
+  r.add("Cast", OpKind::Elementwise).set_scalar(cast);
+  r.add("CastLike", OpKind::Elementwise).set_scalar(cast);
+  // Identity, and Dropout in inference (no mask output wanted).
+  r.add("Identity", OpKind::Elementwise)
+      .set_flops_per_element(0)
+      .set_scalar(
+          [](const Node&, const Args& a, const Types& types, std::string*) -> std::optional<ScalarExpr> {
+            return ScalarExpr{a[0], types[0]};
+          });
+  r.add("Dropout", OpKind::Elementwise)
+      .set_flops_per_element(0)
+      .set_scalar(
+          [](const Node&, const Args& a, const Types& types, std::string*) -> std::optional<ScalarExpr> {
+            if (a.size() >= 3 && !a[2].empty()) return std::nullopt;  // training_mode given at run time
+            return ScalarExpr{a[0], types[0]};
+          });
+  r.add("QuantizeLinear", OpKind::Elementwise).set_flops_per_element(3);
+  r.add("DequantizeLinear", OpKind::Elementwise).set_flops_per_element(2);
+  r.add("BatchNormalization", OpKind::Broadcast).set_flops_per_element(3).set_flags(P);
+}
+
+}  // namespace
+
+void register_elementwise_ops(OpRegistry& r) {
+  register_unary(r);
+  register_binary(r);
+  register_conversions(r);
+}
+
+}  // namespace gaf::ops

@@ -1,11 +1,12 @@
 // Elementwise and broadcast ops: one entry per op with its flops per output element, its flags and the scalar
-// formula a generated kernel inlines into its loop. Transcendentals call the printers' helpers (gaf_exp,
-// gaf_erf,
-// ...) that vectorise (CPU: libmvec or polynomial; CUDA: the device math library), so fused loops stay SIMD.
+// formula a generated kernel inlines into its loop (the standard unary ops: one struct each in ops/unary.h).
+// Transcendentals call the printers' helpers (gaf_exp, gaf_erf, ...) that vectorise (CPU: libmvec or
+// polynomial; CUDA: the device math library), so fused loops stay SIMD.
 #include <fmt/format.h>
 
 #include "gaf/graph.h"
 #include "ops/ops.h"
+#include "ops/unary.h"
 
 namespace gaf::ops {
 
@@ -23,25 +24,14 @@ std::string attr(const Node& n, const char* name, double def) {
   return float_literal(n.attr_float(name, float(def)));
 }
 
-// An op of one operand whose formula reads only the operand.
-void unary(OpRegistry& r, const char* name, double flops, uint32_t flags, std::string (*formula)(X x),
-           const char* domain = "") {
-  OpInfo& info = r.add(name, OpKind::Elementwise, domain).set_flops_per_element(flops).set_flags(flags);
-  if (formula)
-    info.set_scalar([formula](const Node&, const Args& a, const Types&,
-                              std::string*) -> std::optional<ScalarExpr> { return f32(formula(a[0])); });
-}
-void unary(OpRegistry& r, const char* name, double flops, uint32_t flags = kNone) {
-  unary(r, name, flops, flags, nullptr);
-}
-// An op of one operand whose formula reads the node's attributes.
-void unary_attr(OpRegistry& r, const char* name, double flops, uint32_t flags,
-                std::string (*formula)(const Node& n, X x)) {
-  r.add(name, OpKind::Elementwise)
+// An activation of our own domain whose formula reads only the operand.
+void activation(OpRegistry& r, const char* name, double flops, uint32_t flags, std::string (*formula)(X x),
+                const char* domain) {
+  r.add(name, OpKind::Elementwise, domain)
       .set_flops_per_element(flops)
       .set_flags(flags)
-      .set_scalar([formula](const Node& n, const Args& a, const Types&,
-                            std::string*) -> std::optional<ScalarExpr> { return f32(formula(n, a[0])); });
+      .set_scalar([formula](const Node&, const Args& a, const Types&,
+                            std::string*) -> std::optional<ScalarExpr> { return f32(formula(a[0])); });
 }
 // A broadcast op of two operands: `op` an infix operator, or null for none.
 void binary(OpRegistry& r, const char* name, double flops, uint32_t flags, const char* op,
@@ -79,67 +69,30 @@ std::string gelu_tanh(X x) {
          " * " + x + " * " + x + "))))";
 }
 std::string silu(X x) { return "(" + x + " * gaf_sigmoid(" + x + "))"; }
-std::string hard_swish(X x) {
-  return "(" + x + " * gaf_max(0.0f, gaf_min(1.0f, " + x + " * (1.0f / 6.0f) + 0.5f)))";
+
+// A standard unary op from its struct (ops/unary.h).
+template <class Op>
+void define_unary(OpRegistry& r) {
+  uint32_t flags = kNone;
+  if constexpr (requires { Op::kFlags; }) flags = Op::kFlags;
+  OpInfo& info = r.add(Op::kName, OpKind::Elementwise).set_flops_per_element(Op::kFlops).set_flags(flags);
+  [[maybe_unused]] constexpr ScalarType type = [] {
+    if constexpr (requires { Op::kBoolOut; }) return Op::kBoolOut ? ScalarType::Bool : ScalarType::F32;
+    return Op::kTypes == kTBool ? ScalarType::Bool : ScalarType::F32;
+  }();
+  if constexpr (requires(X x) { Op::formula(x); })
+    info.set_scalar([](const Node&, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
+      return ScalarExpr{Op::formula(a[0]), type};
+    });
+  else if constexpr (requires(const Node& n, X x) { Op::formula(n, x); })
+    info.set_scalar(
+        [](const Node& n, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
+          return ScalarExpr{Op::formula(n, a[0]), type};
+        });
 }
 
 void register_unary(OpRegistry& r) {
-  unary(r, "Abs", 1, kNone, [](X x) { return "gaf_abs(" + x + ")"; });
-  unary(r, "Neg", 1, kNone, [](X x) { return "(-" + x + ")"; });
-  unary(r, "Floor", 1, kNone, [](X x) { return "gaf_floor(" + x + ")"; });
-  unary(r, "Ceil", 1, kNone, [](X x) { return "gaf_ceil(" + x + ")"; });
-  unary(r, "Round", 1, kNone, [](X x) { return "gaf_round(" + x + ")"; });
-  unary(r, "Sqrt", 4, kNone, [](X x) { return "gaf_sqrt(" + x + ")"; });
-  unary(r, "Reciprocal", 4, kNone, [](X x) { return "(1.0f / " + x + ")"; });
-  unary(r, "Exp", 10, P, [](X x) { return "gaf_exp(" + x + ")"; });
-  unary(r, "Log", 10, P, [](X x) { return "gaf_log(" + x + ")"; });
-  unary(r, "Erf", 20, P, [](X x) { return "gaf_erf(" + x + ")"; });
-  unary(r, "Sin", 20, P, [](X x) { return "gaf_sin(" + x + ")"; });
-  unary(r, "Cos", 20, P, [](X x) { return "gaf_cos(" + x + ")"; });
-  for (const char* name : {"Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"})
-    unary(r, name, 20, P);
-  unary(r, "Sign", 1, kNone, [](X x) { return "gaf_sign(" + x + ")"; });
-  r.add("Not", OpKind::Elementwise)
-      .set_scalar([](const Node&, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
-        return boolean("(!" + a[0] + ")");
-      });
-  r.add("IsNaN", OpKind::Elementwise)
-      .set_scalar([](const Node&, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
-        return boolean("(" + a[0] + " != " + a[0] + ")");
-      });
-  unary(r, "IsInf", 1);
-  unary(r, "Shrink", 2);
-
-  // Activations.
-  unary(r, "Relu", 1, kNone, [](X x) { return "gaf_max(" + x + ", 0.0f)"; });
-  unary_attr(r, "LeakyRelu", 2, kNone, [](const Node& n, X x) {
-    return "(" + x + " >= 0.0f ? " + x + " : " + x + " * " + attr(n, "alpha", 0.01) + ")";
-  });
-  unary_attr(r, "Elu", 10, P, [](const Node& n, X x) {
-    return "(" + x + " >= 0.0f ? " + x + " : " + attr(n, "alpha", 1.0) + " * gaf_expm1(" + x + "))";
-  });
-  unary_attr(r, "Selu", 10, P, [](const Node& n, X x) {
-    return "(" + attr(n, "gamma", 1.05070102214813232421875) + " * (" + x + " > 0.0f ? " + x + " : " +
-           attr(n, "alpha", 1.67326319217681884765625) + " * gaf_expm1(" + x + ")))";
-  });
-  unary_attr(r, "Celu", 12, P, [](const Node& n, X x) {
-    std::string al = attr(n, "alpha", 1.0);
-    return "(gaf_max(" + x + ", 0.0f) + gaf_min(0.0f, " + al + " * gaf_expm1(" + x + " / " + al + ")))";
-  });
-  unary(r, "Sigmoid", 12, P, [](X x) { return "gaf_sigmoid(" + x + ")"; });
-  unary_attr(r, "HardSigmoid", 3, kNone, [](const Node& n, X x) {  // NaN stays NaN
-    return "gaf_max_op(0.0f, gaf_min_op(1.0f, " + attr(n, "alpha", 0.2) + " * " + x + " + " +
-           attr(n, "beta", 0.5) + "))";
-  });
-  unary(r, "HardSwish", 4, kNone, hard_swish);
-  unary(r, "Tanh", 15, P, [](X x) { return "gaf_tanh(" + x + ")"; });
-  unary(r, "Softplus", 20, P, [](X x) { return "gaf_softplus(" + x + ")"; });
-  unary(r, "Mish", 35, P, [](X x) { return "(" + x + " * gaf_tanh(gaf_softplus(" + x + ")))"; });
-  unary(r, "Softsign", 3, kNone, [](X x) { return "(" + x + " / (1.0f + gaf_abs(" + x + ")))"; });
-  unary_attr(r, "ThresholdedRelu", 1, kNone, [](const Node& n, X x) {  // NaN stays NaN
-    return "(" + x + " > " + attr(n, "alpha", 1.0) + " ? " + x + " : (" + x + " == " + x + " ? 0.0f : " + x +
-           "))";
-  });
+  for_each_unary_op([&](auto op) { define_unary<decltype(op)>(r); });
   r.add("Clip", OpKind::Elementwise)
       .set_flops_per_element(2)
       .set_scalar([](const Node& n, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
@@ -161,8 +114,8 @@ void register_unary(OpRegistry& r) {
       .set_scalar([](const Node& n, const Args& a, const Types&, std::string*) -> std::optional<ScalarExpr> {
         return f32(n.attr_string("approximate", "none") == "none" ? gelu_erf(a[0]) : gelu_tanh(a[0]));
       });
-  unary(r, "Silu", 4, P, silu, "gaf");
-  unary(r, "HardSwish", 4, kNone, hard_swish, "gaf");
+  activation(r, "Silu", 4, P, silu, "gaf");
+  activation(r, "HardSwish", 4, kNone, unary::HardSwishOp::formula, "gaf");
 }
 
 void register_binary(OpRegistry& r) {

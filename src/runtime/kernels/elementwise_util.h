@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/scalar_math.h"
 #include "runtime/kernels/common.h"
 
 #if defined(__AVX__)
@@ -44,18 +45,16 @@ inline constexpr bool is_f16_v = std::is_same_v<S, Half> || std::is_same_v<S, BF
 template <class S>
 using compute_t = std::conditional_t<is_f16_v<S>, float, S>;
 
-// Type classes an op accepts.
-enum TypeClass : unsigned {
-  kTFloat = 1,     // float, double
-  kTHalf = 2,      // float16, bfloat16
-  kTSigned = 4,    // int8..int64
-  kTUnsigned = 8,  // uint8..uint64
-  kTBool = 16,
-};
-inline constexpr unsigned kTFloating = kTFloat | kTHalf;
-inline constexpr unsigned kTInt = kTSigned | kTUnsigned;
-inline constexpr unsigned kTNumeric = kTFloating | kTInt;
-inline constexpr unsigned kTAll = kTNumeric | kTBool;
+// Type classes an op accepts (the ops' definitions, ops/scalar_math.h).
+using ops::kTAll;
+using ops::kTBool;
+using ops::kTFloat;
+using ops::kTFloating;
+using ops::kTHalf;
+using ops::kTInt;
+using ops::kTNumeric;
+using ops::kTSigned;
+using ops::kTUnsigned;
 
 template <class S>
 constexpr unsigned type_class() {
@@ -131,16 +130,7 @@ inline S store_c(compute_t<S> v) {
     return v;
 }
 
-// Floating value -> integer with saturation at the type's limits and NaN -> 0 (C++ leaves these undefined).
-template <class I, class F>
-inline I saturate_cast(F v) {
-  constexpr F lo = F(std::numeric_limits<I>::min());
-  constexpr F hi = F(std::numeric_limits<I>::max());  // rounds up to a power of two for wide types
-  if (!(v == v)) return I(0);
-  if (v <= lo) return std::numeric_limits<I>::min();
-  if (v >= hi) return std::numeric_limits<I>::max();
-  return static_cast<I>(v);
-}
+using ops::saturate_cast;  // floating value -> integer, saturating, NaN -> 0
 
 // ---- block conversions (vectorised; defined in elementwise_util.cc) -----------------------------
 
@@ -167,38 +157,12 @@ inline constexpr int64_t kBlock = 512;
 
 // ---- integer arithmetic with defined overflow ---------------------------------------------------
 
-// Unsigned type wide enough that arithmetic on it cannot promote to int (so wrapping is defined).
-template <class I>
-using wrap_t = std::conditional_t<(sizeof(I) < sizeof(unsigned)), unsigned, std::make_unsigned_t<I>>;
-
-template <class T>
-inline T add_wrap(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
-    return T(wrap_t<T>(a) + wrap_t<T>(b));
-  else
-    return a + b;
-}
-template <class T>
-inline T sub_wrap(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
-    return T(wrap_t<T>(a) - wrap_t<T>(b));
-  else
-    return a - b;
-}
-template <class T>
-inline T mul_wrap(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
-    return T(wrap_t<T>(a) * wrap_t<T>(b));
-  else
-    return a * b;
-}
-template <class T>
-inline T neg_wrap(T a) {
-  if constexpr (std::is_integral_v<T>)
-    return T(wrap_t<T>(0) - wrap_t<T>(a));
-  else
-    return -a;
-}
+// Integer arithmetic that wraps instead of overflowing (ops/scalar_math.h).
+using ops::add_wrap;
+using ops::mul_wrap;
+using ops::neg_wrap;
+using ops::sub_wrap;
+using ops::wrap_t;
 
 // A data-dependent fault seen inside a parallel loop (integer division by zero); checked after the loop.
 struct ErrorFlag {

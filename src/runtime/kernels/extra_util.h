@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/fastmath.h"
 #include "runtime/kernels/common.h"
-#include "runtime/kernels/elementwise_math.h"
 
 namespace gaf::runtime::extra {
 

@@ -18,7 +18,7 @@
 #include <cmath>
 #include <cstdint>
 
-namespace gaf::runtime::fastmath {
+namespace gaf::fastmath {
 
 // Fused multiply-add when the target has it (one rounding, vectorisable); a*b+c otherwise.
 inline float fmadd(float a, float b, float c) {
@@ -204,4 +204,4 @@ inline float erf(float x) {
   return select(x == x, y, x);
 }
 
-}  // namespace gaf::runtime::fastmath
+}  // namespace gaf::fastmath

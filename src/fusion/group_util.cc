@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ops/reduction.h"
+
 namespace gaf::fusion_detail {
 
 std::optional<std::vector<int64_t>> shape_key(const Value* v) {
@@ -41,16 +43,12 @@ std::optional<RowSignature> row_signature(const Node& n) {
       axes = {n.attr_int("axis", 0)};
     }
   } else if (op.rfind("Reduce", 0) == 0) {
-    if (n.has_attr("axes")) {
-      axes = n.attr_ints("axes");
-    } else if (const Value* a = n.input(1)) {
-      if (!a->is_constant()) return std::nullopt;
-      axes = a->constant().to_int_vector();
-    }
-    if (axes.empty()) {
-      if (n.attr_int("noop_with_empty_axes", 0)) return std::nullopt;
-      for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
-    }
+    const Value* a = n.input(1);
+    const std::vector<int64_t> given =
+        a && a->is_constant() ? a->constant().to_int_vector() : std::vector<int64_t>{};
+    auto r = ops::reduced_axes(n, rank, &given, !a || a->is_constant());
+    if (!r) return std::nullopt;
+    axes = *r;
   } else {
     // Other reduction-kind ops (InstanceNormalization, LpNormalization, ...): rows over the trailing axes from 1.
     for (int64_t a = std::min(2, rank - 1); a < rank; ++a) axes.push_back(a);

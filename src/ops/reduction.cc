@@ -1,5 +1,9 @@
 // Reductions and the ops built on a row reduction: Reduce*, ArgMax/ArgMin, CumSum, the Softmax family and the
 // normalisations. Flops are per output element unless a flop function counts them per input element.
+#include "ops/reduction.h"
+
+#include <algorithm>
+
 #include "gaf/tensor.h"
 #include "ops/ops.h"
 
@@ -23,6 +27,30 @@ void reduce(OpRegistry& r, const char* name, double flops, uint32_t flags) {
 }
 
 }  // namespace
+
+std::optional<std::vector<int64_t>> reduced_axes(const Node& n, int64_t rank,
+                                                 const std::vector<int64_t>* axes_input,
+                                                 bool axes_input_known) {
+  if (rank < 0) return std::nullopt;
+  std::vector<int64_t> axes;
+  if (n.has_attr("axes")) {
+    axes = n.attr_ints("axes");
+  } else if (n.input(1)) {
+    if (!axes_input_known || !axes_input) return std::nullopt;
+    axes = *axes_input;
+  }
+  if (axes.empty()) {
+    if (n.attr_int("noop_with_empty_axes", 0)) return std::nullopt;
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  for (int64_t& a : axes) {
+    if (a < -rank || a >= rank) return std::nullopt;
+    if (a < 0) a += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) return std::nullopt;
+  return axes;
+}
 
 void register_reduction_ops(OpRegistry& r) {
   // Flops are per input element.

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "gaf/session.h"
+#include "ops/reduction.h"
 
 namespace gaf::rewrite {
 
@@ -92,26 +93,9 @@ Value* other_operand(const Node* n, const Value* v) {
 }
 
 std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n, int rank) {
-  if (rank < 0) return std::nullopt;
-  std::vector<int64_t> axes;
-  if (n.has_attr("axes")) {
-    axes = n.attr_ints("axes");
-  } else if (n.input(1)) {
-    const Tensor* t = constant_of(g, n.input(1));
-    if (!t) return std::nullopt;
-    axes = t->to_int_vector();
-  }
-  if (axes.empty()) {
-    if (n.attr_int("noop_with_empty_axes", 0)) return std::nullopt;
-    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
-  }
-  for (int64_t& a : axes) {
-    if (a < -rank || a >= rank) return std::nullopt;
-    if (a < 0) a += rank;
-  }
-  std::sort(axes.begin(), axes.end());
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) return std::nullopt;
-  return axes;
+  const Tensor* t = n.input(1) && !n.has_attr("axes") ? constant_of(g, n.input(1)) : nullptr;
+  const std::vector<int64_t> given = t ? t->to_int_vector() : std::vector<int64_t>{};
+  return ops::reduced_axes(n, rank, &given, !n.input(1) || n.has_attr("axes") || t);
 }
 
 bool keeps_dims(const Node& reduce) { return reduce.attr_int("keepdims", 1) != 0; }

@@ -30,6 +30,7 @@
 #include "gaf/onnx_io.h"
 #include "gaf/op_registry.h"
 #include "gaf/passes.h"
+#include "ops/reduction.h"
 #include "passes/rewrite_util.h"
 #include "passes/sym_int.h"
 
@@ -545,13 +546,11 @@ class Inferrer {
     auto s = in(n, 0);
     auto ax = axes(n, 1);
     if (!s || !ax) return std::nullopt;
-    const int64_t rank = int64_t(s->size());
-    std::vector<bool> red(s->size(), ax->empty() && !n.attr_int("noop_with_empty_axes", 0));
-    for (int64_t a : *ax) {
-      a = a < 0 ? a + rank : a;
-      if (a < 0 || a >= rank) return std::nullopt;
-      red[size_t(a)] = true;
-    }
+    if (ax->empty() && n.attr_int("noop_with_empty_axes", 0)) return s;  // reduces nothing
+    auto reduced = ops::reduced_axes(n, int64_t(s->size()), &*ax);
+    if (!reduced) return std::nullopt;
+    std::vector<bool> red(s->size(), false);
+    for (int64_t a : *reduced) red[size_t(a)] = true;
     bool keep = n.attr_int("keepdims", 1);
     Shape r;
     for (size_t i = 0; i < s->size(); ++i) {

@@ -43,6 +43,7 @@
 #include "codegen/cuda/printer.h"
 #include "gaf/codegen.h"
 #include "gaf/op_registry.h"
+#include "ops/reduction.h"
 
 namespace gaf::codegen {
 
@@ -1311,17 +1312,11 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   }
   Dims id = dims_of(in);
   const int rank = int(id.size());
-  std::vector<int64_t> axes = reduce_axes(*red);
-  if (axes.empty()) {
-    if (red->attr_int("noop_with_empty_axes", 0)) reject("{}: reduces nothing", red->describe());
-    for (int a = 0; a < rank; ++a) axes.push_back(a);
-  }
+  const std::vector<int64_t> listed = reduce_axes(*red);
+  const auto axes = ops::reduced_axes(*red, rank, &listed);
+  if (!axes) reject("{}: reduces nothing, or an axis is out of range or listed twice", red->describe());
   std::vector<bool> reduced(static_cast<size_t>(rank), false);
-  for (int64_t a : axes) {
-    if (a < 0) a += rank;
-    if (a < 0 || a >= rank) reject("{}: axis out of range", red->describe());
-    reduced[size_t(a)] = true;
-  }
+  for (int64_t a : *axes) reduced[size_t(a)] = true;
   const bool keep = red->attr_int("keepdims", 1) != 0;
   Dims space = dims_of(red->output(0));
   const size_t orank = space.size();

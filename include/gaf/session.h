@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,35 @@ struct SessionOptions {
   bool profile = false;  // record per-node times
   bool codegen = true;   // run fused nodes as generated kernels (else: their bodies op by op)
   bool debug = false;    // generated kernels built with -O0 -g
+  // The most memory a run may need, in bytes: the model's weights plus the intermediate tensors live at once,
+  // as the session's plan counts them from the shapes (Session::memory_plan) before the run allocates
+  // anything. A run that needs more is an error naming what it needs. 0: the process default
+  // (set_default_max_memory).
+  size_t max_memory = 0;
 };
+
+// The limit of sessions whose SessionOptions::max_memory is 0 (the CLI's --max-memory). 0, the default: the
+// memory the machine has available (MemAvailable) when a run is planned, plus the weights the session already
+// holds.
+void set_default_max_memory(size_t bytes);
+
+// What a run needs, counted from the shapes of its tensors before anything is allocated
+// (Session::memory_plan).
+struct MemoryPlan {
+  size_t weights = 0;         // the graph's constants
+  size_t peak = 0;            // intermediate tensors live at once, at most (a view of its input counts 0)
+  std::string peak_node;      // the node whose outputs are allocated when that peak is reached
+  size_t largest = 0;         // the largest intermediate tensor
+  std::string largest_value;  // its name and type
+  int unknown = 0;            // tensors whose size only the run tells (data-dependent shapes): not counted
+  size_t needed() const { return weights + peak; }
+};
+
+// "1.5 GiB", "640 MiB", "12 KiB", "100 bytes" (and TiB).
+std::string format_bytes(size_t bytes);
+// "8G", "512M", "1.5GB", "64k", "1000000" (bytes; K/M/G/T powers of 1024) -> bytes; nullopt when it is none
+// of those.
+std::optional<size_t> parse_bytes(const std::string& text);
 
 struct NodeProfile {
   std::string name, op_type;
@@ -84,6 +113,10 @@ class Session {
   const std::vector<KvCachePair>& enable_kv_cache(int64_t capacity);
   const std::vector<KvCachePair>& kv_cache_pairs() const { return kv_pairs_; }
 
+  // The plan of a run with the graph's symbolic dims bound to `symbols` (dims not bound and data-dependent
+  // shapes: those tensors are not counted). Throws naming the tensor when a size overflows 64 bits.
+  MemoryPlan memory_plan(const std::map<std::string, int64_t>& symbols = {}) const;
+
   const RunStats& stats() const { return stats_; }
   const Graph& graph() const { return graph_; }
   // Graph inputs that must be fed (those without an initializer).
@@ -95,6 +128,7 @@ class Session {
  private:
   struct Step;
   void kv_append(const Step& step, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs);
+  void check_memory(const std::map<std::string, int64_t>& symbols);
   const Graph& graph_;
   SessionOptions options_;
   std::vector<Step> steps_;
@@ -108,6 +142,7 @@ class Session {
   std::vector<KvCachePair> kv_pairs_;
   std::vector<Tensor> kv_buffers_;  // per pair: the past's dims with room for the capacity along the axis
   int64_t kv_capacity_ = 0;
+  std::optional<std::map<std::string, int64_t>> memory_checked_;  // the largest symbol values planned so far
   std::unique_ptr<std::mutex> run_mutex_ = std::make_unique<std::mutex>();
 };
 

@@ -104,8 +104,22 @@ py::array to_numpy(const Tensor& t) {
 // device="cuda" the CUDA backend's (the model fused for the GPU).
 class PySession {
  public:
-  PySession(const py::object& model, int opt_level, const std::optional<std::string>& rules, const std::string& device)
+  PySession(const py::object& model, int opt_level, const std::optional<std::string>& rules,
+            const std::string& device, const std::optional<py::object>& max_memory)
       : model_(std::make_unique<Model>(load(model))) {
+    runtime::SessionOptions session_options;
+    if (max_memory && !max_memory->is_none()) {
+      std::optional<size_t> bytes;
+      if (py::isinstance<py::int_>(*max_memory)) {
+        const auto v = max_memory->cast<long long>();
+        if (v > 0) bytes = size_t(v);
+      } else {
+        bytes = runtime::parse_bytes(py::str(*max_memory).cast<std::string>());
+      }
+      GAF_CHECK(bytes, "max_memory={}: give bytes (an int) or a size such as '8G' or '512M'",
+                py::repr(*max_memory).cast<std::string>());
+      session_options.max_memory = *bytes;
+    }
     if (device == "cuda") {
       if (std::string why = cuda::unavailable_reason(); !why.empty()) fail("device='cuda': {}", why);
       const tools::FuseOptions o = options(opt_level, rules, "cuda-h200");
@@ -118,7 +132,7 @@ class PySession {
     }
     GAF_CHECK(device == "cpu", "device '{}': use 'cpu' or 'cuda'", device);
     if (opt_level > 0) tools::fuse_model(*model_, options(opt_level, rules, "cpu-host"));
-    session_ = std::make_unique<runtime::Session>(*model_->graph);
+    session_ = std::make_unique<runtime::Session>(*model_->graph, session_options);
   }
   py::dict run(const py::dict& feeds) {
     std::map<std::string, Tensor> in;
@@ -268,20 +282,27 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("model"), py::arg("opt_level") = 3, py::arg("rtol") = 1e-3, py::arg("atol") = 1e-5,
       "Fused against unfused on seeded random inputs: {'ok': bool, 'text': the verify report}.");
-  py::class_<PySession>(m, "Session",
-                        "A model fused in memory at opt_level, then compiled for the CPU runtime, or with "
-                        "device='cuda' for the GPU (static shapes).")
-      .def(py::init<const py::object&, int, const std::optional<std::string>&, const std::string&>(),
-           py::arg("model"), py::arg("opt_level") = 3, py::arg("rules") = py::none(), py::arg("device") = "cpu")
+  py::class_<PySession>(
+      m, "Session",
+      "A model fused in memory at opt_level, then compiled for the CPU runtime, or with "
+      "device='cuda' for the GPU (static shapes). max_memory (bytes, or '8G', '512M'): a run "
+      "that needs more (weights + intermediate tensors live at once) raises before it "
+      "allocates; default: the memory the machine has available.")
+      .def(py::init<const py::object&, int, const std::optional<std::string>&, const std::string&,
+                    const std::optional<py::object>&>(),
+           py::arg("model"), py::arg("opt_level") = 3, py::arg("rules") = py::none(),
+           py::arg("device") = "cpu", py::arg("max_memory") = py::none())
       .def("run", &PySession::run, py::arg("feeds"),
            "Runs on {input name: numpy array}; returns {output name: array}. Outputs are the session's own "
            "memory (no copy); fed back to run as they are (a present as the next past), they cross without a "
            "copy too.")
-      .def("enable_kv_cache", &PySession::enable_kv_cache, py::arg("capacity"),
-           "Keeps a decoder's keys and values in place, with room for `capacity` positions: each present output "
-           "is a strided view of one buffer, and fed back as the next run's past it is read where it lies (no "
-           "step copies the past). A present stays valid until a later run writes over its positions (feeding "
-           "an older one rewinds). Returns the (past, present) input/output name pairs found.")
+      .def(
+          "enable_kv_cache", &PySession::enable_kv_cache, py::arg("capacity"),
+          "Keeps a decoder's keys and values in place, with room for `capacity` positions: each present "
+          "output "
+          "is a strided view of one buffer, and fed back as the next run's past it is read where it lies (no "
+          "step copies the past). A present stays valid until a later run writes over its positions (feeding "
+          "an older one rewinds). Returns the (past, present) input/output name pairs found.")
       .def_property_readonly("input_names", &PySession::input_names)
       .def_property_readonly("input_shapes", &PySession::input_shapes)
       .def_property_readonly("output_names", &PySession::output_names)

@@ -8,23 +8,47 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <cctype>
 #include <chrono>
+#include <fstream>
 #include <mutex>
+#include <set>
+#include <utility>
 
 #include "gaf/codegen.h"
 #include "gaf/op_registry.h"
 
 namespace gaf::runtime {
 
+namespace {
+
+// MemAvailable of /proc/meminfo in bytes; 0 when it cannot be read.
+size_t available_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key, unit;
+  size_t kb = 0;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+}  // namespace
+
 // A best-fit free list of 64-byte aligned blocks. Blocks go back to the list when the last Tensor referencing
 // them dies; the state is shared with the deleters so tensors may outlive the Session.
 //
-// Sizes are rounded up to classes (64-byte lines up to 64 KiB, then eight classes per power of two, at most 12.5%
-// over the request), so a tensor that grows a little each run, a decoder's past K/V, takes the same block again for
-// many runs instead of fresh pages each time. A block left unused through a whole run is given back (large ones
-// straight to the OS through munmap): the pool holds what the last two runs used, not every size it ever saw, so
-// memory stays flat over a long generation loop.
+// Sizes are rounded up to classes (64-byte lines up to 64 KiB, then eight classes per power of two, at
+// most 12.5% over the request), so a tensor that grows a little each run, a decoder's past K/V, takes the
+// same block again for many runs instead of fresh pages each time. A block left unused through a whole run is
+// given back (large ones straight to the OS through munmap): the pool holds what the last two runs used, not
+// every size it ever saw, so memory stays flat over a long generation loop.
+//
+// The pool is also where a run that asks for more memory than there is stops with an error, before the kernel
+// touches the memory (a large mmap succeeds whatever the machine has, and the kernel would be killed for it
+// later): within an explicit limit on the bytes live at once (SessionOptions::max_memory less the weights),
+// or by default a new block of 1 MiB or more must fit in the memory the machine has available.
 class PoolAllocator final : public Allocator {
  public:
   static constexpr size_t kMapped = size_t(1) << 20;  // blocks this large are mmap'ed, so freeing returns them
@@ -37,6 +61,7 @@ class PoolAllocator final : public Allocator {
     std::mutex mu;
     std::multimap<size_t, Block> free_blocks;
     size_t live = 0, peak = 0, held = 0;
+    size_t live_limit = 0;  // 0: new large blocks checked against the available memory instead
     uint64_t run = 0;
     ~State() {
       for (auto& [size, b] : free_blocks) release(b.p, size);
@@ -67,9 +92,31 @@ class PoolAllocator final : public Allocator {
         p = it->second.p;
         state_->free_blocks.erase(it);
       }
+      if (state_->live_limit && state_->live + got > state_->live_limit) {
+        if (p) state_->free_blocks.emplace(got, Block{p, state_->run});
+        throw Error(fmt::format(
+            "out of memory: a {} output would bring the intermediate tensors live at once to "
+            "{}, more than the {} the memory limit leaves them besides the weights "
+            "(--max-memory, SessionOptions::max_memory); feed smaller inputs (--dim "
+            "NAME=SIZE) or raise the limit",
+            format_bytes(bytes), format_bytes(state_->live + got), format_bytes(state_->live_limit)));
+      }
       state_->live += got;
       state_->peak = std::max(state_->peak, state_->live);
       if (!p) state_->held += got;  // a new block, taken back below if it cannot be had
+    }
+    if (!p && got >= kMapped && !state_->live_limit) {
+      const size_t available = available_memory();
+      if (available && got > available) {
+        std::lock_guard<std::mutex> lock(state_->mu);
+        state_->live -= got;
+        state_->held -= got;
+        throw Error(
+            fmt::format("out of memory: an output of {} does not fit in the {} this machine has available "
+                        "({} already held by this run's intermediate tensors); feed smaller inputs "
+                        "(--dim NAME=SIZE) or use a machine with more memory",
+                        format_bytes(bytes), format_bytes(available), format_bytes(state_->live)));
+      }
     }
     if (!p) {
       if (size >= kMapped) {
@@ -118,6 +165,12 @@ class PoolAllocator final : public Allocator {
   size_t held() {
     std::lock_guard<std::mutex> lock(state_->mu);
     return state_->held;
+  }
+
+  // The most bytes live at once (0: new large blocks must fit in the available memory instead).
+  void set_live_limit(size_t bytes) {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->live_limit = bytes;
   }
 
  private:
@@ -320,6 +373,160 @@ void check_input(const Value* v, const Tensor& t, std::map<std::string, int64_t>
 }
 }  // namespace
 
+// ---- memory plan ---------------------------------------------------------------------------------
+
+namespace {
+
+std::atomic<size_t> default_max_memory{0};
+
+// Ops whose output takes no new storage: a view of their input (Reshape's kernel re-labels the dims), or the
+// node's own value (Constant).
+bool is_view(const Node& n) {
+  static const std::set<std::string> views = {"Reshape",   "Flatten",  "Squeeze",
+                                              "Unsqueeze", "Identity", "Constant"};
+  return n.domain.empty() && views.count(n.op_type);
+}
+
+}  // namespace
+
+void set_default_max_memory(size_t bytes) { default_max_memory = bytes; }
+
+std::string format_bytes(size_t bytes) {
+  const double b = double(bytes);
+  if (b >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.1f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
+  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} bytes", bytes);
+}
+
+std::optional<size_t> parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::string unit = text.substr(used);
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return char(std::toupper(c)); });
+  if (unit.size() == 2 && unit[1] == 'B') unit.pop_back();  // "GB" = "G"
+  if (unit == "IB" || (unit.size() == 3 && unit.substr(1) == "IB")) unit = unit.substr(0, unit.size() - 2);
+  double scale = 1;
+  if (unit == "K")
+    scale = 1024.0;
+  else if (unit == "M")
+    scale = 1024.0 * 1024;
+  else if (unit == "G")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B")
+    return std::nullopt;
+  const double bytes = v * scale;
+  if (!(bytes >= 1) || bytes >= 1.8e19) return std::nullopt;
+  return size_t(bytes);
+}
+
+MemoryPlan Session::memory_plan(const std::map<std::string, int64_t>& symbols) const {
+  MemoryPlan plan;
+  // Bytes of a value with the symbols bound; nullopt when a dim is not known before the run.
+  auto bytes_of = [&](const Value* v) -> std::optional<size_t> {
+    if (!v || !v->type.shape || v->type.dtype == DType::String || v->type.dtype == DType::Undefined)
+      return std::nullopt;
+    int64_t n = 1;
+    for (const Dim& d : *v->type.shape) {
+      int64_t size = -1;
+      if (d.is_static())
+        size = d.value();
+      else if (d.is_symbol())
+        if (auto it = symbols.find(d.symbol()); it != symbols.end()) size = it->second;
+      if (size < 0) return std::nullopt;
+      GAF_CHECK(!__builtin_mul_overflow(n, size, &n),
+                "'{}' ({}) has more elements than 64 bits count: the model "
+                "asks for an impossible size",
+                v->name(), v->type.to_string());
+    }
+    int64_t b = 0;
+    GAF_CHECK(!__builtin_mul_overflow(n, int64_t(dtype_size(v->type.dtype)), &b),
+              "'{}' ({}) needs more bytes than 64 bits count: the model asks for an impossible size",
+              v->name(), v->type.to_string());
+    return size_t(b);
+  };
+  for (const Value* v : graph_.initializers()) plan.weights += v->constant().nbytes();
+  std::vector<size_t> slot_bytes(size_t(num_slots_), 0);
+  size_t live = 0;
+  for (const Step& st : steps_) {
+    const bool view = is_view(*st.node);
+    for (size_t k = 0; k < st.out_slots.size(); ++k) {
+      const Value* out = st.node->output(int(k));
+      if (out->absent_output) continue;
+      auto b = bytes_of(out);
+      if (!b) {
+        ++plan.unknown;
+        continue;
+      }
+      if (*b > plan.largest) {
+        plan.largest = *b;
+        plan.largest_value = fmt::format("'{}' ({})", out->name(), out->type.to_string());
+      }
+      if (view) {  // the output shares its input's storage: it keeps it alive when the input dies here
+        const int in = st.in_slots.empty() ? -1 : st.in_slots[0];
+        if (in >= 0 && std::count(st.release.begin(), st.release.end(), in))
+          slot_bytes[size_t(st.out_slots[k])] = std::exchange(slot_bytes[size_t(in)], 0);
+        continue;
+      }
+      slot_bytes[size_t(st.out_slots[k])] = *b;
+      live += *b;
+    }
+    if (live > plan.peak) {
+      plan.peak = live;
+      plan.peak_node = st.node->describe();
+    }
+    for (int s : st.release) live -= std::exchange(slot_bytes[size_t(s)], 0);
+  }
+  return plan;
+}
+
+void Session::check_memory(const std::map<std::string, int64_t>& symbols) {
+  // The plan grows with every dim: sizes at most 1/8 over ones already planned need no new plan (a decoder's
+  // past grows by one position a step; the pool still holds each run to the limit, block by block).
+  if (memory_checked_ && memory_checked_->size() == symbols.size()) {
+    bool covered = true;
+    for (const auto& [name, value] : symbols) {
+      auto it = memory_checked_->find(name);
+      covered &= it != memory_checked_->end() && value <= it->second + it->second / 8;
+    }
+    if (covered) return;
+  }
+  const MemoryPlan plan = memory_plan(symbols);
+  size_t limit = options_.max_memory ? options_.max_memory : default_max_memory.load();
+  std::string source = "the memory limit: --max-memory, SessionOptions::max_memory";
+  pool_->set_live_limit(limit ? std::max<size_t>(limit - std::min(limit, plan.weights), 1) : 0);
+  if (!limit) {
+    const size_t available = available_memory();
+    if (!available) return;            // no /proc/meminfo: nothing to check against
+    limit = available + plan.weights;  // the weights are in memory already
+    source = "the memory this machine has available";
+  }
+  if (plan.needed() > limit) {
+    std::string sizes;
+    for (const auto& [name, value] : symbols)
+      sizes += fmt::format("{}{}={}", sizes.empty() ? "" : ", ", name, value);
+    throw Error(
+        fmt::format("the model needs {} to run{}{}: weights {}, and {} of intermediate tensors live at once "
+                    "at {}; the largest "
+                    "is {}, {}. That is more than {} ({}): feed smaller inputs (--dim NAME=SIZE), or raise "
+                    "the limit on a "
+                    "machine with more memory",
+                    format_bytes(plan.needed()), sizes.empty() ? "" : " with ", sizes,
+                    format_bytes(plan.weights), format_bytes(plan.peak), plan.peak_node, plan.largest_value,
+                    format_bytes(plan.largest), format_bytes(limit), source));
+  }
+  memory_checked_ = symbols;
+}
+
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
   auto req = required_inputs();
   GAF_CHECK(inputs.size() == req.size(), "the model takes {} inputs, {} given", req.size(), inputs.size());
@@ -347,6 +554,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
   }
   for (const Value* v : graph_.inputs())
     GAF_CHECK(slots[slot_of_[v]].defined(), "input '{}' ({}) was not given", v->name(), v->type.to_string());
+  check_memory(symbols);  // before the run allocates anything
   // Output binding: the producing kernel writes into the caller's buffer (KernelContext::allocate_output); one that
   // hands out a view or an input's storage instead is copied into it after the step.
   std::vector<const Tensor*> bound_slot;

@@ -41,6 +41,9 @@ check random-inputs 0 "latency over 3 runs" -- "$bin" run "$models/mlp/model.onn
 check dim-unknown-name 1 "no input has a dimension named 'seq'" -- "$bin" run "$models/mlp/model.onnx" --random-inputs \
   --dim seq=4
 check dim-malformed 1 "expected NAME=SIZE" -- "$bin" bench "$models/mlp/model.onnx" --dim seq
+check max-memory 1 "the model needs .* to run: weights .* That is more than 10.0 KiB \(the memory limit: --max-memory" -- \
+  "$bin" run "$models/mlp/model.onnx" --random-inputs --max-memory 10K
+check max-memory-bad 1 "--max-memory '12Q' is not a size" -- "$bin" bench "$models/mlp/model.onnx" --max-memory 12Q
 # Steering mistakes and unsafe writes: one clear error, exit 1, nothing written and no input changed.
 mlp=$models/mlp/model.onnx
 cp "$mlp" "$tmp/own.onnx"

@@ -123,6 +123,19 @@ try:
     check("cuda-matches-cpu", all(np.allclose(out_gpu[k], out_cpu[k], rtol=1e-4, atol=1e-5) for k in out_cpu))
 except RuntimeError as e:
     check("cuda-absent-message", "device='cuda'" in str(e) and "CUDA" in str(e), str(e))
+# max_memory: a run needing more raises before it allocates; enough runs; a bad size is an error naming it.
+try:
+    gaf.Session(mlp, max_memory="10K").run({name: a})
+    failures.append("max_memory 10K: no exception")
+except RuntimeError as e:
+    check("max-memory-message", "--max-memory" in str(e) and "needs" in str(e), str(e))
+check("max-memory-enough", np.allclose(gaf.Session(mlp, max_memory=1 << 30).run({name: a})[s.output_names[0]],
+                                       out_plain[s.output_names[0]], rtol=1e-3, atol=1e-5))
+try:
+    gaf.Session(mlp, max_memory="lots")
+    failures.append("max_memory lots: no exception")
+except RuntimeError as e:
+    check("max-memory-bad", "max_memory='lots'" in str(e), str(e))
 try:
     gaf.Session(mlp, device="tpu")
     failures.append("device tpu: no exception")

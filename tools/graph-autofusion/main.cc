@@ -455,6 +455,15 @@ void add_input_options(CLI::App* app, RunArgs& io) {
   app->add_option("--dim", io.dims, kDimHelp);
 }
 
+// --max-memory of the commands that run a model (the limit of every session they build).
+void add_memory_option(CLI::App* app, std::string& max_memory) {
+  app->add_option(
+      "--max-memory", max_memory,
+      "the most memory a run may need (weights + intermediate tensors live at once, planned from the "
+      "shapes before anything is allocated), e.g. 8G, 512M; default: the memory this machine has "
+      "available");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -590,10 +599,23 @@ int main(int argc, char** argv) {
   compare->add_option("--rtol", cmp_rtol);
   compare->add_option("--atol", cmp_atol);
 
+  std::string max_memory;
+  for (CLI::App* sub : {run, verify, bench, profile, generate}) add_memory_option(sub, max_memory);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  if (!max_memory.empty()) {
+    auto bytes = runtime::parse_bytes(max_memory);
+    if (!bytes) {
+      std::cerr << "error: --max-memory '" << max_memory
+                << "' is not a size: write bytes or a number with K, M, G "
+                << "or T (powers of 1024), e.g. 8G or 512M\n";
+      return 1;
+    }
+    runtime::set_default_max_memory(*bytes);
   }
   tools::set_progress_quiet(quiet);
   tools::show_compile_progress();

@@ -63,5 +63,89 @@ TEST(SessionMemory, ReturnedTensorsOutliveTrimming) {
   EXPECT_EQ(p[299 * 64 + 63], float(299 * 64 + 63));
 }
 
+// ---- memory sized before running ----------------------------------------------------------------
+
+TEST(MemoryPlan, CountsWeightsAndTheLargestLiveSet) {
+  Model m = testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+      g (float[n, 1024] x) => (float[n, 1024] y) <float[1] w = {0.5}, int64[2] shape = {-1, 1024}> {
+        a = Relu(x)  b = Neg(a)  r = Reshape(b, shape)  c = Mul(r, w)  y = Exp(c)
+      })");
+  runtime::Session s(*m.graph);
+  const runtime::MemoryPlan plan = s.memory_plan({{"n", 8}});
+  EXPECT_EQ(plan.weights, size_t(4 + 2 * 8));  // w and the shape
+  // a and b live together at Neg (32 KiB each); the Reshape's view of b holds b's storage, not more; then c
+  // and y.
+  EXPECT_EQ(plan.peak, size_t(2 * 8 * 1024 * 4));
+  EXPECT_EQ(plan.largest, size_t(8 * 1024 * 4));
+  EXPECT_EQ(s.memory_plan({}).peak, size_t(0));  // n not bound: nothing counted
+  EXPECT_GT(s.memory_plan({}).unknown, 0);
+}
+
+TEST(MemoryPlan, ARunNeedingMoreThanMaxMemoryStopsBeforeAllocating) {
+  Model m = testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+      g (float[n, 1024] x) => (float[n, 1024] y) { a = Relu(x)  y = Neg(a) })");
+  runtime::SessionOptions opts;
+  opts.max_memory = 1 << 20;  // 1 MiB: 64 rows fit (two 256 KiB tensors), 512 rows do not
+  runtime::Session s(*m.graph, opts);
+  EXPECT_NO_THROW(s.run({Tensor(DType::Float, {64, 1024})}));
+  try {
+    s.run({Tensor(DType::Float, {512, 1024})});
+    FAIL() << "ran past --max-memory";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("needs 4.0 MiB to run with n=512"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'a' (float[n,1024]), 2.0 MiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--max-memory"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(s.stats().peak_bytes, size_t(2 * 64 * 1024 * 4));  // the refused run allocated nothing
+}
+
+// A size the plan cannot know (ConstantOfShape of an input): the pool refuses the block before the kernel
+// touches it, instead of an mmap that succeeds and a process killed for it later.
+TEST(MemoryPlan, TheAllocatorRefusesWhatThePlanCouldNotSee) {
+  Model m = testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+      g (int64[2] shape) => (float[a, b] y) { y = ConstantOfShape <value = float[1] {1.0}> (shape) })");
+  auto shape = [](int64_t rows, int64_t cols) {
+    const std::vector<int64_t> v = {rows, cols};
+    return Tensor::from<int64_t>({2}, v);
+  };
+  const Tensor huge = shape(1 << 20, 1 << 20);  // 4 TiB of floats
+  {
+    runtime::Session s(*m.graph);  // default: what the machine has available
+    try {
+      s.run({huge});
+      FAIL() << "allocated 4 TiB";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("out of memory: an output of 4.0 TiB"), std::string::npos)
+          << e.what();
+    }
+  }
+  runtime::SessionOptions opts;
+  opts.max_memory = 64 << 20;
+  runtime::Session s(*m.graph, opts);
+  EXPECT_NO_THROW(s.run({shape(1024, 1024)}));  // 4 MiB
+  try {
+    s.run({shape(8192, 4096)});  // 128 MiB
+    FAIL() << "ran past max_memory";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("ConstantOfShape"), std::string::npos) << msg;  // names the node
+    EXPECT_NE(msg.find("--max-memory"), std::string::npos) << msg;
+  }
+}
+
+TEST(MemoryPlan, SizesParseAndPrint) {
+  EXPECT_EQ(runtime::parse_bytes("8G"), size_t(8) << 30);
+  EXPECT_EQ(runtime::parse_bytes("512M"), size_t(512) << 20);
+  EXPECT_EQ(runtime::parse_bytes("1.5GB"), size_t(3) << 29);
+  EXPECT_EQ(runtime::parse_bytes("64k"), size_t(64) << 10);
+  EXPECT_EQ(runtime::parse_bytes("2GiB"), size_t(2) << 30);
+  EXPECT_EQ(runtime::parse_bytes("1000000"), size_t(1000000));
+  for (const char* bad : {"", "G", "12Q", "-1G", "0", "1e30G"})
+    EXPECT_EQ(runtime::parse_bytes(bad), std::nullopt) << bad;
+  EXPECT_EQ(runtime::format_bytes(100), "100 bytes");
+  EXPECT_EQ(runtime::format_bytes(size_t(3) << 29), "1.5 GiB");
+}
+
 }  // namespace
 }  // namespace gaf

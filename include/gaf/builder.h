@@ -4,6 +4,7 @@
 //   Value* w = b.random_constant("w", {768, 768}, 0.02f);
 //   b.output(b.op("Relu", {b.op("MatMul", {x, w})}));
 //   b.finish();  // ONNX shape inference fills every value's type
+// Part of the frontend (src/frontend/onnx/builder.cc): finish() types the graph with ONNX shape inference.
 #pragma once
 
 #include <cstdint>

@@ -3,8 +3,8 @@
 #include <map>
 #include <set>
 
+#include "analysis/row_signature.h"
 #include "gaf/cost.h"
-#include "fusion/group_util.h"
 #include "gaf/op_registry.h"
 
 namespace gaf {
@@ -86,7 +86,7 @@ KernelStats group_stats(const std::vector<const Node*>& nodes, const Graph& g) {
     if (kind == OpKind::Reduction && n->input(0)) {
       // Row length: the product of the reduced dims (softmax-like ops keep their shape, so in/out won't do).
       double row = 0;
-      if (auto sig = fusion_detail::row_signature(*n)) {
+      if (auto sig = analysis::row_signature(*n)) {
         row = 1;
         for (int a : sig->axes) row *= double(std::max<int64_t>(1, sig->input_numel_dims[a]));
       } else {

@@ -1,10 +1,9 @@
-// Structural facts about node sets that legality and the planner share: membership, reachability, row
-// signatures of reductions and the values a group reads and writes.
+// Structural facts about node sets that legality and the planner share: membership, reachability and the values a
+// group reads and writes. (Row signatures of reductions, which the cost model needs too: analysis/row_signature.h.)
 #pragma once
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,22 +11,6 @@
 #include "gaf/fusion.h"
 
 namespace gaf::fusion_detail {
-
-// A reduction's row: the input shape and the reduced axes (sorted, non-negative). Two reductions can share one
-// row-wise kernel when their signatures are equal and the axes are trailing.
-struct RowSignature {
-  std::vector<int64_t> input_numel_dims;  // static dims, symbolic as -1
-  std::vector<int> axes;
-  bool trailing = false;
-  bool operator==(const RowSignature& o) const {
-    return input_numel_dims == o.input_numel_dims && axes == o.axes;
-  }
-};
-// nullopt when the axes or the rank are unknown.
-std::optional<RowSignature> row_signature(const Node& n);
-
-// Element count of a value's shape with symbolic dims as distinct markers: equal results mean equal shapes.
-std::optional<std::vector<int64_t>> shape_key(const Value* v);
 
 class GraphIndex {
  public:

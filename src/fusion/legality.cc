@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "analysis/row_signature.h"
+
 namespace gaf::fusion_detail {
 
 namespace {
@@ -165,10 +167,10 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
   }
   // Reductions: other members elementwise/broadcast; several reductions only over the same trailing row.
   if (!reductions.empty()) {
-    auto sig0 = row_signature(*reductions[0]);
+    auto sig0 = analysis::row_signature(*reductions[0]);
     if (!sig0) return D::no(Reason::ShapeUnknown, fmt::format("reduced axes of {} are unknown", reductions[0]->describe()));
     for (const Node* r : reductions) {
-      auto s = row_signature(*r);
+      auto s = analysis::row_signature(*r);
       if (!s) return D::no(Reason::ShapeUnknown, fmt::format("reduced axes of {} are unknown", r->describe()));
       if (reductions.size() > 1 && (!(*s == *sig0) || !s->trailing))
         return D::no(Reason::ReductionPosition,
@@ -190,7 +192,7 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
         return D::no(Reason::DtypeMismatch,
                      fmt::format("'{}' has element type {}, which fused kernels do not handle", o->name(),
                                  dtype_name(o->type.dtype)));
-      auto k = shape_key(o);
+      auto k = analysis::shape_key(o);
       if (!k) return D::no(Reason::ShapeUnknown, fmt::format("the shape of '{}' is unknown", o->name()));
       sizes.insert(numel_key(*k));
     }

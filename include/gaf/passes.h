@@ -24,8 +24,22 @@ struct NearMiss {
   std::string check;   // what did not hold, naming the values and nodes involved
 };
 
+// How passes compute a node's outputs from constant inputs (constant folding, a constant transposed in place). The
+// runtime provides one (runtime::constant_evaluator(): the node run alone, so folding uses the kernels inference
+// would) and the driver installs it in PassContext::evaluator; with none, nothing is evaluated.
+class ConstantEvaluator {
+ public:
+  virtual ~ConstantEvaluator() = default;
+  // Whether there is a kernel for n's op.
+  virtual bool can_evaluate(const Node& n) const = 0;
+  // n's outputs computed from `inputs` (one per input of n, null where n's input is absent). Throws gaf::Error when
+  // the kernel rejects them (UnsupportedError when there is no kernel).
+  virtual std::vector<Tensor> evaluate(const Node& n, const std::vector<const Tensor*>& inputs) const = 0;
+};
+
 struct PassContext {
   int opt_level = 2;
+  const ConstantEvaluator* evaluator = nullptr;  // nullptr: no node is evaluated (nothing is constant-folded)
   std::map<std::string, int> rewrites;  // pass name -> rewrites applied (for the report)
   std::string dump_dir;                 // when set: <dump_dir>/<NN>_<pass>.txt after each pass that changed
   // When set: called after each pass that changed the graph (graph-autofusion opt --dump-after).

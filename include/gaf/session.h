@@ -13,6 +13,10 @@
 #include "gaf/graph.h"
 #include "gaf/kernel.h"
 
+namespace gaf {
+class ConstantEvaluator;
+}
+
 namespace gaf::runtime {
 
 struct SessionOptions {
@@ -145,5 +149,9 @@ class Session {
   std::optional<std::map<std::string, int64_t>> memory_checked_;  // the largest symbol values planned so far
   std::unique_ptr<std::mutex> run_mutex_ = std::make_unique<std::mutex>();
 };
+
+// The passes' ConstantEvaluator (gaf/passes.h) on this runtime: a node runs alone in a Session on its constant
+// inputs, so folding uses exactly the kernels inference would. The driver installs it in PassContext::evaluator.
+const ConstantEvaluator& constant_evaluator();
 
 }  // namespace gaf::runtime

@@ -1,12 +1,12 @@
-// Constant folding: a node whose inputs are all constants is run once, now, on the CPU runtime (a one-node
-// graph in a runtime::Session, so folding uses exactly the kernels inference would), and its outputs become
-// initializers.
+// Constant folding: a node whose inputs are all constants is run once, now, by the context's ConstantEvaluator
+// (the driver installs the CPU runtime's: a one-node graph in a runtime::Session, so folding uses exactly the
+// kernels inference would), and its outputs become initializers.
 //
 //   c1 --+
 //        Add -> y   ==>   y = initializer (c1 + c2)
 //   c2 --+
 //
-// Left alone: random or stateful ops (folding would freeze a draw), fused nodes, ops the runtime cannot run,
+// Left alone: random or stateful ops (folding would freeze a draw), fused nodes, ops the evaluator cannot run,
 // nodes without inputs, and outputs over kMaxElements elements (folding would grow the model). Graph inputs
 // that have an initializer are overridable, so they are not constants here. Walking in topological order
 // folds whole constant chains (Shape -> Gather -> Concat -> ...) in one sweep.
@@ -33,13 +33,13 @@ bool decompresses_weights(const Node& n) {
   return n.op_type == "DequantizeLinear" || n.input(0)->type.dtype == DType::BFloat16;
 }
 
-bool foldable(const Graph& g, const Node& n) {
+bool foldable(const Graph& g, const Node& n, const ConstantEvaluator* evaluator) {
   if (n.num_inputs() == 0 || n.body || (n.domain.empty() && n.op_type == "Constant")) return false;
   if (decompresses_weights(n)) return false;
   for (const Value* v : n.inputs())
     if (v && !rewrite::constant_of(g, v)) return false;
   const OpInfo* info = find_op(n);
-  if (!info || (info->flags & (kRandom | kStateful))) return false;  // no CPU kernel: evaluate throws
+  if (!info || (info->flags & (kRandom | kStateful)) || !evaluator || !evaluator->can_evaluate(n)) return false;
   for (const Value* o : n.outputs())
     if (o->type.has_static_shape() && numel_of(o->type.static_dims()) > kMaxElements) return false;
   return true;
@@ -52,12 +52,12 @@ class ConstantFolding final : public rewrite::RulePass {
  private:
   bool rule(rewrite::Rewriter& rw, Node& n) override {
     const Graph& g = rw.graph();
-    if (!foldable(g, n)) return false;
+    if (!foldable(g, n, context().evaluator)) return false;
     std::vector<Tensor> values;
     try {
-      values = rewrite::evaluate(g, n);
+      values = rewrite::evaluate(context(), g, n);
     } catch (const Error&) {
-      return false;  // the runtime rejects these inputs: leave the node for inference to report
+      return false;  // the kernel rejects these inputs: leave the node for inference to report
     }
     for (size_t i = 0; i < values.size(); ++i)
       if (!n.output(int(i))->absent_output && values[i].numel() > kMaxElements) return false;

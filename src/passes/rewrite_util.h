@@ -92,9 +92,9 @@ std::optional<Affine> elementwise_affine(const Graph& g, const Node& n, const Va
 Tensor scale_along(const Tensor& w, const std::vector<double>& s, int axis);
 Tensor affine_bias(const Tensor* b, double beta, const Affine& a, DType dtype);
 
-// Runs `n` alone on the runtime with the constant data of its inputs; returns its outputs. Throws gaf::Error
-// (UnsupportedError when the runtime has no kernel).
-std::vector<Tensor> evaluate(const Graph& g, const Node& n);
+// n's outputs computed by the context's evaluator from the constant data of its inputs. Throws gaf::Error
+// (UnsupportedError when there is no evaluator or it has no kernel for n).
+std::vector<Tensor> evaluate(const PassContext& ctx, const Graph& g, const Node& n);
 
 class Rewriter {
  public:

@@ -307,7 +307,7 @@ class TransposeFold final : public rewrite::RulePass {
     return true;
   }
 
-  static bool fold_transpose(rewrite::Rewriter& rw, Node& t) {
+  bool fold_transpose(rewrite::Rewriter& rw, Node& t) const {
     Graph& g = rw.graph();
     Value* x = t.input(0);
     auto perm = rewrite::transpose_perm(t);
@@ -336,7 +336,7 @@ class TransposeFold final : public rewrite::RulePass {
       // Transpose(c) -> c^T
       std::vector<Tensor> value;
       try {
-        value = rewrite::evaluate(g, t);
+        value = rewrite::evaluate(context(), g, t);
       } catch (const Error&) {
         return false;
       }

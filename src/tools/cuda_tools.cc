@@ -31,6 +31,7 @@ Model unfused_for_gpu(const Model& model) {
   pm.add_canonicalisation(false);
   pm.add(make_dead_code_elimination());
   PassContext ctx;
+  ctx.evaluator = &runtime::constant_evaluator();
   pm.run(*m.graph, ctx);
   return m;
 }

@@ -54,6 +54,7 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
   r.before = graph_cost(g, cm);
   PassContext ctx;
   ctx.opt_level = opts.fusion.opt_level;
+  ctx.evaluator = &runtime::constant_evaluator();
   ctx.conv_winograd = opts.target.conv_winograd && opts.fusion.rules.winograd;
   ctx.conv_expand_depthwise = opts.target.conv_expand_depthwise;
   ctx.conv_expand_depthwise_everywhere = opts.target.conv_expand_depthwise_everywhere;

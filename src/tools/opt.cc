@@ -75,6 +75,7 @@ int run_passes(Model& m, const std::vector<std::string>& passes, const std::stri
   }
   if (!dump_after.empty() && dump_after != "all") check_name(dump_after, "--dump-after:");
   PassContext ctx;
+  ctx.evaluator = &runtime::constant_evaluator();
   int dumped = 0;
   if (!dump_after.empty())
     ctx.after_pass = [&](std::string_view pass, const Graph&) {

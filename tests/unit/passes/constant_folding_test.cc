@@ -24,6 +24,31 @@ TEST(ConstantFolding, FoldsAConstantChain) {
   expect_same_outputs(r.before, r.after);
 }
 
+// The pass computes through the evaluator the driver installs, and folds only what it can evaluate.
+TEST(ConstantFolding, FoldsWhatTheEvaluatorCanEvaluate) {
+  struct NoNeg final : ConstantEvaluator {
+    bool can_evaluate(const Node& n) const override { return n.op_type != "Neg" && runtime().can_evaluate(n); }
+    std::vector<Tensor> evaluate(const Node& n, const std::vector<const Tensor*>& inputs) const override {
+      return runtime().evaluate(n, inputs);
+    }
+    static const ConstantEvaluator& runtime() { return runtime::constant_evaluator(); }
+  } no_neg;
+  PassContext ctx;
+  ctx.evaluator = &no_neg;
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(make_constant_folding());
+  auto r = rewrite(testing::parse(header() + R"(g (float[2,3] x) => (float[2,3] y) {
+      c = Constant <value = float[3] {1, 2, 3}> ()
+      two = Constant <value = float {2}> ()
+      d = Mul(c, two)
+      e = Neg(d)
+      y = Add(x, e) })"),
+                   std::move(passes), ctx);
+  EXPECT_EQ(r.ops(), (std::map<std::string, int>{{"Add", 1}, {"Neg", 1}})) << r.dump();
+  EXPECT_EQ(r.count("constant-folding"), 1);
+  expect_same_outputs(r.before, r.after);
+}
+
 TEST(ConstantFolding, LeavesNodesReadingNonConstants) {
   auto r = rewrite(header() + R"(g (float[2,3] x) => (float[2,3] y) {
       c = Constant <value = float[3] {1, 2, 3}> ()

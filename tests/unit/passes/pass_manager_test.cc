@@ -20,6 +20,7 @@ TEST_P(SharedModel, RewritesFireAndOutputsMatch) {
   Model m = onnx_io::load_model(dir + "/model.onnx");
   Model rewritten = tools::copy_model(m);
   PassContext ctx;
+  ctx.evaluator = &runtime::constant_evaluator();
   ctx.verify_each = true;
   PassManager::for_opt_level(3).run(*rewritten.graph, ctx);
   for (const auto& [pass, at_least] : GetParam().rewrites)
@@ -91,6 +92,7 @@ TEST(PassManager, ShapeChainsDeeperThanAFewSweepsFoldCompletely) {
                            "three = Constant <value = int64 {3}> ()\n" + body + "}");
   Model rewritten = tools::copy_model(m);
   PassContext ctx;
+  ctx.evaluator = &runtime::constant_evaluator();
   PassManager::for_opt_level(1).run(*rewritten.graph, ctx);
   auto ops = testing::histogram(*rewritten.graph);
   EXPECT_EQ(ops["Pad"], 1) << rewritten.graph->to_string();  // 5 -> 6, then every later pad is 0

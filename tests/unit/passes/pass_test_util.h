@@ -45,11 +45,13 @@ struct Rewritten {
   std::string dump() const { return "after:\n" + after.graph->to_string(); }
 };
 
-// Runs Constant-to-initializer and then `passes` to a fixed point on a copy of `m` (options in `ctx`). The result must verify,
-// keep the graph outputs' names and pass the ONNX checker (with domain "gaf" imported when it is used).
+// Runs Constant-to-initializer and then `passes` to a fixed point on a copy of `m` (options in `ctx`; the runtime's
+// constant evaluator unless ctx names one). The result must verify, keep the graph outputs' names and pass the ONNX
+// checker (with domain "gaf" imported when it is used).
 inline Rewritten rewrite(const Model& m, std::vector<std::unique_ptr<Pass>> passes, PassContext ctx = {}) {
   Rewritten r;
   r.ctx = std::move(ctx);
+  if (!r.ctx.evaluator) r.ctx.evaluator = &runtime::constant_evaluator();  // as the driver installs it
   r.before = tools::copy_model(m);
   r.after = tools::copy_model(m);
   PassManager pm;

@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
     if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
     if (!save_dir.empty()) {
       std::filesystem::create_directories(save_dir);
-      onnx_io::save_model(c.model, (std::filesystem::path(save_dir) / fmt::format("case{}.onnx", &make - cases.data())).string());
+      onnx_io::save_model(PortableModel(c.model), (std::filesystem::path(save_dir) / fmt::format("case{}.onnx", &make - cases.data())).string());
     }
     tools::FuseOptions opts;
     opts.fusion.opt_level = 3;

@@ -6,7 +6,6 @@
 //   build-example/run_model model.onnx
 //
 // or with pkg-config: c++ run_model.cc $(pkg-config --cflags --libs graph_autofusion) -o run_model
-#include <gaf/onnx_io.h>
 #include <gaf/session.h>
 #include <gaf/tools.h>
 
@@ -18,7 +17,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    gaf::Model model = gaf::onnx_io::load_model(argv[1]);
+    gaf::Model model = gaf::tools::read_model(argv[1]);  // as the CLI reads it
     gaf::tools::FuseOptions opts;  // opt level 2 for the CPU
     std::cout << gaf::tools::fuse_model(model, opts).summary_line() << "\n";
     gaf::runtime::Session session(*model.graph);

@@ -17,6 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (std::getenv("GAF_FUZZ_VERBOSE")) std::fprintf(stderr, "a ModelProto of %zu bytes\n", size);
   gaf::fuzz::expect_clean([&] {
     gaf::Model m = gaf::onnx_io::import_model(proto, "");
+    gaf::infer_fused_body_shapes(*m.graph);
     gaf::tools::FuseOptions opts;
     opts.fusion.opt_level = 3;
     gaf::tools::fuse_model(m, opts);

@@ -1,4 +1,6 @@
-// ONNX frontend: ModelProto <-> gaf::Model, and TensorProto <-> gaf::Tensor.
+// ONNX frontend: ModelProto <-> gaf::Model, and TensorProto <-> gaf::Tensor. Import and export only translate: the
+// driver runs our passes around them (gaf/passes.h: infer_fused_body_shapes after reading a model we wrote,
+// PortableModel before writing one for other runtimes).
 #pragma once
 
 #include <optional>
@@ -51,7 +53,7 @@ inline constexpr size_t kExternalMinBytes = 1024;
 // Writes atomically (temp file then rename): never a half-written file. With external data the weights go to
 // `<file name>.data` beside the model (offsets of large tensors aligned to 4 KiB), both files written together.
 void save_model(const Model& model, const std::string& path, ExternalData external = ExternalData::Auto);
-// The bytes save_model writes: the portable model (our own ops decomposed into standard ONNX), weights inside.
+// The bytes save_model writes (the model as it is; PortableModel(m) for other runtimes), weights inside.
 std::string serialize_model(const Model& model);
 // The files save_model writes for `path`, as (path, bytes) pairs for write_files_atomic (renamed in order): with
 // external data the data file first, then the model.

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -92,6 +93,24 @@ class PassManager {
 // gaf-domain ops -> standard ONNX (graph and fused bodies), for models written for other runtimes. Returns the
 // number of nodes decomposed.
 int decompose_gaf_ops(Graph& g, int opset);
+
+// The driver's steps around the ONNX frontend (gaf/onnx_io.h), whose import and export only translate.
+// After reading a model: our shape inference inside each fused body of g. A gaf.fused function comes back typed by
+// ONNX's inference and its call site, which leave dims unknown that the code generator sizes its loops by.
+void infer_fused_body_shapes(Graph& g);
+// Before writing a model other runtimes read: the model with our gaf-domain ops decomposed into standard ONNX
+// (decompose_gaf_ops), the values they produce typed (shape inference) and the "gaf" opset dropped; fused groups
+// stay gaf.fused functions. A model without gaf-domain ops is portable as it is and is not copied.
+//   onnx_io::save_model(PortableModel(m), path);
+class PortableModel {
+ public:
+  explicit PortableModel(const Model& m);
+  operator const Model&() const { return copy_ ? *copy_ : model_; }
+
+ private:
+  const Model& model_;
+  std::optional<Model> copy_;
+};
 
 std::unique_ptr<Pass> make_constant_to_initializer();  // Constant nodes -> initializers
 std::unique_ptr<Pass> make_identity_elimination();     // Identity, inference Dropout -> their input

@@ -153,8 +153,11 @@ std::string profile_fusion(const Model& model, const FuseOptions& opts, const st
 // Human-readable decision log, optionally only the decisions touching `node` (a node or value name).
 std::string explain(const FuseResult& r, const std::string& node = "");
 
-// Deep copy of a model through its ONNX form.
+// Deep copy of a model through its ONNX form (fused bodies typed again: infer_fused_body_shapes).
 Model copy_model(const Model& m);
+// A model file as the CLI and the Python module read it: the ONNX frontend's import, then our shape inference inside
+// the fused bodies of a model we wrote (infer_fused_body_shapes).
+Model read_model(const std::string& path);
 
 }  // namespace gaf::tools
 
@@ -242,7 +245,7 @@ void set_progress_stream(std::ostream* os);  // plain lines to `os` instead of s
 
 // graph-autofusion opt. The model as ONNX text (onnx/defs/printer.h; our gaf ops kept as they are).
 std::string model_text(const Model& m);
-// A model file, or ONNX text when the name ends in .txt.
+// A model file (read_model), or ONNX text when the name ends in .txt.
 Model load_model_or_text(const std::string& path);
 // Runs the named rewrite passes (PassManager::known_passes) in order, to a fixed point as the pipeline does;
 // after each pass that changed the graph and is `dump_after` (or every one, "all") writes "# after PASS" and the

@@ -29,9 +29,11 @@ Model load(const py::object& model) {
     onnx::ModelProto proto;
     const std::string bytes = model.cast<std::string>();
     GAF_CHECK(proto.ParseFromString(bytes), "the bytes given are not a serialized ONNX model");
-    return onnx_io::import_model(std::move(proto));
+    Model m = onnx_io::import_model(std::move(proto));
+    infer_fused_body_shapes(*m.graph);
+    return m;
   }
-  return onnx_io::load_model(py::str(model).cast<std::string>());
+  return tools::read_model(py::str(model).cast<std::string>());
 }
 
 tools::FuseOptions options(int opt_level, const std::optional<std::string>& rules,
@@ -240,7 +242,7 @@ PYBIND11_MODULE(_core, m) {
         Model md = load(model);
         tools::FuseOptions o = options(opt_level, rules, target);
         tools::FuseResult r = tools::fuse_model(md, o);
-        return py::make_tuple(py::bytes(onnx_io::serialize_model(md)),
+        return py::make_tuple(py::bytes(onnx_io::serialize_model(PortableModel(md))),
                               r.report_json(md.graph->name, o.target, opt_level));
       },
       py::arg("model"), py::arg("opt_level") = 3, py::arg("rules") = py::none(),

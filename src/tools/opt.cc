@@ -51,13 +51,21 @@ std::string model_text(const Model& m) {
   return std::regex_replace(os.str(), scalar, "$1");
 }
 
+Model read_model(const std::string& path) {
+  Model m = onnx_io::load_model(path);
+  infer_fused_body_shapes(*m.graph);
+  return m;
+}
+
 Model load_model_or_text(const std::string& path) {
-  if (path.size() < 4 || path.compare(path.size() - 4, 4, ".txt") != 0) return onnx_io::load_model(path);
+  if (path.size() < 4 || path.compare(path.size() - 4, 4, ".txt") != 0) return read_model(path);
   std::ifstream f(path);
   GAF_CHECK(f, "cannot read '{}'", path);
   std::stringstream s;
   s << f.rdbuf();
-  return onnx_io::parse_model_text(s.str());
+  Model m = onnx_io::parse_model_text(s.str());
+  infer_fused_body_shapes(*m.graph);
+  return m;
 }
 
 int run_passes(Model& m, const std::vector<std::string>& passes, const std::string& dump_after,

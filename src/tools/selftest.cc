@@ -247,7 +247,7 @@ std::vector<int> check_batch(uint64_t seed, int first, int count, const std::vec
     FuseOptions opts;
     opts.fusion.opt_level = 3;
     fuse_model(fused, opts);
-    onnx_io::check_model(fused);
+    onnx_io::check_model(PortableModel(fused));
     runtime::Session su(*merged.graph), sf(*fused.graph);
     if (stats) {
       for (const Node* n : fused.graph->nodes()) stats->fused_groups += n->body ? 1 : 0;

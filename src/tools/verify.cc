@@ -16,7 +16,9 @@ Model copy_model(const Model& m) {
   onnx_io::ImportOptions o;
   o.check = false;
   o.infer_shapes = false;
-  return onnx_io::import_model(onnx_io::export_model(m), "", o);
+  Model copy = onnx_io::import_model(onnx_io::export_model(m), "", o);
+  infer_fused_body_shapes(*copy.graph);
+  return copy;
 }
 
 namespace {

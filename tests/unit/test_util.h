@@ -47,9 +47,11 @@ inline void expect_same_outputs(const Model& a, const Model& b, double rtol = 1e
 inline Model fused_copy(const Model& m, tools::FuseOptions opts, tools::FuseResult* result = nullptr) {
   Model copy = onnx_io::import_model(onnx_io::export_model(m));
   tools::FuseResult r = tools::fuse_model(copy, opts);
-  onnx_io::check_model(copy);
+  onnx_io::check_model(PortableModel(copy));
   if (result) *result = r;
-  return onnx_io::import_model(onnx_io::export_model(copy));
+  Model back = onnx_io::import_model(onnx_io::export_model(copy));
+  infer_fused_body_shapes(*back.graph);
+  return back;
 }
 
 inline int count_fused(const Graph& g) {

@@ -36,7 +36,7 @@ struct RunArgs {
 };
 
 int cmd_info(const std::string& path) {
-  Model m = onnx_io::load_model(path);
+  Model m = tools::read_model(path);
   std::cout << tools::model_info(m);
   return 0;
 }
@@ -74,7 +74,7 @@ void save_tensors(const std::vector<Tensor>& ts, const std::vector<Value*>& valu
 // The model at `path`, fused in memory first at `opt_level` (> 0) with the rules file (or the environment's);
 // the fusion summary printed unless `quiet`.
 Model load_fused(const std::string& path, int opt_level, const std::string& rules, bool quiet) {
-  Model m = onnx_io::load_model(path);
+  Model m = tools::read_model(path);
   if (opt_level > 0) {
     tools::FuseOptions opts;
     opts.fusion.opt_level = opt_level;
@@ -89,7 +89,7 @@ Model load_fused(const std::string& path, int opt_level, const std::string& rule
 int cmd_run_cuda(const RunArgs& a) {
   if (std::string why = cuda::unavailable_reason(); !why.empty() && !a.dry_run)
     fail("--device cuda: {} (--dry-run plans and compiles the kernels without one)", why);
-  Model m = onnx_io::load_model(a.model);
+  Model m = tools::read_model(a.model);
   tools::FuseOptions opts;
   opts.fusion.opt_level = a.opt_level;
   opts.fusion.rules = FusionRules::from_env_or_file(a.rules);
@@ -276,7 +276,7 @@ int cmd_fuse(const FuseArgs& a) {
             "--output '{}' is the input model: the fused model would replace the original; write it elsewhere, or "
             "add --force",
             a.output);
-  Model m = onnx_io::load_model(a.input);
+  Model m = tools::read_model(a.input);
   tools::FuseResult r = tools::fuse_model(m, opts);
   std::cout << r.summary_line() << "\n";
   std::cout << fmt::format("kernels {} -> {}, modeled memory traffic {:.1f} MB -> {:.1f} MB, estimated time {:.3f} ms -> {:.3f} ms\n",
@@ -285,9 +285,10 @@ int cmd_fuse(const FuseArgs& a) {
   // The model and the report are written together or not at all: a failed report leaves no fused model behind.
   std::vector<std::pair<std::string, std::string>> files;
   if (!a.output.empty()) {
-    onnx_io::check_model(m);
+    const PortableModel portable(m);  // our gaf-domain ops decomposed into standard ONNX
+    onnx_io::check_model(portable);
     for (auto& f : onnx_io::serialize_model_files(
-             m, a.output, a.external_data ? onnx_io::ExternalData::Always : onnx_io::ExternalData::Auto))
+             portable, a.output, a.external_data ? onnx_io::ExternalData::Always : onnx_io::ExternalData::Auto))
       files.push_back(std::move(f));
   }
   if (!json_report.empty()) files.emplace_back(json_report, r.report_json(a.input, opts.target, a.opt_level));
@@ -324,14 +325,14 @@ void write_json(const std::string& path, const std::string& text) {
 int cmd_verify(const FuseArgs& a, const RunArgs& io, double rtol, double atol) {
   if (a.device == "cuda") {
     tools::FuseOptions opts = cuda_fuse_options(a);
-    Model m = onnx_io::load_model(a.input);
+    Model m = tools::read_model(a.input);
     auto r = tools::verify_cuda(m, opts, inputs_for(m, io));
     std::cout << r.text();
     write_json(a.json, r.json());
     return r.ok ? 0 : 1;
   }
   tools::FuseOptions opts = fuse_options(a);
-  Model m = onnx_io::load_model(a.input);
+  Model m = tools::read_model(a.input);
   auto r = tools::verify_fusion(m, opts, inputs_for(m, io), rtol, atol);
   std::cout << r.text();
   return r.ok ? 0 : 1;
@@ -339,7 +340,7 @@ int cmd_verify(const FuseArgs& a, const RunArgs& io, double rtol, double atol) {
 
 int cmd_explain(const FuseArgs& a, const std::string& node) {
   tools::FuseOptions opts = fuse_options(a);
-  Model m = onnx_io::load_model(a.input);
+  Model m = tools::read_model(a.input);
   if (!node.empty()) {
     std::vector<std::string> names;
     for (const Node* n : m.graph->nodes()) {
@@ -357,14 +358,14 @@ int cmd_explain(const FuseArgs& a, const std::string& node) {
 int cmd_bench(const FuseArgs& a, const RunArgs& io) {
   if (a.device == "cuda") {
     tools::FuseOptions opts = cuda_fuse_options(a);
-    Model m = onnx_io::load_model(a.input);
+    Model m = tools::read_model(a.input);
     auto r = tools::bench_cuda(m, opts, inputs_for(m, io), std::max(io.iterations, 1));
     std::cout << r.text();
     write_json(a.json, r.json());
     return 0;
   }
   tools::FuseOptions opts = fuse_options(a);
-  Model m = onnx_io::load_model(a.input);
+  Model m = tools::read_model(a.input);
   auto r = tools::bench_fusion(m, opts, inputs_for(m, io), std::max(io.iterations, 1));
   std::cout << r.text();
   return 0;
@@ -374,7 +375,7 @@ int cmd_profile(const FuseArgs& a, const RunArgs& io, int top, const std::string
   if (a.device == "cuda") {
     GAF_CHECK(trace.empty(), "--trace records the CPU runtime's node executions; it does not apply to --device cuda");
     tools::FuseOptions opts = cuda_fuse_options(a);
-    Model m = onnx_io::load_model(a.input);
+    Model m = tools::read_model(a.input);
     std::cout << tools::profile_cuda(m, opts, inputs_for(m, io), std::max(io.iterations, 1), top);
     return 0;
   }
@@ -382,7 +383,7 @@ int cmd_profile(const FuseArgs& a, const RunArgs& io, int top, const std::string
   const auto [json_report, html_report] = report_paths(a.report);
   GAF_CHECK(json_report.empty(), "profile --report writes the HTML page with the measured times: give a name ending "
             "in .html (the JSON report comes from fuse --report)");
-  Model m = onnx_io::load_model(a.input);
+  Model m = tools::read_model(a.input);
   std::cout << tools::profile_fusion(m, opts, inputs_for(m, io), std::max(io.iterations, 1), top, trace,
                                      html_report);
   if (!html_report.empty()) std::cout << "wrote " << html_report << "\n";
@@ -403,7 +404,7 @@ int cmd_opt(const std::string& input, const std::string& passes, const std::stri
   } else if (output.size() >= 4 && output.compare(output.size() - 4, 4, ".txt") == 0) {
     onnx_io::write_file_atomic(output, tools::model_text(m) + "\n");
   } else {
-    onnx_io::save_model(m, output);  // portable: our ops decomposed into standard ONNX
+    onnx_io::save_model(PortableModel(m), output);  // our ops decomposed into standard ONNX
   }
   return 0;
 }

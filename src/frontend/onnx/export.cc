@@ -8,7 +8,6 @@
 
 #include "frontend/onnx/gaf_schemas.h"
 #include "gaf/onnx_io.h"
-#include "gaf/passes.h"
 
 namespace gaf::onnx_io {
 
@@ -225,35 +224,10 @@ onnx::ModelProto export_model(const Model& m) {
   return p;
 }
 
-namespace {
-
-// What other runtimes get: gaf-domain ops decomposed into standard ONNX (fused groups stay gaf.fused functions).
-onnx::ModelProto portable_proto(const Model& m) {
-  bool custom = false;
-  std::function<void(const Graph&)> scan = [&](const Graph& g) {
-    for (const Node* n : g.nodes()) {
-      custom |= n->domain == "gaf";
-      if (n->body) scan(*n->body);
-    }
-  };
-  scan(*m.graph);
-  if (!custom) return export_model(m);
-  onnx::ModelProto p = export_model(m);
-  Model copy = import_model(p, "", ImportOptions{false, false, ""});
-  auto it = copy.opsets.find("");
-  decompose_gaf_ops(*copy.graph, it == copy.opsets.end() ? 13 : int(it->second));
-  PassContext ctx;  // the decomposed ops' values get their shapes, like every other value of the written model
-  make_shape_inference()->run(*copy.graph, ctx);
-  copy.opsets.erase("gaf");
-  return export_model(copy);
-}
-
-}  // namespace
-
 void check_model(const Model& m) {
   register_gaf_schemas();
   try {
-    onnx::checker::check_model(portable_proto(m));
+    onnx::checker::check_model(export_model(m));
   } catch (const std::exception& e) {
     fail("the exported model fails the ONNX checker: {}", e.what());
   }
@@ -265,7 +239,7 @@ std::string serialize_model(const Model& m) {
 
 std::vector<std::pair<std::string, std::string>> serialize_model_files(const Model& m, const std::string& path,
                                                                        ExternalData external) {
-  onnx::ModelProto p = portable_proto(m);
+  onnx::ModelProto p = export_model(m);
   size_t weights = 0;
   for (const auto& t : p.graph().initializer()) weights += t.raw_data().size();
   const bool split = external == ExternalData::Always || (external == ExternalData::Auto && weights > kAutoExternalBytes);

@@ -12,7 +12,6 @@
 #include "frontend/onnx/gaf_schemas.h"
 #include "gaf/builder.h"
 #include "gaf/onnx_io.h"
-#include "gaf/passes.h"
 
 namespace gaf::onnx_io {
 
@@ -63,7 +62,8 @@ using FunctionMap = std::map<std::string, const onnx::FunctionProto*>;
 onnx::ShapeInferenceOptions shape_inference_options() { return onnx::ShapeInferenceOptions(false, 0, true); }
 
 // A gaf.fused call becomes a fused node again: its function's nodes are the body; Constant nodes in the body
-// become body constants; body types come from the call site and ONNX shape inference.
+// become body constants; body types come from the call site and ONNX shape inference (the driver's
+// infer_fused_body_shapes fills in what they leave unknown).
 void build_fused_body(Node& n, const onnx::FunctionProto& fp, const std::map<std::string, int64_t>& opsets,
                       const std::string& base_dir) {
   Model tmp;
@@ -110,10 +110,6 @@ void build_fused_body(Node& n, const onnx::FunctionProto& fp, const std::map<std
     };
     if (outer.dtype == inner.dtype && known_dims(outer) > known_dims(inner)) inner.shape = outer.shape;
   }
-  // Then our own inference for what lies between: a broadcast of min(L,k) against L, say (ONNX gives a fresh
-  // symbol), which the code generator needs to size its loops.
-  PassContext ctx;
-  make_shape_inference()->run(body, ctx);
   n.body = std::move(tmp.graph);
 }
 

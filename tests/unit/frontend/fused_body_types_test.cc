@@ -1,6 +1,7 @@
 // A fused model read back from its ONNX file: function bodies carry no value types in ONNX, so import infers
 // them. With symbolic dims ONNX alone leaves fresh "unk__" symbols, and the code generator cannot size its
-// loops from those; import completes them (call-site output types, then our own shape inference).
+// loops from those; import takes the call-site output types, and the reader completes the rest with our own shape
+// inference (infer_fused_body_shapes, which testing::fused_copy runs as the CLI does).
 #include "passes/pass_test_util.h"
 
 namespace gaf {

@@ -114,7 +114,7 @@ TEST(Export, FusedModelsHaveUniqueNodeNames) {
     opts.fusion.opt_level = 3;
     tools::fuse_model(m, opts);
     fs::path out = fs::temp_directory_path() / (std::string("gaf_unique_names_") + name + ".onnx");
-    onnx_io::save_model(m, out.string());
+    onnx_io::save_model(PortableModel(m), out.string());
     onnx::ModelProto proto = read_proto(out);
     fs::remove(out);
     auto expect_unique = [&](const auto& nodes, const std::string& where) {
@@ -195,7 +195,7 @@ TEST(Export, DecomposedOpsKeepTheirTypes) {
   opts.fusion.opt_level = 1;  // rewrites only: gaf.Attention and gaf.LayerNormalization in the graph itself
   tools::fuse_model(m, opts);
   fs::path out = fs::temp_directory_path() / "gaf_decomposed_types.onnx";
-  onnx_io::save_model(m, out.string());
+  onnx_io::save_model(PortableModel(m), out.string());
   onnx::ModelProto proto = read_proto(out);
   fs::remove(out);
   std::map<std::string, const onnx::ValueInfoProto*> typed;

@@ -66,7 +66,7 @@ inline Rewritten rewrite(const Model& m, std::vector<std::unique_ptr<Pass>> pass
     EXPECT_EQ(outs_before[i]->name(), outs_after[i]->name());
   for (const Node* n : r.after.graph->nodes())
     if (n->domain == "gaf") r.after.opsets["gaf"] = 1;
-  onnx_io::check_model(r.after);
+  onnx_io::check_model(PortableModel(r.after));
   return r;
 }
 

@@ -28,7 +28,7 @@ Fused fuse_once(const std::string& text_or_path, int threads, const fs::path& di
   tools::FuseOptions opts;
   opts.fusion.opt_level = 3;
   tools::FuseResult r = tools::fuse_model(m, opts);
-  Fused f{onnx_io::serialize_model(m), r.report_json("m", opts.target, 3), {}};
+  Fused f{onnx_io::serialize_model(PortableModel(m)), r.report_json("m", opts.target, 3), {}};
   tools::emit_code(m, dir.string(), false);
   for (const auto& e : fs::directory_iterator(dir)) {
     std::ifstream in(e.path());

@@ -8,7 +8,6 @@
 // compiled kernel serves every shape of a dynamic-shape model.
 #pragma once
 
-#include <map>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -17,7 +16,6 @@
 
 #include "gaf/fusion.h"
 #include "gaf/graph.h"
-#include "gaf/kernel.h"
 
 namespace gaf::codegen {
 
@@ -110,15 +108,5 @@ using CompileObserver = std::function<void(bool done, size_t kernels, double sec
 void set_compile_observer(CompileObserver observer);
 
 std::string cache_dir();
-
-// A graph's generated kernels: factories for the fused nodes that got one, reasons for those that did not.
-struct GraphKernels {
-  std::shared_ptr<Library> library;
-  std::map<const Node*, runtime::KernelFactory> factories;
-  std::map<const Node*, std::string> fallbacks;  // node -> why it runs op by op
-  std::string translation_unit;
-  std::vector<EmittedKernel> kernels;
-};
-GraphKernels build_graph_kernels(const Graph& g, const EmitOptions& emit, const CompileOptions& compile);
 
 }  // namespace gaf::codegen

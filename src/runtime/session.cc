@@ -19,6 +19,7 @@
 
 #include "gaf/codegen.h"
 #include "gaf/op_registry.h"
+#include "runtime/graph_kernels.h"
 
 namespace gaf::runtime {
 
@@ -216,7 +217,7 @@ Session::Session(const Graph& graph, SessionOptions options)
   };
   for (const Value* v : graph.inputs()) slot(v);
   for (const Value* v : graph.initializers()) slot(v);
-  codegen::GraphKernels generated;
+  GraphKernels generated;
   bool any_fused = false;
   for (const Node* n : graph.nodes()) any_fused |= n->body != nullptr;
   if (any_fused && options.codegen) {
@@ -224,7 +225,7 @@ Session::Session(const Graph& graph, SessionOptions options)
     eo.debug = options.debug;
     codegen::CompileOptions co;
     co.debug = options.debug;
-    generated = codegen::build_graph_kernels(graph, eo, co);
+    generated = build_graph_kernels(graph, eo, co);
     for (const auto& [n, why] : generated.fallbacks) fallbacks_[n->name.empty() ? n->op_type : n->name] = why;
     generated_ = generated.factories.size();
   }

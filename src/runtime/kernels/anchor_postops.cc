@@ -16,15 +16,15 @@
 #include <map>
 #include <optional>
 
-#include "codegen/cpu/anchor_postops.h"
 #include "gaf/op_registry.h"
+#include "runtime/kernels/anchor_postops.h"
 #include "runtime/kernels/dnnl_ops.h"
 
-namespace gaf::codegen {
+namespace gaf::runtime {
 
 namespace {
 
-using runtime::dnnl_ops::PostOp;
+using dnnl_ops::PostOp;
 
 std::optional<double> scalar_constant(const Value* v) {
   if (!v || !v->is_constant() || v->constant().numel() != 1) return std::nullopt;
@@ -70,7 +70,7 @@ const Value* match_gelu(const Value* y) {
   return half->output(0);
 }
 
-class AnchorPostOpKernel final : public runtime::Kernel {
+class AnchorPostOpKernel final : public Kernel {
  public:
   struct Source {
     int fused_input = -1;            // index into the fused node's inputs
@@ -81,9 +81,9 @@ class AnchorPostOpKernel final : public runtime::Kernel {
   AnchorPostOpKernel(std::shared_ptr<Graph> graph, const Node& anchor, std::vector<PostOp> ops,
                      std::vector<Source> sources)
       : graph_(std::move(graph)), anchor_(anchor), sources_(std::move(sources)),
-        inner_(runtime::dnnl_ops::make_anchor_kernel(anchor, std::move(ops))) {}
+        inner_(dnnl_ops::make_anchor_kernel(anchor, std::move(ops))) {}
 
-  void run(runtime::KernelContext& ctx) override {
+  void run(KernelContext& ctx) override {
     // The inner context's vectors are members, reused by every run (a kernel runs one call at a time, like the
     // shape cache of the oneDNN kernel inside).
     ins_.clear();
@@ -96,7 +96,7 @@ class AnchorPostOpKernel final : public runtime::Kernel {
       donatable_.push_back(s.fused_input >= 0 && once && ctx.may_donate(s.fused_input));
     }
     outs_.assign(size_t(anchor_.num_outputs()), Tensor());
-    runtime::KernelContext sub(anchor_, ins_, outs_, ctx.allocator(), &donatable_);
+    KernelContext sub(anchor_, ins_, outs_, ctx.allocator(), &donatable_);
     inner_->run(sub);
     ctx.set_output(0, std::move(outs_[0]));
     outs_.clear();
@@ -106,7 +106,7 @@ class AnchorPostOpKernel final : public runtime::Kernel {
   std::shared_ptr<Graph> graph_;
   const Node& anchor_;
   std::vector<Source> sources_;
-  std::unique_ptr<runtime::Kernel> inner_;
+  std::unique_ptr<Kernel> inner_;
   std::vector<const Tensor*> ins_;
   std::vector<bool> donatable_;
   std::vector<Tensor> outs_;
@@ -137,7 +137,7 @@ std::optional<PostOp::BinaryOp> binary_form(const std::string& op, bool anchor_f
 
 }  // namespace
 
-std::optional<runtime::KernelFactory> anchor_postop_kernel(const Node& fused, std::string* why) {
+std::optional<KernelFactory> anchor_postop_kernel(const Node& fused, std::string* why) {
   const Graph& body = *fused.body;
   auto nodes = body.nodes();
   const Node* anchor = nullptr;
@@ -147,7 +147,7 @@ std::optional<runtime::KernelFactory> anchor_postop_kernel(const Node& fused, st
     *why = "no anchor";
     return std::nullopt;
   }
-  if (!runtime::dnnl_ops::supports_post_ops(*anchor)) {
+  if (!dnnl_ops::supports_post_ops(*anchor)) {
     *why = fmt::format("{} takes no oneDNN post-ops", anchor->describe());
     return std::nullopt;
   }
@@ -284,16 +284,16 @@ std::optional<runtime::KernelFactory> anchor_postop_kernel(const Node& fused, st
     *why = "the epilogue changes the anchor's output shape";
     return std::nullopt;
   }
-  if (!runtime::dnnl_ops::normalize_post_ops(ops, why)) return std::nullopt;
+  if (!dnnl_ops::normalize_post_ops(ops, why)) return std::nullopt;
   if (anchor->op_type == "Gemm" && anchor->attr_float("alpha", 1.f) != 1.f) {
     // The Gemm kernel puts its alpha in front as a Linear (then beta C as an Add): that one must not repeat.
     std::vector<PostOp> probe = {PostOp::linear(anchor->attr_float("alpha", 1.f), 0.f), PostOp::add(-1)};
     probe.insert(probe.end(), ops.begin(), ops.end());
-    if (!runtime::dnnl_ops::normalize_post_ops(probe, why)) return std::nullopt;
+    if (!dnnl_ops::normalize_post_ops(probe, why)) return std::nullopt;
   }
   const Node* a = anchor;
   const Node* outer = &fused;
-  return runtime::KernelFactory([a, outer, ops, sources](const Node&) -> std::unique_ptr<runtime::Kernel> {
+  return KernelFactory([a, outer, ops, sources](const Node&) -> std::unique_ptr<Kernel> {
     // The anchor alone in a graph of its own, inputs that are weights of the model bound as constants.
     auto g = std::make_shared<Graph>();
     std::vector<Value*> ins;
@@ -321,4 +321,4 @@ std::optional<runtime::KernelFactory> anchor_postop_kernel(const Node& fused, st
   });
 }
 
-}  // namespace gaf::codegen
+}  // namespace gaf::runtime

@@ -1,24 +1,28 @@
 // A graph's generated kernels: emit every fused node, compile them as one translation unit, and wrap each exported
 // function in a runtime Kernel that binds symbolic dims, checks shapes and allocates outputs.
+#include "runtime/graph_kernels.h"
+
 #include <sstream>
 
-#include "gaf/op_registry.h"
+#include "gaf/kernel.h"
+#include "runtime/kernels/anchor_postops.h"
 
-#include "codegen/cpu/anchor_postops.h"
-#include "gaf/codegen.h"
+namespace gaf::runtime {
 
-namespace gaf::codegen {
+using codegen::DimExpr;
+using codegen::KernelSignature;
+using codegen::Library;
 
 namespace {
 
 using KernelFnPtr = void (*)(const void* const*, void* const*, const int64_t*);
 
-class GeneratedKernel final : public runtime::Kernel {
+class GeneratedKernel final : public Kernel {
  public:
   GeneratedKernel(KernelSignature sig, KernelFnPtr fn, std::shared_ptr<Library> lib)
       : sig_(std::move(sig)), fn_(fn), lib_(std::move(lib)) {}
 
-  void run(runtime::KernelContext& ctx) override {
+  void run(KernelContext& ctx) override {
     GAF_CHECK(ctx.num_inputs() == int(sig_.input_dims.size()), "{}: {} inputs given, the kernel takes {}",
               ctx.node().describe(), ctx.num_inputs(), sig_.input_dims.size());
     std::vector<int64_t> sym(sig_.symbol_binds.size());
@@ -63,7 +67,8 @@ std::string c_identifier(const std::string& s) {
 
 }  // namespace
 
-GraphKernels build_graph_kernels(const Graph& g, const EmitOptions& emit, const CompileOptions& compile) {
+GraphKernels build_graph_kernels(const Graph& g, const codegen::EmitOptions& emit,
+                                 const codegen::CompileOptions& compile) {
   GraphKernels out;
   std::vector<const Node*> emitted_nodes;
   int index = 0;
@@ -78,7 +83,7 @@ GraphKernels build_graph_kernels(const Graph& g, const EmitOptions& emit, const 
       continue;
     }
     std::string symbol = fmt::format("gaf_{}_{}", c_identifier(n->op_type), index++);
-    auto k = emit_kernel(*n, symbol, emit, &why);
+    auto k = codegen::emit_kernel(*n, symbol, emit, &why);
     if (!k) {
       out.fallbacks[n] = why;
       continue;
@@ -88,11 +93,11 @@ GraphKernels build_graph_kernels(const Graph& g, const EmitOptions& emit, const 
   }
   if (out.kernels.empty()) return out;
   std::ostringstream tu;
-  tu << prelude() << "\n";
+  tu << codegen::prelude() << "\n";
   for (const auto& k : out.kernels) tu << k.source << "\n";
   out.translation_unit = tu.str();
   std::string error;
-  out.library = compile_and_load(out.translation_unit, compile, &error);
+  out.library = codegen::compile_and_load(out.translation_unit, compile, &error);
   if (!out.library) {
     for (const Node* n : emitted_nodes) out.fallbacks[n] = error;
     return out;
@@ -105,11 +110,11 @@ GraphKernels build_graph_kernels(const Graph& g, const EmitOptions& emit, const 
       continue;
     }
     auto lib = out.library;
-    out.factories[emitted_nodes[i]] = [sig, fn, lib](const Node&) -> std::unique_ptr<runtime::Kernel> {
+    out.factories[emitted_nodes[i]] = [sig, fn, lib](const Node&) -> std::unique_ptr<Kernel> {
       return std::make_unique<GeneratedKernel>(sig, fn, lib);
     };
   }
   return out;
 }
 
-}  // namespace gaf::codegen
+}  // namespace gaf::runtime

@@ -4,7 +4,7 @@
 // registry, and each backend registers its kernels for these ops (the CPU runtime: runtime::KernelRegistry).
 //
 // Adding an op: define it in its family's file here, give it a kernel in each backend that runs it (a
-// standard unary or binary op's CPU kernel is one functor in runtime/kernels/unary.cc or binary.cc), and a
+// standard unary or binary op's CPU kernel is one functor in runtime/kernels/onnx/unary.cc or binary.cc), and a
 // test.
 #pragma once
 

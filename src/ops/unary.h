@@ -4,7 +4,7 @@
 //   kTypes                  the element type classes it takes (ops/scalar_math.h); kBoolOut: boolean result
 //   operator()(C x)         the reference formula on the compute type (fp32 for fp16/bf16, double, integers
 //   as
-//                           they are) that the CPU kernel maps over a tensor (runtime/kernels/unary.cc)
+//                           they are) that the CPU kernel maps over a tensor (runtime/kernels/onnx/unary.cc)
 //   formula(x) / (n, x)     the scalar formula generated kernels print, over the printers' gaf_* helpers;
 //   absent:
 //                           the op runs as its own kernel

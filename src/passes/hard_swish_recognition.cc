@@ -4,7 +4,7 @@
 //   x * Relu6(x + 3) / 6          Relu6 = Clip(., 0, 6); "/ 6" as Div 6 or Mul 1/6, before or after the "* x"
 //
 // becomes HardSwish(x) = x * max(0, min(1, x / 6 + 0.5)): the standard op from opset 14, gaf.HardSwish (same
-// semantics, CPU kernel in runtime/kernels/gaf_ops.cc) before. Anchored on the HardSigmoid / Clip; constants
+// semantics, CPU kernel in runtime/kernels/onnx/gaf_ops.cc) before. Anchored on the HardSigmoid / Clip; constants
 // must equal the formula's to fp32 precision, intermediates be read once inside the pattern; fp32 only.
 #include "gaf/passes.h"
 #include "passes/rewrite_util.h"

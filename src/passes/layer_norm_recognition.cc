@@ -7,7 +7,7 @@
 //   [y = y * gamma] [y = y + beta]   (gamma, beta constants varying over the normalised dims only)
 //
 // becomes one LayerNormalization(x, gamma, beta, axis, epsilon): the standard op from opset 17,
-// gaf.LayerNormalization (same signature and semantics, CPU kernel in runtime/kernels/gaf_ops.cc) before.
+// gaf.LayerNormalization (same signature and semantics, CPU kernel in runtime/kernels/onnx/gaf_ops.cc) before.
 // Anchored on the Sub. Every intermediate must be read only inside the pattern (d by the square and the
 // normalising node); fp32 only, so eps is exact as the float attribute. Missing gamma becomes ones;
 // gamma/beta of a broadcast shape are expanded to the normalised shape, which must be static.

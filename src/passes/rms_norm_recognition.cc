@@ -5,7 +5,7 @@
 //   [y = y * gamma]                                 (gamma constant over the normalised dims only)
 //
 // becomes gaf.RMSNormalization(x, gamma, axis, epsilon) (ONNX has no such op before opset 23; the signature
-// is that of opset 23's RMSNormalization; CPU kernel in runtime/kernels/gaf_ops.cc). Anchored on the variance
+// is that of opset 23's RMSNormalization; CPU kernel in runtime/kernels/onnx/gaf_ops.cc). Anchored on the variance
 // ReduceMean. The square and every tail intermediate must be read only inside the pattern; x may have other
 // readers (the residual). fp32 only.
 #include "gaf/passes.h"

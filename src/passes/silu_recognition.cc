@@ -1,6 +1,6 @@
 // SiLU (Swish with beta 1) as exporters write it:  Mul(x, Sigmoid(x)) in either operand order -> gaf.Silu(x).
 // ONNX has no SiLU/Swish op in the opsets we read, so the result is in domain gaf (CPU kernel in
-// runtime/kernels/gaf_ops.cc). The Sigmoid output must be read only by the Mul; fp32 only.
+// runtime/kernels/onnx/gaf_ops.cc). The Sigmoid output must be read only by the Mul; fp32 only.
 #include "gaf/passes.h"
 #include "passes/rewrite_util.h"
 

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "gaf/kernel.h"
-#include "runtime/kernels/anchor_postops.h"
+#include "runtime/kernels/dnnl/anchor_postops.h"
 
 namespace gaf::runtime {
 

@@ -51,7 +51,7 @@ onnx::OpSchema normalization(const char* name, bool with_bias) {
 
 
 // gaf.Attention: output = Transpose(Softmax(scale * Q Kᵀ + mask) V, out_perm) with Q, K, V read as
-// Transpose(input, *_perm); batch dims broadcast like MatMul's (src/runtime/kernels/attention.cc).
+// Transpose(input, *_perm); batch dims broadcast like MatMul's (src/runtime/kernels/fast/attention.cc).
 void infer_attention(onnx::InferenceContext& ctx) {
   onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
   for (size_t i = 0; i < 3; ++i)

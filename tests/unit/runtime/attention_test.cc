@@ -8,7 +8,7 @@
 #include "gaf/builder.h"
 
 #include "../passes/pass_test_util.h"
-#include "runtime/kernels/attention.h"
+#include "runtime/kernels/fast/attention.h"
 
 namespace gaf {
 namespace {

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "runtime/kernels/direct_conv.h"
+#include "runtime/kernels/fast/direct_conv.h"
 
 namespace gaf::runtime {
 namespace {

@@ -13,8 +13,8 @@
 #include "gaf/onnx_io.h"
 #include "gaf/session.h"
 #include "gaf/tools.h"
-#include "runtime/kernels/dnnl_ops.h"
-#include "runtime/kernels/dnnl_util.h"
+#include "runtime/kernels/dnnl/dnnl_ops.h"
+#include "runtime/kernels/dnnl/dnnl_util.h"
 
 namespace gaf {
 namespace {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "runtime/kernels/expand_depthwise.h"
+#include "runtime/kernels/fast/expand_depthwise.h"
 
 namespace gaf::runtime {
 namespace {

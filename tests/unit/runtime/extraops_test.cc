@@ -829,7 +829,7 @@ TEST(extraops_GridSample, ExtremeAndNonFiniteGridValues) {
   }
 }
 
-// MaxUnpool's kernel is the pooling family's (dnnl_pool.cc); these cases pin the behaviour the data expects.
+// MaxUnpool's kernel is the pooling family's (runtime/kernels/dnnl/pool.cc); these cases pin the behaviour the data expects.
 TEST(extraops_MaxUnpool, Int32PadsAndOutputShape) {
   // 1-D: X [1, 2, 3], kernel 3 stride 2 pads [1, 1]: inferred length (3 - 1) * 2 + 3 - 2 = 5.
   auto outs = run(model(11, R"(g (int32[1,2,3] x, int64[1,2,3] i) => (int32[1,2,5] y) {

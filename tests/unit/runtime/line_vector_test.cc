@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "runtime/kernels/line_vector.h"
+#include "runtime/kernels/fast/line_vector.h"
 
 namespace gaf::runtime {
 namespace {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "runtime/kernels/pointwise_conv.h"
+#include "runtime/kernels/fast/pointwise_conv.h"
 
 namespace gaf::runtime {
 namespace {

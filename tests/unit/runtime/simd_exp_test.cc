@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/kernels/simd_exp.h"
+#include "runtime/kernels/fast/simd_exp.h"
 
 // GCC 12's intrinsics headers trip these (_mm512_undefined_ps), as in the kernels that use exp2v
 #pragma GCC diagnostic ignored "-Wuninitialized"

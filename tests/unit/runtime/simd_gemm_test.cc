@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/kernels/simd_gemm.h"
+#include "runtime/kernels/fast/simd_gemm.h"
 
 namespace {
 

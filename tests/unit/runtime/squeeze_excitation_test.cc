@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "runtime/kernels/squeeze_excitation.h"
+#include "runtime/kernels/fast/squeeze_excitation.h"
 
 namespace gaf::runtime {
 namespace {

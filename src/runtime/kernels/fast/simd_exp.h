@@ -1,0 +1,90 @@
+// 2^t on the fp32 lanes of a simd::vf (simd_vec.h: 16 with AVX-512, 8 with AVX2), shared by the kernels that
+// need a fast exp (attention's softmax, the swish pass after convolutions, the convolution epilogues'
+// activations): 2^round(t) by simd::scale2 (gradual underflow towards 0, NaN propagates) times a degree-5
+// polynomial for 2^f, f = t - round(t) in [-1/2, 1/2]: a minimax fit of 2^f's relative error (9e-8 in exact
+// arithmetic; measured in fp32 1.7e-7 at most over t in [-126, 127), tests/unit/runtime/simd_exp_test.cc), one
+// FMA cheaper than Cephes' degree-6 exp2f (7.9e-8); the attention bench case ran about 1% faster with it.
+// exp(x) is exp2v(x * log2(e)): the rounding of that product adds a relative error of about |t| 6e-8.
+#pragma once
+
+#include <cmath>
+
+namespace gaf::runtime::simd {
+
+// x * sigmoid(alpha x) with swish16's limits, for scalar tails and reference paths: 0 once exp(-alpha x) passes
+// 2^126.
+inline float swish(float x, float alpha) {
+  const double t = -double(alpha) * double(x);
+  return t > 126.0 * 0.69314718055994531 ? 0.f : float(double(x) / (1.0 + std::exp(t)));
+}
+
+}  // namespace gaf::runtime::simd
+
+#include "runtime/kernels/fast/simd_vec.h"
+
+#if defined(GAF_SIMD)
+namespace gaf::runtime::simd {
+
+// Callers clamp t from below (t >= -150 flushes to 0 anyway) and from above where overflow matters (t < 128).
+inline vf exp2v(vf t) {
+  const vf k = round_nearest(t);
+  const vf f = sub(t, k);
+  vf p = fmadd(set1(1.3264698770330367e-3f), f, set1(9.671508817451695e-3f));
+  p = fmadd(p, f, set1(5.5507337764833714e-2f));
+  p = fmadd(p, f, set1(2.4022242145351372e-1f));
+  p = fmadd(p, f, set1(6.931469776119832e-1f));
+  p = fmadd(p, f, set1(1.0f));
+  return scale2(p, k);  // p * 2^k
+}
+
+// 1 / (1 + 2^t) with t clamped to [-126, 126] (no overflow, and the reciprocal of a normal number), by
+// simd::recip; NaN stays NaN. The logistic behind swishv, sigmoidv and gelu_tanhv.
+inline vf inv_one_plus_exp2(vf t) { return recip(add(exp2v(min(set1(126.f), max(set1(-126.f), t))), set1(1.f))); }
+
+// x * sigmoid(a x) = x / (1 + 2^t), t = -a x log2(e) clamped to [-126, 126], 2^t by exp2v, the reciprocal by
+// simd::recip; neg_a_log2e = -a log2(e). Where t > 126 the result is below 2^-126 |x| and comes out 0 (-inf
+// too). Measured against double over |x| <= 20 (AVX-512): max relative error 1.1e-6 (alpha 1) and 2.6e-6
+// (alpha 1.5), max absolute error 1.5e-6; NaN stays NaN.
+inline vf swishv(vf x, vf neg_a_log2e) {
+  const vf tx = mul(x, neg_a_log2e);
+  const lanes_t tiny = gt(tx, set1(126.f));  // |result| < 2^-126 |x|: 0
+  return select(tiny, zero(), mul(x, inv_one_plus_exp2(tx)));
+}
+
+// sigmoid(x) = 1 / (1 + 2^t), t = -x log2(e) clamped to [-126, 126] (swishv's reciprocal, without the x): 0 <
+// sigmoid(x) <= 1, about 2^-126 for x below -87; NaN stays NaN.
+inline vf sigmoidv(vf x) { return inv_one_plus_exp2(mul(x, set1(-1.4426950408889634f))); }
+
+// GELU, x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), with Phi(-|x|) = erfc(|x| / sqrt 2) / 2 from Abramowitz and
+// Stegun 7.1.26: erfc(z) = t P(t) exp(-z^2), t = 1 / (1 + p z), absolute error below 1.5e-7 (what oneDNN's
+// gelu_erf uses too); the erfc form needs no 1 + erf cancellation for negative x. Measured against double over
+// |x| <= 12: see simd_exp_test.cc. NaN stays NaN.
+inline vf gelu_erfv(vf x) {
+  const vf z = mul(abs(x), set1(0.70710678118654752f));
+  const vf t = recip(fmadd(z, set1(0.3275911f), set1(1.f)));
+  vf p = fmadd(set1(1.061405429f), t, set1(-1.453152027f));
+  p = fmadd(p, t, set1(1.421413741f));
+  p = fmadd(p, t, set1(-0.284496736f));
+  p = fmadd(p, t, set1(0.254829592f));
+  const vf e2 = max(set1(-150.f), mul(mul(z, z), set1(-1.4426950408889634f)));
+  const vf q = mul(mul(mul(t, p), exp2v(e2)), set1(0.5f));  // Phi(-|x|)
+  const vf phi = select(gt(x, zero()), sub(set1(1.f), q), q);  // x > 0: 1 - Phi(-x)
+  return mul(x, phi);
+}
+
+// GELU's tanh form, 0.5 x (1 + tanh(u)) = x sigmoid(2 u), u = sqrt(2 / pi) (x + 0.044715 x^3): swishv's
+// reciprocal of 1 + 2^t with t = -2 u log2(e) clamped to [-126, 126].
+inline vf gelu_tanhv(vf x) {
+  const vf x3 = mul(mul(x, x), x);
+  const vf u = mul(fmadd(x3, set1(0.044715f), x), set1(-2.f * 0.79788456080286536f * 1.4426950408889634f));
+  return mul(x, inv_one_plus_exp2(u));
+}
+
+// x * clamp(x / 6 + 1/2, 0, 1), ONNX's HardSwish; the gate's min/max keep NaN out of it, so NaN * gate = NaN.
+inline vf hard_swishv(vf x) {
+  const vf gate = fmadd(x, set1(1.f / 6.f), set1(0.5f));
+  return mul(x, min(max(gate, zero()), set1(1.f)));
+}
+
+}  // namespace gaf::runtime::simd
+#endif

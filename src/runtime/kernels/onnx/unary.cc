@@ -1,0 +1,125 @@
+// Unary math and activations: one templated kernel (UnaryKernel<Op>) maps the reference formula of each op of
+// ops/unary.h (its operator(), on the compute type: fp32 for fp16/bf16) over contiguous data, for the element
+// types the op takes; the op's flops per element set the parallel grain. fp32 exp/log/tanh/sigmoid/erf use
+// the vectorisable implementations of ops/fastmath.h; double uses libm. Clip, whose bounds are inputs, has a
+// kernel of its own.
+#include "ops/unary.h"
+
+#include <cmath>
+
+#include "runtime/kernels/onnx/elementwise_util.h"
+#include "runtime/kernels/families.h"
+
+namespace gaf::runtime {
+
+namespace {
+
+using namespace ew;
+
+// ---- the kernel ---------------------------------------------------------------------------------
+
+template <class Op>
+class UnaryKernel final : public Kernel {
+ public:
+  explicit UnaryKernel(const Node& n) : op_(make_op<Op>(n)), grain_(grain_for(Op::kFlops)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.in(0);
+    dispatch<Op::kTypes>(x.dtype(), ctx.node(), "input", [&](auto tag) {
+      using S = decltype(tag);
+      using SO = std::conditional_t<bool_out<Op>(), bool, S>;
+      Tensor& y = ctx.allocate_output(0, DTypeOf<SO>::value, x.dims());
+      if constexpr (std::is_same_v<Op, ops::unary::SqrtOp>)  // contiguous runs through the SIMD instruction
+        unary_map(x.data<S>(), y.data<SO>(), x.numel(), SimdSqrt{}, grain_);
+      else
+        unary_map(x.data<S>(), y.data<SO>(), x.numel(), op_, grain_);
+    });
+  }
+
+ private:
+  // Sqrt with a whole-run form (unary_range uses `range` where an op has one).
+  struct SimdSqrt : ops::unary::SqrtOp {
+    template <class C>
+    void range(const C* in, C* out, int64_t n) const {
+      sqrt_range(in, out, n);
+    }
+  };
+  Op op_;
+  int64_t grain_;  // from the op's flops per element
+};
+
+// ---- Clip ---------------------------------------------------------------------------------------
+
+// y = min(max(x, lo), hi). Opset < 11: float attributes min/max; from 11: optional scalar inputs of x's type.
+// NaN propagates; lo > hi gives hi everywhere (numpy's clip).
+template <class C>
+struct ClipOp {
+  C lo, hi;
+  C operator()(C x) const {
+    C v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+  }
+};
+
+class ClipKernel final : public Kernel {
+ public:
+  explicit ClipKernel(const Node& n) {
+    if (n.opset < 11) {
+      attr_min_ = n.attr_float("min", -std::numeric_limits<float>::infinity());
+      attr_max_ = n.attr_float("max", std::numeric_limits<float>::infinity());
+    }
+  }
+  void run(KernelContext& ctx) override {
+    const Node& n = ctx.node();
+    const Tensor& x = ctx.in(0);
+    constexpr unsigned kTypes = kTNumeric;
+    dispatch<kTypes>(x.dtype(), n, "input", [&](auto tag) {
+      using S = decltype(tag);
+      using C = compute_t<S>;
+      C lo, hi;
+      if (n.opset < 11) {
+        if constexpr (std::is_floating_point_v<C>) {
+          lo = C(attr_min_);
+          hi = C(attr_max_);
+        } else {
+          unsupported("{}: Clip before opset 11 takes floating-point input, got {}", n.describe(),
+                      dtype_name(x.dtype()));
+        }
+      } else {
+        constexpr bool kFloat = std::is_floating_point_v<C>;
+        using L = std::numeric_limits<C>;
+        lo = bound<S>(ctx, 1, "min", kFloat ? -L::infinity() : L::lowest());
+        hi = bound<S>(ctx, 2, "max", kFloat ? L::infinity() : L::max());
+      }
+      Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
+      unary_map(x.data<S>(), y.data<S>(), x.numel(), ClipOp<C>{lo, hi}, grain_for(2));
+    });
+  }
+
+ private:
+  template <class S>
+  static compute_t<S> bound(KernelContext& ctx, int i, const char* name, compute_t<S> def) {
+    const Tensor* t = ctx.input(i);
+    if (!t) return def;
+    const Node& n = ctx.node();
+    GAF_CHECK(t->dtype() == ctx.in(0).dtype(), "{}: '{}' has element type {} but the input is {}",
+              n.describe(), name, dtype_name(t->dtype()), dtype_name(ctx.in(0).dtype()));
+    GAF_CHECK(t->numel() == 1, "{}: '{}' must be a scalar, got shape {}", n.describe(), name,
+              dims_to_string(t->dims()));
+    return load_c(t->data<S>()[0]);
+  }
+  float attr_min_ = 0, attr_max_ = 0;
+};
+
+}  // namespace
+
+void register_unary_ops(KernelRegistry& r) {
+  ops::for_each_unary_op([&](auto op) {
+    using Op = decltype(op);
+    r.add(Op::kName).set_kernel(
+        [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<UnaryKernel<Op>>(n); });
+  });
+  r.add("Clip").set_kernel(
+      [](const Node& n) { return std::unique_ptr<Kernel>(std::make_unique<ClipKernel>(n)); });
+}
+
+}  // namespace gaf::runtime

@@ -34,6 +34,10 @@ template <class... Args>
 
 [[noreturn]] void assert_fail(const char* cond, const char* file, int line, const std::string& msg);
 
+// A third-party library's exception text without its leading tag ("[json.exception.parse_error.101] syntax
+// error ..." -> "syntax error ..."), for quoting in a gaf::Error.
+std::string library_message(const std::exception& e);
+
 // The name in `names` nearest to `want` (edit distance, ignoring case), for "did you mean" in an error; "" when none
 // is near enough to be a plausible typo.
 std::string closest_name(const std::string& want, const std::vector<std::string>& names);

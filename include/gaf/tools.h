@@ -101,6 +101,10 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts);
 // kernel -> why). `debug` keeps node names as variable names. Returns the number of files written.
 int emit_code(const Model& fused, const std::string& dir, bool debug);
 
+// Creates `dir` and its parents for the command-line option `option` (e.g. "--emit-code"); a gaf::Error
+// naming both when it cannot (a parent that is a file, no permission).
+void create_folder(const std::string& dir, std::string_view option);
+
 }  // namespace gaf::tools
 
 namespace gaf::tools {

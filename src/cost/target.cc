@@ -85,7 +85,7 @@ Target Target::parse(const std::string& json_text, const std::string& spec) {
   try {
     j = nlohmann::json::parse(json_text);
   } catch (const std::exception& e) {
-    fail("target file '{}' is not valid JSON: {}", spec, e.what());
+    fail("target file '{}' is not valid JSON: {}", spec, library_message(e));
   }
   GAF_CHECK(j.is_object(), "target file '{}' must hold a JSON object", spec);
   Target t = cpu_host();

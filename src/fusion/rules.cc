@@ -180,7 +180,7 @@ FusionRules FusionRules::parse(const std::string& text, const std::string& sourc
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {  // a syntax error, or a number beyond what a double holds (1e1000)
-    fail("{}: not valid JSON: {}", source, e.what());
+    fail("{}: not valid JSON: {}", source, library_message(e));
   }
   Source src{text, source};
   if (!j.is_object()) fail("{}: the rules file must hold a JSON object with \"global\" and/or \"rules\"", source);

@@ -14,6 +14,16 @@ void assert_fail(const char* cond, const char* file, int line, const std::string
   std::abort();
 }
 
+std::string library_message(const std::exception& e) {
+  std::string_view text = e.what();
+  if (text.starts_with('[')) {
+    const size_t close = text.find("] ");
+    if (close != std::string_view::npos && text.substr(0, close).find(' ') == std::string_view::npos)
+      text.remove_prefix(close + 2);
+  }
+  return std::string(text);
+}
+
 std::string closest_name(const std::string& want, const std::vector<std::string>& names) {
   auto lower = [](std::string s) {
     for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));

@@ -22,7 +22,7 @@ namespace gaf::tools {
 namespace {
 
 void dump_dot(const Graph& g, const std::string& dir, const std::string& stem) {
-  std::filesystem::create_directories(dir);
+  create_folder(dir, "--dump-graph");
   std::string dot = (std::filesystem::path(dir) / (stem + ".dot")).string();
   onnx_io::write_file_atomic(dot, g.to_dot());
   // graphviz's dot, when installed, from an argument vector (no shell: any folder name works); its messages go
@@ -104,8 +104,15 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
   return r;
 }
 
+void create_folder(const std::string& dir, std::string_view option) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  GAF_CHECK(!ec, "{} '{}': cannot create the folder: {}", option, dir, ec.message());
+  GAF_CHECK(std::filesystem::is_directory(dir), "{} '{}': it is a file, not a folder", option, dir);
+}
+
 int emit_code(const Model& fused, const std::string& dir, bool debug) {
-  std::filesystem::create_directories(dir);
+  create_folder(dir, "--emit-code");
   nlohmann::json manifest = nlohmann::json::array();
   int files = 0, index = 0;
   codegen::EmitOptions eo;

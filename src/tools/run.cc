@@ -51,6 +51,9 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, const std::map<
   for (const Value* v : g.inputs()) {
     if (v->is_constant()) continue;
     GAF_CHECK(v->type.shape, "input '{}' has no known rank: give its data with --input-pb", v->name());
+    GAF_CHECK(v->type.dtype != DType::String && v->type.dtype != DType::Undefined,
+              "input '{}' is of type {}: random inputs are numbers; give its data with --input-pb", v->name(),
+              v->type.dtype == DType::String ? "string" : "unknown element type");
     std::vector<int64_t> dims;
     for (const Dim& d : *v->type.shape) {
       auto it = d.is_symbol() ? sizes.find(d.symbol()) : sizes.end();

@@ -41,6 +41,33 @@ int cmd_info(const std::string& path) {
   return 0;
 }
 
+// A count on the command line: a whole number >= `least`, else one line saying so (CLI11's own numeric
+// validators print their range as 0.000000 to 1.79e308).
+CLI::Validator count_at_least(int64_t least) {
+  return CLI::Validator(
+      [least](std::string& text) -> std::string {
+        int64_t v = 0;
+        const char* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (ec != std::errc() || ptr != end || v < least)
+          return fmt::format("'{}' is not a whole number >= {}", text, least);
+        return "";
+      },
+      least > 0 ? "POSITIVE" : "NON-NEGATIVE");
+}
+
+CLI::Validator non_negative_tolerance() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !(v >= 0))
+          return fmt::format("'{}' is not a tolerance >= 0", text);
+        return "";
+      },
+      "TOLERANCE");
+}
+
 constexpr const char* kDimHelp = "NAME=SIZE: the size of a named (symbolic) input dim in random inputs (default 1)";
 
 // The inputs --inputs and --input-pb give (none when neither does).
@@ -64,7 +91,7 @@ std::vector<Tensor> gather_inputs(const RunArgs& a, const runtime::Session& s) {
 
 void save_tensors(const std::vector<Tensor>& ts, const std::vector<Value*>& values, const std::string& dir,
                   const char* kind) {
-  std::filesystem::create_directories(dir);
+  tools::create_folder(dir, fmt::format("--save-{}s", kind));
   for (size_t i = 0; i < ts.size(); ++i)
     onnx_io::save_tensor(ts[i], (std::filesystem::path(dir) / fmt::format("{}_{}.pb", kind, i)).string(),
                          values[i]->name());
@@ -294,6 +321,7 @@ int cmd_fuse(const FuseArgs& a) {
   if (!json_report.empty()) files.emplace_back(json_report, r.report_json(a.input, opts.target, a.opt_level));
   if (!html_report.empty())
     files.emplace_back(html_report, tools::report_html(tools::html_report_of(a.input, opts, r, *m.graph)));
+  if (!a.emit_code.empty()) tools::create_folder(a.emit_code, "--emit-code");  // before anything is written
   onnx_io::write_files_atomic(files);
   for (const auto& f : files) std::cout << "wrote " << f.first << "\n";
   if (!a.emit_code.empty()) {
@@ -317,9 +345,7 @@ tools::FuseOptions cuda_fuse_options(const FuseArgs& a) {
 }
 
 void write_json(const std::string& path, const std::string& text) {
-  if (path.empty()) return;
-  std::ofstream f(path);
-  GAF_CHECK(f << text << "\n", "--json: cannot write '{}'", path);
+  if (!path.empty()) onnx_io::write_file_atomic(path, text + "\n");
 }
 
 int cmd_verify(const FuseArgs& a, const RunArgs& io, double rtol, double atol) {
@@ -492,7 +518,7 @@ int main(int argc, char** argv) {
   run->add_option("--save-inputs", run_args.save_inputs, "write the inputs run as input_<i>.pb files to this folder");
   run->add_option("--save-outputs", run_args.save_outputs, "write output_<i>.pb files to this folder");
   run->add_option("--iterations", run_args.iterations, "timed runs after one warm-up; prints min and median")
-      ->check(CLI::NonNegativeNumber);
+      ->check(count_at_least(0));
   run->add_option("--opt-level,-O", run_args.opt_level,
                   "fuse in memory first (rewrites, channels-last layout, generated kernels); 0 runs the file as is")
       ->check(CLI::Range(0, 3));
@@ -524,7 +550,7 @@ int main(int argc, char** argv) {
   uint64_t st_seed = 1;
   auto* selftest = app.add_subcommand("selftest", "random graphs: fused (generated kernels) vs unfused");
   selftest->add_flag("--quiet", quiet, "no progress lines on stderr");
-  selftest->add_option("--graphs", st_graphs, "how many random graphs")->check(CLI::PositiveNumber);
+  selftest->add_option("--graphs", st_graphs, "how many random graphs")->check(count_at_least(1));
   selftest->add_option("--seed", st_seed, "seed of the random family");
 
   FuseArgs verify_args;
@@ -534,11 +560,11 @@ int main(int argc, char** argv) {
   verify->add_flag("--quiet", quiet, "no progress lines on stderr");
   add_fuse_options(verify, verify_args, true);
   add_input_options(verify, verify_io);
-  verify->add_option("--rtol", rtol);
+  verify->add_option("--rtol", rtol)->check(non_negative_tolerance());
   verify->add_option("--device", verify_args.device, "cpu | cuda: cuda runs the fused model on the GPU and compares it "
                      "with the CPU's unfused fp32 run")->check(CLI::IsMember({"cpu", "cuda"}));
   verify->add_option("--json", verify_args.json, "with --device cuda: also write the result as JSON to this file");
-  verify->add_option("--atol", atol);
+  verify->add_option("--atol", atol)->check(non_negative_tolerance());
 
   FuseArgs explain_args;
   std::string explain_node;
@@ -569,8 +595,10 @@ int main(int argc, char** argv) {
   profile->add_option("--device", profile_args.device, "cpu | cuda: cuda times each step of the model fused for the "
                       "GPU")->check(CLI::IsMember({"cpu", "cuda"}));
   int profile_top = 15;
-  profile->add_option("--top", profile_top, "most expensive nodes listed per variant (0: every node, in run order)")
-      ->check(CLI::NonNegativeNumber);
+  profile
+      ->add_option("--top", profile_top,
+                   "most expensive nodes listed per variant (0: every node, in run order)")
+      ->check(count_at_least(0));
   std::string profile_trace;
   profile->add_option("--trace", profile_trace, "also write the profiled runs' node executions to this file as a "
                       "Chrome trace (JSON; open in Perfetto or chrome://tracing)");
@@ -582,7 +610,8 @@ int main(int argc, char** argv) {
   generate->add_option("model", gen_args.model, "ONNX decoder (input_ids, past_* inputs, logits and present_* outputs)")
       ->required();
   generate->add_option("--prompt", gen_args.prompt, "prompt token ids, e.g. 15496,995")->required();
-  generate->add_option("--tokens,-n", gen_args.tokens, "how many tokens to generate")->check(CLI::PositiveNumber);
+  generate->add_option("--tokens,-n", gen_args.tokens, "how many tokens to generate")
+      ->check(count_at_least(1));
   generate->add_option("--opt-level,-O", gen_args.opt_level, "fuse in memory first at this level (0: run as is)")
       ->check(CLI::Range(0, 3));
   generate->add_option("--rules", gen_args.rules, "with --opt-level: JSON rules file (else $GAF_FUSION_CONFIG)");
@@ -597,8 +626,8 @@ int main(int argc, char** argv) {
   auto* compare = app.add_subcommand("compare", "compare two TensorProto files within a tolerance");
   compare->add_option("actual", cmp_actual)->required();
   compare->add_option("expected", cmp_expected)->required();
-  compare->add_option("--rtol", cmp_rtol);
-  compare->add_option("--atol", cmp_atol);
+  compare->add_option("--rtol", cmp_rtol)->check(non_negative_tolerance());
+  compare->add_option("--atol", cmp_atol)->check(non_negative_tolerance());
 
   std::string max_memory;
   for (CLI::App* sub : {run, verify, bench, profile, generate}) add_memory_option(sub, max_memory);
@@ -606,7 +635,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // A usage mistake: one line, exit status 2 (an error in a model or input file is 1).
+    std::cerr << "error: " << e.what() << " (see " << argv[0] << " --help)\n";
+    return 2;
   }
   if (!max_memory.empty()) {
     auto bytes = runtime::parse_bytes(max_memory);

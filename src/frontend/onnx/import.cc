@@ -61,6 +61,23 @@ using FunctionMap = std::map<std::string, const onnx::FunctionProto*>;
 // model exported with dynamic axes arrives with its reshapes' ranks and symbolic dims.
 onnx::ShapeInferenceOptions shape_inference_options() { return onnx::ShapeInferenceOptions(false, 0, true); }
 
+// ONNX's checker and shape inference write messages over several lines ("...\n\n==> Context: Bad node spec
+// for node. Name: y OpType: Softmax"); an error of ours is one line.
+std::string one_line(std::string_view message) {
+  std::string out;
+  bool space = false;
+  for (char c : message) {
+    if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
 // A gaf.fused call becomes a fused node again: its function's nodes are the body; Constant nodes in the body
 // become body constants; body types come from the call site and ONNX shape inference (the driver's
 // infer_fused_body_shapes fills in what they leave unknown).
@@ -271,14 +288,14 @@ Model import_model(onnx::ModelProto proto, const std::string& base_dir, const Im
       if (opts.source_path.empty() || !has_external) onnx::checker::check_model(proto);
       else onnx::checker::check_model(opts.source_path);
     } catch (const std::exception& e) {
-      fail("the ONNX checker rejected the model: {}", e.what());
+      fail("the ONNX checker rejected the model: {}", one_line(e.what()));
     }
   }
   if (opts.infer_shapes) {
     try {
       onnx::shape_inference::InferShapes(proto, schema_registry(), shape_inference_options());
     } catch (const std::exception& e) {
-      fail("ONNX shape inference failed: {}", e.what());
+      fail("ONNX shape inference failed: {}", one_line(e.what()));
     }
   }
   Model m;

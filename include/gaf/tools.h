@@ -111,13 +111,21 @@ namespace gaf::tools {
 
 struct VerifyResult {
   bool ok = true;
-  std::vector<std::string> outputs;   // one line per graph output: name, max errors, verdict
-  std::vector<std::string> culprits;  // fused groups whose outputs differ given exact inputs (bisect)
-  std::string tolerance;              // what "match" meant (precision modes widen it)
+  std::vector<std::string> outputs;    // one line per graph output: name, max errors, verdict
+  std::vector<std::string> culprits;   // fused groups whose outputs differ given exact inputs (bisect)
+  std::vector<std::string> unchecked;  // fused groups the bisection could not run alone, each with why
+  std::string rule;         // a rules file (JSON) under which fused and unfused outputs match; "" if none
+  std::string rule_effect;  // what `rule` does, checked by fusing and running again
+  std::string tolerance;    // what "match" meant (precision modes and fp16/bf16 outputs widen it)
   std::string text() const;
 };
-// Fuses a copy of `model` with `opts`, runs both on `inputs` (random when empty) and compares every output; on a
-// mismatch it checks each fused group alone on the unfused run's values to name the group responsible.
+// Fuses a copy of `model` with `opts`, runs both on `inputs` (random when empty) and compares every output.
+// On a mismatch it runs each fused group alone on the unfused run's values to name the groups responsible
+// (and says why for each group it cannot run so), then looks for a rule that avoids the mismatch: forbidding
+// one edge of a responsible group, or skipping its nodes, each tried by fusing and comparing again. float16
+// and bfloat16 outputs are compared with at least 4 machine epsilons of their type (relative, and absolute
+// against the output's largest magnitude): unfused, each op rounds to the type; a fused group rounds once, at
+// its end.
 VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vector<Tensor> inputs, double rtol,
                            double atol);
 

@@ -131,7 +131,9 @@ Comparison compare(const Tensor& actual, const Tensor& expected, double rtol, do
     c.max_abs_err = std::max(c.max_abs_err, err);
     if (e != 0) c.max_rel_err = std::max(c.max_rel_err, err / std::abs(e));
     if (!(err <= atol + rtol * std::abs(e))) {
-      if (c.ok) c.message = fmt::format("element {}: got {}, expected {}", i, a, e);
+      if (c.ok)
+        c.message = fmt::format("element {}: got {}, expected {}{}", i, a, e,
+                                std::isnan(a) != std::isnan(e) ? " (a NaN on one side only)" : "");
       c.ok = false;
     }
   }

@@ -1,11 +1,13 @@
 // verify, bench and explain: thin tools over fuse_model and Session.
+#include <fmt/ranges.h>
+#include <onnx/onnx_pb.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <onnx/onnx_pb.h>
 
 #include "gaf/onnx_io.h"
 #include "gaf/tools.h"
@@ -72,6 +74,36 @@ std::vector<Tensor> run_group_alone(const Node& fused, const std::map<std::strin
   return s.run(feeds);
 }
 
+// Machine epsilon of a 16-bit float type, 0 for any other: the unfused ops round to it after each op.
+double half_epsilon(DType t) { return t == DType::Float16 ? 0x1p-10 : t == DType::BFloat16 ? 0x1p-7 : 0.0; }
+
+double largest_magnitude(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (const double x = std::abs(t.get_double(i)); std::isfinite(x)) m = std::max(m, x);
+  return m;
+}
+
+// A fused group's member names: what skip_nodes takes (a node's name, its first output's for an unnamed one).
+std::vector<std::string> member_names(const Node& group) {
+  std::vector<std::string> names;
+  for (const Node* b : group.body->nodes())
+    if (b->op_type != "Constant") names.push_back(b->name.empty() ? b->output(0)->name() : b->name);
+  return names;
+}
+
+// The edges inside a fused group as forbid patterns ("Conv -> Relu"), in the body's order, each once.
+std::vector<std::string> edge_patterns(const Node& group) {
+  std::vector<std::string> out;
+  for (const Node* b : group.body->nodes())
+    for (const Value* v : b->inputs())
+      if (v && v->producer() && v->producer()->op_type != "Constant") {
+        std::string p = fmt::format("{} -> {}", v->producer()->op_type, b->op_type);
+        if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+      }
+  return out;
+}
+
 }  // namespace
 
 VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vector<Tensor> inputs, double rtol,
@@ -81,14 +113,19 @@ VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vec
   Model fused = copy_model(model);
   fuse_model(fused, opts);
   // Compressed weights change the products by design: their mode's error bound, relative to each output's
-  // largest magnitude, on top of rtol/atol.
+  // largest magnitude, on top of rtol/atol. A float16/bfloat16 value differs by the roundings between the
+  // ops.
   const PrecisionMode mode = opts.fusion.rules.precision_mode;
   const double mode_tol = mode == PrecisionMode::Bf16Mixed ? 0.02 : mode == PrecisionMode::Int8Weights ? 0.05 : 0;
-  auto atol_for = [&](const Tensor& expected) {
-    if (mode_tol == 0 || expected.dtype() != DType::Float) return atol;
-    double m = 0;
-    for (int64_t i = 0; i < expected.numel(); ++i) m = std::max(m, double(std::abs(expected.data<float>()[i])));
-    return std::max(atol, mode_tol * m);
+  auto tolerance_for = [&](const Tensor& expected) {
+    const double half = 4 * half_epsilon(expected.dtype());
+    const double scaled = expected.dtype() == DType::Float ? mode_tol : half;
+    const double m = scaled > 0 ? largest_magnitude(expected) : 0;
+    return std::pair{std::max(rtol, half), std::max(atol, scaled * m)};
+  };
+  auto matches = [&](const Tensor& actual, const Tensor& expected) {
+    const auto [rt, at] = tolerance_for(expected);
+    return compare(actual, expected, rt, at);
   };
   r.tolerance = mode_tol == 0
                     ? fmt::format("rtol {:g}, atol {:g}", rtol, atol)
@@ -98,30 +135,104 @@ VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vec
   runtime::Session su(*model.graph), sf(*fused.graph);
   auto ou = su.run(inputs);
   auto of = sf.run(inputs);
+  bool half_outputs = false;
   for (size_t i = 0; i < ou.size(); ++i) {
-    Comparison c = compare(of[i], ou[i], rtol, atol_for(ou[i]));
+    half_outputs |= half_epsilon(ou[i].dtype()) > 0;
+    Comparison c = matches(of[i], ou[i]);
     r.ok &= c.ok;
     r.outputs.push_back(fmt::format("{}: {} (max abs error {:.3g}, max rel error {:.3g}){}{}",
                                     model.graph->outputs()[i]->name(), c.ok ? "match" : "MISMATCH", c.max_abs_err,
                                     c.max_rel_err, c.ok ? "" : "; ", c.message));
   }
+  if (half_outputs)
+    r.tolerance +=
+        "; float16/bfloat16 outputs: at least 4 epsilons of their type (float16 2^-8, bfloat16 2^-5), "
+        "relative and of the output's largest magnitude: unfused, each op rounds to the type";
   if (r.ok) return r;
+
+  // Bisect: each fused group alone on the unfused run's values of its inputs.
   auto ref = run_exposing_all(model, inputs);
+  std::vector<const Node*> suspects;
   for (const Node* n : fused.graph->nodes()) {
     if (!n->body) continue;
+    const std::string group =
+        fmt::format("{} ({} ops: {})", n->op_type, n->body->num_nodes(), fmt::join(member_names(*n), ", "));
+    std::vector<std::string> outside;
+    for (const Value* o : n->outputs())
+      if (!ref.count(o->name())) outside.push_back(o->name());
+    if (outside.size() == size_t(n->num_outputs())) {
+      r.unchecked.push_back(
+          fmt::format("{}: not compared: its outputs ('{}') exist only in the fused graph (a "
+                      "rewrite made them)",
+                      group, fmt::join(outside, "', '")));
+      suspects.push_back(n);
+      continue;
+    }
     std::vector<std::string> missing;
     auto outs = run_group_alone(*n, ref, missing);
-    if (!missing.empty()) continue;
+    if (!missing.empty()) {
+      r.unchecked.push_back(
+          fmt::format("{}: not run alone: its inputs ('{}') exist only in the fused graph (a "
+                      "rewrite or the channels-last layout made them)",
+                      group, fmt::join(missing, "', '")));
+      suspects.push_back(n);
+      continue;
+    }
     for (size_t k = 0; k < outs.size(); ++k) {
       auto it = ref.find(n->output(int(k))->name());
       if (it == ref.end()) continue;
-      Comparison c = compare(outs[k], it->second, rtol, atol_for(it->second));
+      Comparison c = matches(outs[k], it->second);
       if (!c.ok) {
-        r.culprits.push_back(fmt::format("{} ({} ops): output '{}' {}", n->op_type, n->body->num_nodes(),
-                                         n->output(int(k))->name(), c.message));
+        r.culprits.push_back(fmt::format("{}: output '{}' {}", group, n->output(int(k))->name(), c.message));
+        suspects.insert(suspects.begin() + long(r.culprits.size() - 1), n);
         break;
       }
     }
+  }
+
+  // A rule that avoids the mismatch, each candidate checked by fusing with it and comparing every output:
+  // first forbidding one edge of a responsible group (the rest of the model fuses as before), then skipping
+  // the nodes of the responsible groups. Groups that could not be run alone are suspects after those that
+  // failed alone.
+  if (!r.culprits.empty()) suspects.resize(r.culprits.size());
+  auto avoids = [&](FuseOptions candidate) {
+    Model again = copy_model(model);
+    fuse_model(again, candidate);
+    runtime::Session s(*again.graph);
+    auto o = s.run(inputs);
+    for (size_t i = 0; i < o.size(); ++i)
+      if (!matches(o[i], ou[i]).ok) return false;
+    return true;
+  };
+  constexpr size_t kMaxTries = 8;
+  size_t tries = 0;
+  for (const Node* n : suspects) {
+    for (const std::string& pattern : edge_patterns(*n)) {
+      if (tries++ == kMaxTries) break;
+      FuseOptions candidate = opts;
+      candidate.fusion.rules.rules.push_back(FusionRule{Pattern::parse(pattern), FusionRule::Action::Forbid,
+                                                        "verify: fused, it differs from unfused"});
+      if (!avoids(candidate)) continue;
+      r.rule = fmt::format(R"({{"rules": [{{"pattern": "{}", "action": "forbid", "reason": "verify"}}]}})",
+                           pattern);
+      r.rule_effect = fmt::format("never fuses {} (in group {})", pattern, n->op_type);
+      return r;
+    }
+  }
+  // skip_nodes takes the model's own node names: members a rewrite made or renamed have none to give.
+  std::set<std::string> named;
+  for (const Node* n : model.graph->nodes())
+    if (!n->name.empty()) named.insert(n->name);
+  std::vector<std::string> skip;
+  for (const Node* n : suspects)
+    for (const std::string& name : member_names(*n))
+      if (named.count(name) && std::find(skip.begin(), skip.end(), name) == skip.end()) skip.push_back(name);
+  FuseOptions candidate = opts;
+  candidate.fusion.rules.skip_nodes.insert(skip.begin(), skip.end());
+  if (!skip.empty() && avoids(candidate)) {
+    nlohmann::json j = {{"global", {{"skip_nodes", skip}}}};
+    r.rule = j.dump();
+    r.rule_effect = fmt::format("keeps the {} nodes of the suspect group(s) unfused", skip.size());
   }
   return r;
 }
@@ -130,6 +241,15 @@ std::string VerifyResult::text() const {
   std::string s = tolerance.empty() ? "" : "tolerance: " + tolerance + "\n";
   for (const auto& o : outputs) s += o + "\n";
   for (const auto& c : culprits) s += "mismatch traced to fused group " + c + "\n";
+  for (const auto& u : unchecked) s += "fused group " + u + "\n";
+  if (!ok && culprits.empty() && unchecked.empty())
+    s += "no fused group differs when run alone: the difference comes from a rewrite (try --opt-level 1, or "
+         "skip_passes in a rules file)\n";
+  if (!rule.empty())
+    s += "a rules file that avoids it (checked: it " + rule_effect + ", and then outputs match):\n" + rule +
+         "\n";
+  else if (!ok)
+    s += "no rule that splits or skips the groups above makes the outputs match\n";
   s += ok ? "verify: fused and unfused outputs match\n" : "verify: FAILED\n";
   return s;
 }

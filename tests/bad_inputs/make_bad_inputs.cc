@@ -155,6 +155,19 @@ void write_all() {
   write("ext_bad_offset/model.onnx", external_model("weights.bin", "eight"));
   write("ext_bad_offset/weights.bin", std::string(16, '\0'));
 
+  // Models whose fused form differs from the unfused one, for `verify`: a NaN (Sqrt of a negative input)
+  // through Conv + Relu, and a chain of bfloat16 elementwise ops (unfused, each op rounds to bfloat16).
+  std::string weights = "{";
+  for (int i = 0; i < 4 * 2 * 3 * 3; ++i)
+    weights += (i ? ", " : "") + std::to_string(((i * 37) % 17 - 8) / 8.0);
+  write("nan_conv_relu.onnx",
+        parse(model_text("(float[1,2,6,6] x) => (float[1,4,6,6] y) <float[4,2,3,3] w = " + weights + "}>",
+                         "  s = Sqrt(x)\n  c = Conv<pads = [1, 1, 1, 1]>(s, w)\n  y = Relu(c)")));
+  write("bf16_chain.onnx",
+        parse(model_text("(bfloat16[64,64] x) => (bfloat16[64,64] y)",
+                         "  a = Mul(x, x)\n  b = Add(a, x)\n  c = Tanh(b)\n  d = Mul(c, x)\n"
+                         "  e = Sub(d, a)\n  y = Add(e, c)")));
+
   // Inputs for `run` of ext_ok (x: float[4]): of the wrong element type, of the wrong shape, and no tensor.
   gaf::onnx_io::save_tensor(gaf::Tensor(gaf::DType::Int64, {4}, gaf::Allocator::heap(), /*zero=*/true),
                             (g_dir / "x_int64.pb").string(), "x");

@@ -72,3 +72,35 @@ TEST(PointwiseConv, EveryTailLengthOfEveryTileWidth) {
 
 }  // namespace
 }  // namespace gaf::runtime
+
+namespace gaf::runtime {
+namespace {
+
+// A NaN in a pixel stays NaN through the clamps (Relu, Relu6, the residual's Relu), as the unfused Relu and
+// Clip keep it; the pixels without one are untouched by it.
+TEST(PointwiseConv, ClampsKeepANaN) {
+  if (!PointwiseConv::available()) GTEST_SKIP() << "built without AVX-512";
+  const int64_t pixels = 13, k = 4, n = 32;
+  std::vector<float> x(size_t(pixels * k), 0.5f), w(size_t(n * k), 0.25f), r(size_t(pixels * n), -3.f);
+  x[size_t(5 * k + 2)] = std::nanf("");
+  PointwiseConv::Epilogue relu6;
+  relu6.lo = 0.f, relu6.hi = 6.f;
+  PointwiseConv::Epilogue add_relu;
+  add_relu.lo2 = 0.f;
+  add_relu.addend = r.data();
+  for (const PointwiseConv::Epilogue& ep : {relu6, add_relu}) {
+    std::vector<float> y(size_t(pixels * n), 1e30f);
+    PointwiseConv(w.data(), nullptr, n, k).run(x.data(), pixels, y.data(), ep);
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t o = 0; o < n; ++o) {
+        const float v = y[size_t(p * n + o)];
+        if (p == 5)
+          EXPECT_TRUE(std::isnan(v)) << "pixel 5 channel " << o << ": " << v;
+        else
+          EXPECT_EQ(v, ep.addend ? 0.f : 0.5f) << "pixel " << p << " channel " << o;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace gaf::runtime

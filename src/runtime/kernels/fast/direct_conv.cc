@@ -128,8 +128,8 @@ void DirectConv::run_panel(int64_t panel, const float* x, const Geometry& g, flo
     for (int64_t j = 0; j < vectors; ++j) {
       const int64_t at = p * m_ + m0 + kW * j;
       const lanes_t lanes = first(m_ - m0 - kW * j);
-      vf v = activatev(min(max(loadu(acc + p * kPanel + kW * j), lo), hi), ep.act, neg_a_log2e);
-      if (ep.addend) v = min(max(add(v, loadu(ep.addend + at, lanes)), lo2), hi2);
+      vf v = activatev(clamp(loadu(acc + p * kPanel + kW * j), lo, hi), ep.act, neg_a_log2e);
+      if (ep.addend) v = clamp(add(v, loadu(ep.addend + at, lanes)), lo2, hi2);
       storeu(y + at, v, lanes);
     }
 #else

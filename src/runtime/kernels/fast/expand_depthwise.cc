@@ -95,7 +95,7 @@ void depthwise_row(const float* const* rows, int64_t ld, const float* w, const f
   for (int64_t j = 0; j < nv; ++j) {
     const bool full = j < nv - 1 || is_all(last);
     auto store = [&](float* at, vf acc) {
-      const vf v = min(max(acc, vlo), vhi);
+      const vf v = clamp(acc, vlo, vhi);
       if (full)
         storeu(at, v);
       else

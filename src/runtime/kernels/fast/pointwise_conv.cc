@@ -66,10 +66,10 @@ void tile(const float* x, int64_t k, const float* w, const float* bias, float* y
         // Masked loads and stores only where needed: on AMD machines they cost more than plain ones.
         const bool partial = j == NV - 1 && !full;
         const int64_t at = off + i * ldy + kW * j;
-        vf v = activatev(min(max(acc[i][j], lo), hi), kAct, neg_a_log2e);
+        vf v = activatev(clamp(acc[i][j], lo, hi), kAct, neg_a_log2e);
         if constexpr (kAdd) {
           const vf a = partial ? loadu(ep.addend + at, last) : loadu(ep.addend + at);
-          v = min(max(add(v, a), lo2), hi2);
+          v = clamp(add(v, a), lo2, hi2);
         }
         if (partial)
           storeu(y + at, v, last);

@@ -146,6 +146,10 @@ inline vf scale2(vf p, vf k) {
 inline vf recip(vf d) { return _mm256_div_ps(set1(1.f), d); }
 #endif
 
+// v clamped to [lo, hi] with a NaN kept, as the unfused Clip and Relu keep it (std::min(std::max(v, lo), hi)
+// in scalar code): the instructions return their second operand where either is NaN, so v goes second.
+inline vf clamp(vf v, vf lo, vf hi) { return min(hi, max(lo, v)); }
+
 // The lanes of the last of ceil(n / kW) vectors that hold one of n elements.
 inline lanes_t tail_lanes(int64_t n) { return first(n % kW == 0 ? kW : n % kW); }
 

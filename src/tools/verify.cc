@@ -160,22 +160,19 @@ VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vec
     std::vector<std::string> outside;
     for (const Value* o : n->outputs())
       if (!ref.count(o->name())) outside.push_back(o->name());
-    if (outside.size() == size_t(n->num_outputs())) {
-      r.unchecked.push_back(
-          fmt::format("{}: not compared: its outputs ('{}') exist only in the fused graph (a "
-                      "rewrite made them)",
-                      group, fmt::join(outside, "', '")));
+    auto not_bisected = [&](const char* what, const std::vector<std::string>& names, const char* made_by) {
+      r.unchecked.push_back(fmt::format("{}: {} ('{}') exist only in the fused graph ({} made them)", group,
+                                        what, fmt::join(names, "', '"), made_by));
       suspects.push_back(n);
+    };
+    if (outside.size() == size_t(n->num_outputs())) {
+      not_bisected("not compared: its outputs", outside, "a rewrite");
       continue;
     }
     std::vector<std::string> missing;
     auto outs = run_group_alone(*n, ref, missing);
     if (!missing.empty()) {
-      r.unchecked.push_back(
-          fmt::format("{}: not run alone: its inputs ('{}') exist only in the fused graph (a "
-                      "rewrite or the channels-last layout made them)",
-                      group, fmt::join(missing, "', '")));
-      suspects.push_back(n);
+      not_bisected("not run alone: its inputs", missing, "a rewrite or the channels-last layout");
       continue;
     }
     for (size_t k = 0; k < outs.size(); ++k) {

@@ -87,10 +87,12 @@ class KernelRegistry {
   // The factory for n (a fused node: the body runner), null when the CPU runtime has no kernel for its op.
   const KernelFactory* find(const Node& n) const;
   const KernelFactory* find(std::string_view op_type, std::string_view domain = "") const;
-  const std::map<std::pair<std::string, std::string>, Entry>& all() const { return kernels_; }
+  // Keyed by the op's definition: the op registry alone says which names and domains are one op.
+  const std::map<const OpInfo*, Entry>& all() const { return kernels_; }
 
  private:
-  std::map<std::pair<std::string, std::string>, Entry> kernels_;
+  const KernelFactory* find(const OpInfo* op) const;
+  std::map<const OpInfo*, Entry> kernels_;
 };
 
 // Adapts a plain function into a Kernel; for ops that need no per-node precomputation.

@@ -14,15 +14,12 @@ namespace {
 
 using Args = std::vector<std::string>;
 using Types = std::vector<ScalarType>;
-using X = const std::string&;
-
-constexpr uint32_t P = kPrecisionSensitive;
+using unary::attr;  // a float attribute as a literal of the printed code
+using unary::P;
+using unary::X;
 
 ScalarExpr f32(std::string e) { return {std::move(e), ScalarType::F32}; }
 ScalarExpr boolean(std::string e) { return {std::move(e), ScalarType::Bool}; }
-std::string attr(const Node& n, const char* name, double def) {
-  return float_literal(n.attr_float(name, float(def)));
-}
 
 // An activation of our own domain whose formula reads only the operand.
 void activation(OpRegistry& r, const char* name, double flops, uint32_t flags, std::string (*formula)(X x),

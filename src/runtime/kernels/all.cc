@@ -31,23 +31,21 @@ const KernelRegistry& KernelRegistry::cpu() {
 }
 
 KernelRegistry::Entry& KernelRegistry::add(std::string op_type, std::string domain) {
-  GAF_ASSERT(OpRegistry::instance().find(op_type, domain),
-             "a kernel for an op src/ops does not define: " + op_type);
-  auto key = std::make_pair(std::move(op_type), std::move(domain));
-  GAF_ASSERT(!kernels_.count(key), "kernel registered twice: " + key.first);
-  return kernels_[key];
+  const OpInfo* op = OpRegistry::instance().find(op_type, domain);
+  GAF_ASSERT(op, "a kernel for an op src/ops does not define: " + op_type);
+  GAF_ASSERT(!kernels_.count(op), "kernel registered twice: " + op_type);
+  return kernels_[op];
 }
 
-const KernelFactory* KernelRegistry::find(std::string_view op_type, std::string_view domain) const {
-  if (domain == "ai.onnx") domain = "";
-  auto it = kernels_.find(std::make_pair(std::string(op_type), std::string(domain)));
+const KernelFactory* KernelRegistry::find(const OpInfo* op) const {
+  auto it = op ? kernels_.find(op) : kernels_.end();
   return it == kernels_.end() || !it->second.make ? nullptr : &it->second.make;
 }
 
-const KernelFactory* KernelRegistry::find(const Node& n) const {
-  // A fused node is named after its ops (MatMul_Add_Gelu_3) but is one kind of op: a body to run.
-  if (n.body) return find("FusedOp", "gaf.fused");
-  return find(n.op_type, n.domain);
+const KernelFactory* KernelRegistry::find(std::string_view op_type, std::string_view domain) const {
+  return find(OpRegistry::instance().find(op_type, domain));
 }
+
+const KernelFactory* KernelRegistry::find(const Node& n) const { return find(find_op(n)); }
 
 }  // namespace gaf::runtime

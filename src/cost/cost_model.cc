@@ -62,6 +62,41 @@ double CostModel::kernel_time(const KernelStats& k) const {
   return std::max(mem, compute) + spill + t.launch_overhead_s;
 }
 
+namespace {
+
+// The bytes an elementwise group holds on chip at once, tile by tile: walking the group in order, a value
+// takes its tile (or its whole self when smaller: a broadcast scalar) from where it is made (a group input:
+// from the start) to its last use in the group (a value that leaves the group: to the end). A streaming chain
+// holds a few tiles however long it is; counting every value of the group as live at once split long chains
+// on targets with a small on-chip budget (a 12-op chain planned as 1 kernel on cpu-host, 2 on cuda-h200, 3 on
+// ascend910b).
+double streaming_working_set(const std::vector<const Node*>& nodes, const std::set<const Value*>& inputs,
+                             const std::set<const Value*>& outputs) {
+  auto tile = [](const Value* v) {
+    return double(std::min<int64_t>(kTileElements, std::max<int64_t>(1, value_elements(v, 1)))) *
+           elem_size(v);
+  };
+  std::map<const Value*, size_t> last_use;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const Value* v : nodes[i]->inputs())
+      if (v) last_use[v] = i;
+  for (const Value* v : outputs) last_use[v] = nodes.size();
+  double held = 0;
+  for (const Value* v : inputs) held += tile(v);
+  double peak = held;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (const Value* o : nodes[i]->outputs())
+      if (last_use.count(o)) held += tile(o);  // an output no one reads is never held
+    peak = std::max(peak, held);
+    std::set<const Value*> read;
+    for (const Value* v : nodes[i]->inputs())
+      if (v && read.insert(v).second && last_use[v] == i) held -= tile(v);
+  }
+  return peak;
+}
+
+}  // namespace
+
 KernelStats group_stats(const std::vector<const Node*>& nodes, const Graph& g) {
   KernelStats k;
   std::set<const Node*> members(nodes.begin(), nodes.end());
@@ -113,7 +148,7 @@ KernelStats group_stats(const std::vector<const Node*>& nodes, const Graph& g) {
     // the tile plus one operand tile.
     k.working_set = double(kAnchorRowBlock * std::min<int64_t>(anchor_n, 256)) * 4.0 * 2;
   } else {
-    k.working_set = double(kTileElements) * 4.0 * std::max(1, live);
+    k.working_set = streaming_working_set(nodes, inputs, outputs);
   }
   return k;
 }

@@ -201,6 +201,29 @@ TEST(FusionDecisions, ResourceLimitOnHugeRows) {
   expect_reason(ok.result, "a", "y", Reason::Fused);
 }
 
+// A streaming elementwise chain holds a few values per tile at a time, however long it is: the issue's 12-op
+// chain over two inputs is one kernel on every target, its working set well inside the smallest on-chip
+// budget.
+TEST(FusionDecisions, ALongElementwiseChainFitsEveryTargetsBudget) {
+  const char* chain = R"(g (float[1024,1024] x, float[1024,1024] z) => (float[1024,1024] y) {
+      a = Add(x, z) b = Relu(a) c = Mul(b, z) d = Sigmoid(c) e = Tanh(d) f = Sub(e, x) h = Mul(f, z) i = Add(h, b)
+      j = Abs(i) k = Neg(j) l = Exp(k) lo = Constant <value = float {-1.0}> () hi = Constant <value = float {1.0}> ()
+      y = Clip(l, lo, hi) })";
+  for (const char* target : {"cpu-host", "cuda-h200", "ascend910b"}) {
+    auto f = fuse(chain, 2, "", Target::builtin_or_file(target));
+    EXPECT_EQ(count_fused(*f.model.graph), 1) << target;
+    for (const auto& d : f.result.decisions)
+      EXPECT_NE(d.reason, Reason::ResourceLimit) << target << ": " << d.detail;
+  }
+  // The does-not-fire twin: a budget below one tile of the live values still splits it.
+  Target tiny = Target::cpu_host();
+  tiny.onchip_bytes = 16 * 1024;
+  auto split = fuse(chain, 2, "", tiny);
+  bool limited = false;
+  for (const auto& d : split.result.decisions) limited |= d.reason == Reason::ResourceLimit;
+  EXPECT_TRUE(limited);
+}
+
 TEST(FusionDecisions, MaxGroupSize) {
   const char* g = R"(g (float[64,64] x) => (float[64,64] y) { a = Relu(x) b = Neg(a) c = Abs(b) d = Neg(c) y = Relu(d) })";
   auto f = fuse(g, 2, R"({"global": {"max_ops_per_group": 3}})");

@@ -78,6 +78,30 @@ std::string one_line(std::string_view message) {
   return out;
 }
 
+// ONNX's checker names a failing node by its name alone ("Bad node spec for node. Name:  OpType: Softmax"),
+// and exporters often leave names empty: while it runs, an unnamed node is named by its first output, as our
+// errors name it, and unnamed again after.
+class NamedWhileChecked {
+ public:
+  explicit NamedWhileChecked(onnx::GraphProto& g) : g_(g) {
+    for (int i = 0; i < g.node_size(); ++i) {
+      onnx::NodeProto* n = g.mutable_node(i);
+      if (!n->name().empty() || n->output_size() == 0) continue;
+      n->set_name(n->output(0));
+      named_.push_back(i);
+    }
+  }
+  ~NamedWhileChecked() {
+    for (int i : named_) g_.mutable_node(i)->clear_name();
+  }
+  NamedWhileChecked(const NamedWhileChecked&) = delete;
+  NamedWhileChecked& operator=(const NamedWhileChecked&) = delete;
+
+ private:
+  onnx::GraphProto& g_;
+  std::vector<int> named_;
+};
+
 // A gaf.fused call becomes a fused node again: its function's nodes are the body; Constant nodes in the body
 // become body constants; body types come from the call site and ONNX shape inference (the driver's
 // infer_fused_body_shapes fills in what they leave unknown).
@@ -285,8 +309,12 @@ Model import_model(onnx::ModelProto proto, const std::string& base_dir, const Im
     try {
       // The path form resolves external data beside the file (in-memory models have none); it reads the file
       // again, so a model without external data is checked as it is in memory.
-      if (opts.source_path.empty() || !has_external) onnx::checker::check_model(proto);
-      else onnx::checker::check_model(opts.source_path);
+      if (opts.source_path.empty() || !has_external) {
+        NamedWhileChecked named(*proto.mutable_graph());
+        onnx::checker::check_model(proto);
+      } else {
+        onnx::checker::check_model(opts.source_path);
+      }
     } catch (const std::exception& e) {
       fail("the ONNX checker rejected the model: {}", one_line(e.what()));
     }

@@ -27,5 +27,18 @@ TEST(ImportErrors, OpsetBeyondTheNewestSupportedIsRefused) {
   EXPECT_NE(e.find("opset 21"), std::string::npos) << e;
 }
 
+// The ONNX checker's message is one line and names an unnamed node by its first output; the node imported
+// from a valid model keeps its empty name.
+TEST(ImportErrors, CheckerErrorsAreOneLineNamingTheNode) {
+  const std::string header = R"(<ir_version: 8, opset_import: ["" : 17]> )";
+  std::string e =
+      import_error(header + R"(g (float[2,3] x) => (float[2,3] y) { y = Softmax<axis = "last">(x) })");
+  EXPECT_NE(e.find("Name: y OpType: Softmax"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  Model m = onnx_io::parse_model_text(header + R"(g (float[2,3] x) => (float[2,3] y) { y = Softmax(x) })");
+  ASSERT_EQ(m.graph->num_nodes(), 1u);
+  EXPECT_EQ(m.graph->nodes()[0]->name, "");
+}
+
 }  // namespace
 }  // namespace gaf

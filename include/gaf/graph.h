@@ -118,6 +118,8 @@ class Node {
   int64_t attr_int(const std::string& n) const;
 
   std::string describe() const;  // "node 'name' (Op)" for messages
+  // Its name, or its first output's when it has none (exporters often leave names empty); "" with neither.
+  std::string display_name() const;
 
  private:
   friend class Graph;

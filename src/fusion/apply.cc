@@ -34,7 +34,7 @@ std::vector<GroupSummary> apply_fusion(Graph& g, const FusionPlan& plan, const C
     double unfused_bytes = 0, unfused_time = 0;
     for (const Node* n : gr.nodes) {
       s.ops.push_back(n->op_type);
-      s.nodes.push_back(n->name.empty() ? n->output(0)->name() : n->name);
+      s.nodes.push_back(n->display_name());
       KernelStats k = node_stats(*n);
       unfused_bytes += k.bytes;
       unfused_time += cm.kernel_time(k);

@@ -226,7 +226,7 @@ class Planner {
         if (!done.insert({p, c}).second) continue;
         DecisionRecord r;
         r.producer = p->name.empty() ? v->name() : p->name;
-        r.consumer = c->name.empty() ? c->output(0)->name() : c->name;
+        r.consumer = c->display_name();
         r.value = v->name();
         int a = group_of_[p], b = group_of_[c];
         if (a == b) {

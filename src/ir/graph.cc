@@ -52,6 +52,10 @@ void Node::add_input(Value* v) {
   set_input(num_inputs() - 1, v);
 }
 
+std::string Node::display_name() const {
+  return name.empty() && !outputs_.empty() ? outputs_[0]->name() : name;
+}
+
 std::string Node::describe() const {
   return fmt::format("node '{}' ({}{}{})", name.empty() ? (outputs_.empty() ? "?" : outputs_[0]->name()) : name,
                      domain.empty() ? "" : domain, domain.empty() ? "" : ".", op_type);

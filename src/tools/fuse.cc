@@ -121,7 +121,7 @@ int emit_code(const Model& fused, const std::string& dir, bool debug) {
     if (!n->body) continue;
     nlohmann::json entry = {{"group", n->op_type}};
     std::vector<std::string> nodes;
-    for (const Node* b : n->body->nodes()) nodes.push_back(b->name.empty() ? b->output(0)->name() : b->name);
+    for (const Node* b : n->body->nodes()) nodes.push_back(b->display_name());
     entry["nodes"] = nodes;
     bool anchor = false;
     for (const Node* b : n->body->nodes()) anchor |= op_kind(*b) == OpKind::Anchor;

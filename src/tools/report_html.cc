@@ -43,8 +43,6 @@ std::string escape(const std::string& s) {
   return r;
 }
 
-std::string node_name(const Node& n) { return n.name.empty() ? (n.outputs().empty() ? "" : n.output(0)->name()) : n.name; }
-
 std::string short_op(const Node& n) {
   std::string op = n.op_type;
   return op.size() > 22 ? op.substr(0, 21) + "…" : op;
@@ -144,7 +142,8 @@ std::string graph_svg(const Graph& g, const std::string& id, const std::map<cons
     const Node& n = *p.node;
     const int index = int(info.size());
     auto git = group_of.find(&n);
-    nlohmann::json ni = {{"name", node_name(n)}, {"op", n.domain.empty() ? n.op_type : n.domain + "." + n.op_type}};
+    nlohmann::json ni = {{"name", n.display_name()},
+                         {"op", n.domain.empty() ? n.op_type : n.domain + "." + n.op_type}};
     nlohmann::json ins = nlohmann::json::array(), outs = nlohmann::json::array();
     for (const Value* v : n.inputs())
       if (v) ins.push_back(v->name() + " : " + v->type.to_string());
@@ -153,7 +152,7 @@ std::string graph_svg(const Graph& g, const std::string& id, const std::map<cons
     ni["outputs"] = outs;
     if (git != group_of.end()) ni["group"] = git->second;
     std::string label = short_op(n), ms;
-    if (auto t = node_ms.find(node_name(n)); t != node_ms.end()) {
+    if (auto t = node_ms.find(n.display_name()); t != node_ms.end()) {
       ms = fmt::format("{:.3f} ms", t->second);
       ni["measured_ms"] = t->second;
     }
@@ -162,13 +161,17 @@ std::string graph_svg(const Graph& g, const std::string& id, const std::map<cons
     const std::string fill = git != group_of.end() ? kPalette[size_t(git->second) % std::size(kPalette)] : "#ffffff";
     boxes += fmt::format(
         "<g class=\"node{}\" data-node=\"{}\"{}><title>{}</title>"
-        "<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"{}\" height=\"{}\" rx=\"5\" style=\"fill:{};fill-opacity:{}\"/>"
+        "<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"{}\" height=\"{}\" rx=\"5\" "
+        "style=\"fill:{};fill-opacity:{}\"/>"
         "<text x=\"{:.0f}\" y=\"{:.0f}\">{}</text>{}</g>\n",
-        fused ? " fused" : "", index, git != group_of.end() ? fmt::format(" data-group=\"{}\"", git->second) : "",
-        escape(node_name(n) + " (" + n.op_type + ")"), p.x, p.y, kBoxW, kBoxH, fill,
-        git != group_of.end() ? (fused ? "0.85" : "0.35") : "1", p.x + kBoxW / 2.0, p.y + (ms.empty() ? 21 : 15),
-        escape(label),
-        ms.empty() ? "" : fmt::format("<text class=\"ms\" x=\"{:.0f}\" y=\"{:.0f}\">{}</text>", p.x + kBoxW / 2.0, p.y + 28, ms));
+        fused ? " fused" : "", index,
+        git != group_of.end() ? fmt::format(" data-group=\"{}\"", git->second) : "",
+        escape(n.display_name() + " (" + n.op_type + ")"), p.x, p.y, kBoxW, kBoxH, fill,
+        git != group_of.end() ? (fused ? "0.85" : "0.35") : "1", p.x + kBoxW / 2.0,
+        p.y + (ms.empty() ? 21 : 15), escape(label),
+        ms.empty() ? ""
+                   : fmt::format("<text class=\"ms\" x=\"{:.0f}\" y=\"{:.0f}\">{}</text>", p.x + kBoxW / 2.0,
+                                 p.y + 28, ms));
   }
   return fmt::format(
       "<svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} "
@@ -327,7 +330,7 @@ std::string report_html(const HtmlReport& r) {
     for (size_t i = 0; i < fr.groups.size(); ++i)
       for (const std::string& m : fr.groups[i].nodes) member_of[m] = int(i);
     for (const Node* n : r.planned->nodes())
-      if (auto it = member_of.find(node_name(*n)); it != member_of.end()) planned_group[n] = it->second;
+      if (auto it = member_of.find(n->display_name()); it != member_of.end()) planned_group[n] = it->second;
   }
   data["graphs"] = nlohmann::json::object();
   nlohmann::json planned_info = nlohmann::json::array(), fused_info = nlohmann::json::array();

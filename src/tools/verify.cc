@@ -88,7 +88,7 @@ double largest_magnitude(const Tensor& t) {
 std::vector<std::string> member_names(const Node& group) {
   std::vector<std::string> names;
   for (const Node* b : group.body->nodes())
-    if (b->op_type != "Constant") names.push_back(b->name.empty() ? b->output(0)->name() : b->name);
+    if (b->op_type != "Constant") names.push_back(b->display_name());
   return names;
 }
 
@@ -152,7 +152,7 @@ VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vec
 
   // Bisect: each fused group alone on the unfused run's values of its inputs.
   auto ref = run_exposing_all(model, inputs);
-  std::vector<const Node*> suspects;
+  std::vector<const Node*> failed_alone, not_run_alone;
   for (const Node* n : fused.graph->nodes()) {
     if (!n->body) continue;
     const std::string group =
@@ -163,7 +163,7 @@ VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vec
     auto not_bisected = [&](const char* what, const std::vector<std::string>& names, const char* made_by) {
       r.unchecked.push_back(fmt::format("{}: {} ('{}') exist only in the fused graph ({} made them)", group,
                                         what, fmt::join(names, "', '"), made_by));
-      suspects.push_back(n);
+      not_run_alone.push_back(n);
     };
     if (outside.size() == size_t(n->num_outputs())) {
       not_bisected("not compared: its outputs", outside, "a rewrite");
@@ -181,7 +181,7 @@ VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vec
       Comparison c = matches(outs[k], it->second);
       if (!c.ok) {
         r.culprits.push_back(fmt::format("{}: output '{}' {}", group, n->output(int(k))->name(), c.message));
-        suspects.insert(suspects.begin() + long(r.culprits.size() - 1), n);
+        failed_alone.push_back(n);
         break;
       }
     }
@@ -189,9 +189,9 @@ VerifyResult verify_fusion(const Model& model, const FuseOptions& opts, std::vec
 
   // A rule that avoids the mismatch, each candidate checked by fusing with it and comparing every output:
   // first forbidding one edge of a responsible group (the rest of the model fuses as before), then skipping
-  // the nodes of the responsible groups. Groups that could not be run alone are suspects after those that
-  // failed alone.
-  if (!r.culprits.empty()) suspects.resize(r.culprits.size());
+  // the nodes of the responsible groups: those that failed alone, or when none did, those that could not be
+  // run alone.
+  const std::vector<const Node*>& suspects = failed_alone.empty() ? not_run_alone : failed_alone;
   auto avoids = [&](FuseOptions candidate) {
     Model again = copy_model(model);
     fuse_model(again, candidate);

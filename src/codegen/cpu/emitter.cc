@@ -160,7 +160,7 @@ class Emitter {
   Emitter(const Node& fused, const std::string& symbol, const EmitOptions& opts)
       : fused_(fused), body_(*fused.body), opts_(opts), cuda_(opts.dialect == Dialect::Cuda) {
     sig_.symbol = symbol;
-    for (const Node* n : body_.nodes()) sig_.original_nodes.push_back(n->name.empty() ? n->output(0)->name() : n->name);
+    for (const Node* n : body_.nodes()) sig_.original_nodes.push_back(n->display_name());
   }
 
   EmittedKernel run() {
@@ -185,8 +185,7 @@ class Emitter {
     if (cuda_) check_cuda_args();
     std::ostringstream head, os;
     head << "// " << sig_.symbol << ": fused group of " << body_.num_nodes() << " ops\n";
-    for (const Node* n : body_.nodes())
-      head << "//   " << n->op_type << " " << (n->name.empty() ? n->output(0)->name() : n->name) << "\n";
+    for (const Node* n : body_.nodes()) head << "//   " << n->op_type << " " << n->display_name() << "\n";
     if (cuda_)
       os << cuda::kernel_head(sig_.symbol);
     else

@@ -89,6 +89,8 @@ struct GraphCost {
   // (sorted). The estimates of a model exported with dynamic axes are those of size 1 along them.
   std::vector<std::string> dims_costed_as_1;
 };
+// Of g and, once each, the subgraphs of its control-flow nodes (a Loop's trip count is known at run time
+// only).
 GraphCost graph_cost(const Graph& g, const CostModel& cm);
 
 // True for nodes that launch no kernel at run time (constants).

@@ -129,6 +129,7 @@ struct DecisionRecord {
 
 struct GroupSummary {
   std::string name;
+  std::string scope;  // "" in the main graph; in a subgraph, where it is: "node 'loop' (Loop) body"
   std::vector<std::string> ops, nodes;
   double bytes_saved = 0, benefit_s = 0;
 };
@@ -146,8 +147,10 @@ FusionDecision can_fuse(const Group& a, const Group& b, const Graph& g, const Fu
 
 FusionPlan plan_fusion(const Graph& g, const CostModel& cm, const FusionOptions& opts);
 
-// Rewrites g: each group of two or more nodes becomes one fused node (domain "gaf.fused", op type named after its
-// ops) owning its body. Returns the summaries of the fused groups.
-std::vector<GroupSummary> apply_fusion(Graph& g, const FusionPlan& plan, const CostModel& cm);
+// Rewrites g: each group of two or more nodes becomes one fused node (domain "gaf.fused", op type named after
+// its ops, after `name_prefix`: a subgraph's groups are named after the node and attribute holding it, so
+// names stay unique in the model) owning its body. Returns the summaries of the fused groups.
+std::vector<GroupSummary> apply_fusion(Graph& g, const FusionPlan& plan, const CostModel& cm,
+                                       const std::string& name_prefix = "");
 
 }  // namespace gaf

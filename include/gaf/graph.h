@@ -1,6 +1,7 @@
 // The SSA graph IR. A Graph owns its Values and Nodes; Nodes are kept in topological order. A Value has a
-// TensorType whose dims may be symbolic; constants (initializers) are Values that carry data. A fused node owns
-// its body as a nested Graph.
+// TensorType whose dims may be symbolic; constants (initializers) are Values that carry data. A fused node
+// owns its body as a nested Graph; a control-flow node (If, Loop, Scan) holds its subgraphs as GraphAttr
+// attributes.
 #pragma once
 
 #include <map>
@@ -51,11 +52,20 @@ struct TensorType {
 struct OpaqueAttr {
   std::string proto;
 };
-using Attribute = std::variant<int64_t, float, std::string, Tensor, std::vector<int64_t>, std::vector<float>,
-                               std::vector<std::string>, OpaqueAttr>;
-
 class Node;
 class Graph;
+
+// A subgraph attribute: If's branches, Loop's and Scan's body. Its inputs are the op's formal body inputs
+// followed by its captures, one per implicit input of the node that holds it (Node::implicit_inputs), in the
+// same order: the values of enclosing graphs the subgraph reads are inputs of the node, so every pass sees
+// them as uses, and the subgraph reads them as inputs of its own. Export writes them back as outer-scope
+// references.
+struct GraphAttr {
+  std::shared_ptr<Graph> graph;
+};
+
+using Attribute = std::variant<int64_t, float, std::string, Tensor, std::vector<int64_t>, std::vector<float>,
+                               std::vector<std::string>, OpaqueAttr, GraphAttr>;
 
 struct Use {
   Node* node;
@@ -95,6 +105,9 @@ class Node {
   int opset = 0;  // opset version of the node's domain in its model
   std::map<std::string, Attribute> attrs;
   std::unique_ptr<Graph> body;  // fused node: the subgraph it computes
+  // The last `implicit_inputs` inputs are values of this graph its subgraphs read (GraphAttr): not inputs of
+  // the op as ONNX defines it, each subgraph's captures.
+  int implicit_inputs = 0;
 
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
@@ -114,6 +127,11 @@ class Node {
   std::vector<int64_t> attr_ints(const std::string& n, std::vector<int64_t> def = {}) const;
   std::vector<float> attr_floats(const std::string& n, std::vector<float> def = {}) const;
   const Tensor* attr_tensor(const std::string& n) const;
+  // The subgraph attribute `n`; throws naming the node when it has none.
+  Graph& subgraph(const std::string& n) const;
+  // Every subgraph attribute, by name (none for ops without subgraphs).
+  std::vector<std::pair<std::string, Graph*>> subgraphs() const;
+  int num_explicit_inputs() const { return num_inputs() - implicit_inputs; }
   // Required attribute: throws naming node and attribute when absent.
   int64_t attr_int(const std::string& n) const;
 
@@ -181,6 +199,11 @@ class Graph {
   std::map<std::string, Value*> by_name_;
   std::vector<Value*> inputs_, outputs_, initializers_;
 };
+
+// g and the subgraphs (GraphAttr: If's branches, Loop's and Scan's body) of its nodes at any depth, g first.
+// Fused bodies are not among them.
+std::vector<Graph*> graph_and_subgraphs(Graph& g);
+std::vector<const Graph*> graph_and_subgraphs(const Graph& g);
 
 // Checks SSA form, topological order, use lists and type consistency. Throws gaf::Error describing the first
 // problem found.

@@ -191,6 +191,17 @@ GraphCost graph_cost(const Graph& g, const CostModel& cm) {
     for (const Value* o : n->outputs())
       if (o->uses().empty() && !g.is_graph_output(o) && !is_free_node(*n)) live -= value_bytes(o);
   }
+  // A control-flow node's subgraphs once each (one iteration of a Loop or Scan body, each branch of an If):
+  // the trip count is a run-time value.
+  for (const Node* n : nodes)
+    for (const auto& [attr, sub] : n->subgraphs()) {
+      GraphCost s = graph_cost(*sub, cm);
+      c.nodes += s.nodes;
+      c.kernels += s.kernels;
+      c.bytes += s.bytes;
+      c.time_s += s.time_s;
+      symbolic.insert(s.dims_costed_as_1.begin(), s.dims_costed_as_1.end());
+    }
   c.dims_costed_as_1.assign(symbolic.begin(), symbolic.end());
   return c;
 }

@@ -22,7 +22,8 @@ std::string fused_name(const Group& gr, int index) {
 
 }  // namespace
 
-std::vector<GroupSummary> apply_fusion(Graph& g, const FusionPlan& plan, const CostModel& cm) {
+std::vector<GroupSummary> apply_fusion(Graph& g, const FusionPlan& plan, const CostModel& cm,
+                                       const std::string& name_prefix) {
   using namespace fusion_detail;
   std::vector<GroupSummary> summaries;
   int index = 0;
@@ -30,7 +31,7 @@ std::vector<GroupSummary> apply_fusion(Graph& g, const FusionPlan& plan, const C
     if (gr.nodes.size() < 2) continue;
     std::set<const Node*> m(gr.nodes.begin(), gr.nodes.end());
     GroupSummary s;
-    s.name = fused_name(gr, index++);
+    s.name = name_prefix + fused_name(gr, index++);
     double unfused_bytes = 0, unfused_time = 0;
     for (const Node* n : gr.nodes) {
       s.ops.push_back(n->op_type);

@@ -102,6 +102,19 @@ std::vector<float> Node::attr_floats(const std::string& n, std::vector<float> de
 }
 const Tensor* Node::attr_tensor(const std::string& n) const { return get_attr<Tensor>(*this, n); }
 
+Graph& Node::subgraph(const std::string& n) const {
+  const GraphAttr* g = get_attr<GraphAttr>(*this, n);
+  GAF_CHECK(g && g->graph, "{}: required subgraph attribute '{}' is missing", describe(), n);
+  return *g->graph;
+}
+
+std::vector<std::pair<std::string, Graph*>> Node::subgraphs() const {
+  std::vector<std::pair<std::string, Graph*>> out;
+  for (const auto& [k, a] : attrs)
+    if (const GraphAttr* g = std::get_if<GraphAttr>(&a); g && g->graph) out.emplace_back(k, g->graph.get());
+  return out;
+}
+
 // ---- Graph ----
 
 Value* Graph::add_value(const std::string& name, TensorType type) {
@@ -298,6 +311,9 @@ std::unique_ptr<Graph> Graph::clone() const {
     c->doc_string = n->doc_string;
     c->opset = n->opset;
     c->attrs = n->attrs;
+    for (auto& [k, a] : c->attrs)  // subgraphs are copied too: passes edit them in place
+      if (GraphAttr* sub = std::get_if<GraphAttr>(&a); sub && sub->graph) sub->graph = sub->graph->clone();
+    c->implicit_inputs = n->implicit_inputs;
     if (n->body) c->body = n->body->clone();
     c->graph_ = g.get();
     for (Value* v : ins) c->add_input(v);
@@ -311,6 +327,19 @@ std::unique_ptr<Graph> Graph::clone() const {
   }
   for (Value* v : outputs_) g->outputs_.push_back(copy_value(v));
   return g;
+}
+
+std::vector<Graph*> graph_and_subgraphs(Graph& g) {
+  std::vector<Graph*> out{&g};
+  for (size_t i = 0; i < out.size(); ++i)
+    for (const Node* n : out[i]->nodes())
+      for (const auto& [attr, sub] : n->subgraphs()) out.push_back(sub);
+  return out;
+}
+
+std::vector<const Graph*> graph_and_subgraphs(const Graph& g) {
+  std::vector<Graph*> all = graph_and_subgraphs(const_cast<Graph&>(g));
+  return {all.begin(), all.end()};
 }
 
 // ---- verifier ----
@@ -340,6 +369,14 @@ void verify(const Graph& g) {
       defined.insert(o);
     }
     if (n->body) verify(*n->body);
+    GAF_CHECK(n->implicit_inputs >= 0 && n->implicit_inputs <= n->num_inputs(),
+              "verify: {} has {} implicit inputs of {}", n->describe(), n->implicit_inputs, n->num_inputs());
+    for (const auto& [attr, sub] : n->subgraphs()) {
+      GAF_CHECK(int(sub->inputs().size()) >= n->implicit_inputs,
+                "verify: {}: subgraph '{}' has fewer inputs than the node's {} captures", n->describe(), attr,
+                n->implicit_inputs);
+      verify(*sub);
+    }
   }
   for (const Value* v : g.outputs()) {
     GAF_CHECK(defined.count(v) || v->is_constant(), "verify: graph output '{}' is never defined", v->name());

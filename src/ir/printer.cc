@@ -19,6 +19,8 @@ std::string attr_to_string(const Attribute& a) {
           return v.to_string(8);
         } else if constexpr (std::is_same_v<T, OpaqueAttr>) {
           return "<opaque>";
+        } else if constexpr (std::is_same_v<T, GraphAttr>) {
+          return "<graph>";
         } else {
           return fmt::format("[{}]", fmt::join(v, ","));
         }
@@ -57,6 +59,10 @@ void print_graph(const Graph& g, std::ostream& os, const std::string& indent) {
     if (!n->name.empty()) os << "  # " << n->name;
     os << "\n";
     if (n->body) print_graph(*n->body, os, indent + "    ");
+    for (const auto& [attr, sub] : n->subgraphs()) {
+      os << indent << "    " << attr << ":\n";
+      print_graph(*sub, os, indent + "    ");
+    }
   }
   os << indent << "  return ";
   first = true;

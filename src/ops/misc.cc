@@ -65,6 +65,11 @@ void register_misc_ops(OpRegistry& r) {
   r.add("HammingWindow", OpKind::Opaque).set_flags(P).set_flops_per_element(12);
   r.add("BlackmanWindow", OpKind::Opaque).set_flags(P).set_flops_per_element(24);
 
+  // Control flow: the node runs its subgraphs (GraphAttr), whose own nodes are planned and costed there.
+  r.add("If", OpKind::Opaque).set_flops(flops_zero);
+  r.add("Loop", OpKind::Opaque).set_flops(flops_zero);
+  r.add("Scan", OpKind::Opaque).set_flops(flops_zero);
+
   // A fused node (gaf.fused): its body's ops are costed one by one.
   r.add("FusedOp", OpKind::Opaque, "gaf.fused");
 }

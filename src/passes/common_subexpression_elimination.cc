@@ -41,6 +41,8 @@ bool same_attr(const Attribute& a, const Attribute& b) {
           return same_tensor(x, y);
         else if constexpr (std::is_same_v<T, OpaqueAttr>)
           return x.proto == y.proto;
+        else if constexpr (std::is_same_v<T, GraphAttr>)
+          return x.graph == y.graph;  // the same subgraph object (two subgraphs are not compared)
         // Floats compare bitwise: NaN equals NaN, 0.0 differs from -0.0.
         else if constexpr (std::is_same_v<T, float>)
           return std::memcmp(&x, &y, sizeof(float)) == 0;

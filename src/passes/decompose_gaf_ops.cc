@@ -322,6 +322,10 @@ class Decomposer {
 
 }  // namespace
 
-int decompose_gaf_ops(Graph& g, int opset) { return Decomposer(g, opset).run(); }
+int decompose_gaf_ops(Graph& g, int opset) {
+  int n = 0;
+  for (Graph* sub : graph_and_subgraphs(g)) n += Decomposer(*sub, opset).run();
+  return n;
+}
 
 }  // namespace gaf

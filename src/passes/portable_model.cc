@@ -17,14 +17,14 @@ PortableModel::PortableModel(const Model& m) : model_(m) {
       if (n->body) scan(*n->body);
     }
   };
-  scan(*m.graph);
+  for (const Graph* g : graph_and_subgraphs(*m.graph)) scan(*g);
   if (!custom) return;
   Model copy = onnx_io::import_model(onnx_io::export_model(m), "", onnx_io::ImportOptions{false, false, ""});
   infer_fused_body_shapes(*copy.graph);
   auto it = copy.opsets.find("");
   decompose_gaf_ops(*copy.graph, it == copy.opsets.end() ? 13 : int(it->second));
   PassContext ctx;  // the decomposed ops' values get their shapes, like every other value of the written model
-  make_shape_inference()->run(*copy.graph, ctx);
+  for (Graph* g : graph_and_subgraphs(*copy.graph)) make_shape_inference()->run(*g, ctx);
   copy.opsets.erase("gaf");
   copy_ = std::move(copy);
 }

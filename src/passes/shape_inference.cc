@@ -667,11 +667,12 @@ class ShapeInference final : public Pass {
 std::unique_ptr<Pass> make_shape_inference() { return std::make_unique<ShapeInference>(); }
 
 void infer_fused_body_shapes(Graph& g) {
-  for (Node* n : g.nodes()) {
-    if (!n->body) continue;
-    PassContext ctx;
-    ShapeInference().run(*n->body, ctx);
-  }
+  for (Graph* sub : graph_and_subgraphs(g))
+    for (Node* n : sub->nodes()) {
+      if (!n->body) continue;
+      PassContext ctx;
+      ShapeInference().run(*n->body, ctx);
+    }
 }
 
 }  // namespace gaf

@@ -26,6 +26,7 @@ class SessionEvaluator final : public ConstantEvaluator {
     c->domain = n.domain;
     c->opset = n.opset;
     c->attrs = n.attrs;
+    c->implicit_inputs = n.implicit_inputs;
     for (int i = 0; i < n.num_outputs(); ++i) {
       c->output(i)->type = n.output(i)->type;
       c->output(i)->absent_output = n.output(i)->absent_output;

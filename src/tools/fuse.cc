@@ -1,13 +1,13 @@
 // The fuse driver: passes -> plan -> apply, with costs before and after, the report and graph dumps.
-#include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
-
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "codegen/cpu/cache_util.h"
@@ -42,6 +42,38 @@ nlohmann::json cost_json(const GraphCost& c) {
           {"estimated_time_s", c.time_s},
           {"peak_memory_bytes", c.peak_memory_bytes},
           {"dims_costed_as_1", c.dims_costed_as_1}};
+}
+
+// A C identifier made of `s` (fused op types name generated functions).
+std::string identifier(const std::string& s) {
+  std::string out;
+  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+// The rewrite pipeline and the planner inside every subgraph of g's nodes (If's branches, Loop's and Scan's
+// body), at any depth; their groups are listed with the subgraph they are in.
+void fuse_subgraphs(Graph& g, const std::string& scope, PassContext& ctx, const FuseOptions& opts,
+                    const CostModel& cm, FuseResult& r) {
+  for (Node* n : g.nodes()) {
+    for (const auto& [attr, sub] : n->subgraphs()) {
+      const std::string where = fmt::format("{}{} {}", scope, n->describe(), attr);
+      PassManager::for_opt_level(opts.fusion.opt_level, opts.target.channels_last).run(*sub, ctx);
+      if (opts.fusion.opt_level >= 2) {
+        FusionOptions fo = opts.fusion;
+        if (!fo.backend && opts.target.backend == "cuda") fo.backend = &codegen::cuda_kernel_backend();
+        FusionPlan plan = plan_fusion(*sub, cm, fo);
+        r.candidates += plan.candidates;
+        r.decisions.insert(r.decisions.end(), plan.decisions.begin(), plan.decisions.end());
+        for (GroupSummary& s :
+             apply_fusion(*sub, plan, cm, identifier(n->display_name() + "_" + attr) + "_")) {
+          s.scope = where;
+          r.groups.push_back(std::move(s));
+        }
+      }
+      fuse_subgraphs(*sub, where + ": ", ctx, opts, cm, r);
+    }
+  }
 }
 
 }  // namespace
@@ -97,8 +129,10 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
     r.candidates = plan.candidates;
     r.decisions = plan.decisions;
     r.groups = apply_fusion(g, plan, cm);
-    if (!model.opsets.count("gaf.fused") && !r.groups.empty()) model.opsets["gaf.fused"] = 1;
   }
+  fuse_subgraphs(g, "", ctx, opts, cm, r);
+  r.rewrites = ctx.rewrites;
+  if (!model.opsets.count("gaf.fused") && !r.groups.empty()) model.opsets["gaf.fused"] = 1;
   r.after = graph_cost(g, cm);
   if (!opts.dump_dir.empty()) dump_dot(g, opts.dump_dir, "after");
   return r;
@@ -117,8 +151,11 @@ int emit_code(const Model& fused, const std::string& dir, bool debug) {
   int files = 0, index = 0;
   codegen::EmitOptions eo;
   eo.debug = debug;
-  for (const Node* n : fused.graph->nodes()) {
-    if (!n->body) continue;
+  std::vector<const Node*> groups;  // the main graph's fused nodes, then those of its subgraphs
+  for (const Graph* g : graph_and_subgraphs(*fused.graph))
+    for (const Node* n : g->nodes())
+      if (n->body) groups.push_back(n);
+  for (const Node* n : groups) {
     nlohmann::json entry = {{"group", n->op_type}};
     std::vector<std::string> nodes;
     for (const Node* b : n->body->nodes()) nodes.push_back(b->display_name());
@@ -169,6 +206,7 @@ std::string FuseResult::report_json(const std::string& model_name, const Target&
   j["groups"] = nlohmann::json::array();
   for (const auto& gr : groups)
     j["groups"].push_back({{"name", gr.name},
+                           {"scope", gr.scope},
                            {"ops", gr.ops},
                            {"nodes", gr.nodes},
                            {"modeled_bytes_saved", gr.bytes_saved},

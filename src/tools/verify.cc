@@ -316,8 +316,8 @@ std::string explain(const FuseResult& r, const std::string& node) {
   }
   for (const auto& g : r.groups) {
     if (!node.empty() && std::find(g.nodes.begin(), g.nodes.end(), node) == g.nodes.end()) continue;
-    os << fmt::format("group {}: {} ops, saves {:.2f} MB, {:.3g} us\n", g.name, g.ops.size(), g.bytes_saved / 1e6,
-                      g.benefit_s * 1e6);
+    os << fmt::format("group {}: {} ops, saves {:.2f} MB, {:.3g} us{}\n", g.name, g.ops.size(),
+                      g.bytes_saved / 1e6, g.benefit_s * 1e6, g.scope.empty() ? "" : " (in " + g.scope + ")");
   }
   // Patterns a recognition pass began to match at a node and gave up on, with the check that failed.
   for (const NearMiss& m : r.near_misses) {

@@ -348,6 +348,72 @@ Case make_encoder() {
   return c;
 }
 
+// A GRU cell run over a sequence by a Loop, as a recurrent model written step by step exports: the body reads
+// the input sequence and the weights from the main graph (outer-scope references) and picks step i with
+// Gather.
+Case make_gru_loop() {
+  Case c = parse("gru_loop", R"(
+    <ir_version: 8, opset_import: ["" : 17]>
+    gru_loop (float[16, 8, 64] x) => (float[8, 64] y) {
+      steps = Constant<value = int64 {16}>()
+      go = Constant<value = bool {1}>()
+      y = Loop(steps, go, h0) <body = gru_step (int64 i, bool c, float[8, 64] h) => (bool c_out, float[8, 64] h_out) {
+        c_out = Identity(c)
+        xt = Gather<axis = 0>(x, i)
+        zx = MatMul(xt, wz)
+        zh = MatMul(h, uz)
+        zs = Add(zx, zh)
+        zb = Add(zs, bz)
+        z = Sigmoid(zb)
+        rx = MatMul(xt, wr)
+        rh = MatMul(h, ur)
+        rs = Add(rx, rh)
+        rb = Add(rs, br)
+        r = Sigmoid(rb)
+        nx = MatMul(xt, wn)
+        gated = Mul(r, h)
+        nh = MatMul(gated, un)
+        ns = Add(nx, nh)
+        nb = Add(ns, bn)
+        n = Tanh(nb)
+        one = Constant<value = float {1.0}>()
+        keep = Sub(one, z)
+        fresh = Mul(keep, n)
+        carried = Mul(z, h)
+        h_out = Add(fresh, carried)
+      }>
+    })");
+  constexpr int64_t steps = 16, batch = 8, d = 64;
+  Random rng(5);
+  Values h = weight(c, rng, "h0", {batch, d}, -0.5, 0.5);
+  std::vector<Values> w, u, b;  // z, r, n
+  for (const char* g : {"z", "r", "n"}) {
+    w.push_back(weight(c, rng, std::string("w") + g, {d, d}, -0.2, 0.2));
+    u.push_back(weight(c, rng, std::string("u") + g, {d, d}, -0.2, 0.2));
+    b.push_back(weight(c, rng, std::string("b") + g, {d}, -0.2, 0.2));
+  }
+  c.input = rng.uniform(steps * batch * d, -1, 1);
+  const Values zero(size_t(d), 0.0);
+  auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+  for (int64_t t = 0; t < steps; ++t) {
+    const Values xt(c.input.begin() + t * batch * d, c.input.begin() + (t + 1) * batch * d);
+    Values z = linear(xt, w[0], b[0], batch, d, d, WeightLayout::KN);
+    Values r = linear(xt, w[1], b[1], batch, d, d, WeightLayout::KN);
+    Values n = linear(xt, w[2], b[2], batch, d, d, WeightLayout::KN);
+    const Values zh = linear(h, u[0], zero, batch, d, d, WeightLayout::KN);
+    const Values rh = linear(h, u[1], zero, batch, d, d, WeightLayout::KN);
+    Values gated(h.size());
+    for (size_t i = 0; i < h.size(); ++i) gated[i] = sigmoid(r[i] + rh[i]) * h[i];
+    const Values nh = linear(gated, u[2], zero, batch, d, d, WeightLayout::KN);
+    for (size_t i = 0; i < h.size(); ++i) {
+      const double zi = sigmoid(z[i] + zh[i]);
+      h[i] = (1 - zi) * std::tanh(n[i] + nh[i]) + zi * h[i];
+    }
+  }
+  c.expected = h;
+  return c;
+}
+
 }  // namespace
 
 // Benchmark-sized decoders (bench/llm): text with the weights declared as inputs, then attached as initializers.
@@ -386,6 +452,7 @@ int main(int argc, char** argv) {
     write(argv[1], make_mlp());
     write(argv[1], make_convnet());
     write(argv[1], make_encoder());
+    write(argv[1], make_gru_loop());
     // Decoders with past/present inputs and outputs for `generate` (no stored outputs: the unit tests check
     // their numbers against a full prefill).
     fs::create_directories(fs::path(argv[1]) / "decoders");
@@ -402,6 +469,6 @@ int main(int argc, char** argv) {
     std::cerr << "gaf_make_test_models: " << e.what() << "\n";
     return 1;
   }
-  std::cout << "wrote mlp, convnet, encoder, decoders/gpt2, decoders/llama to " << argv[1] << "\n";
+  std::cout << "wrote mlp, convnet, encoder, gru_loop, decoders/gpt2, decoders/llama to " << argv[1] << "\n";
   return 0;
 }

@@ -461,7 +461,8 @@ int cmd_demo() {
             << "candidate decisions (graph-autofusion explain shows each): " << counts(reasons) << "\n"
             << "fused groups:\n";
   for (const auto& g : r.groups)
-    std::cout << fmt::format("  {:<40} {:>2} ops, saves {:.2f} MB\n", g.name, g.ops.size(), g.bytes_saved / 1e6);
+    std::cout << fmt::format("  {:<40} {:>2} ops, saves {:.2f} MB{}\n", g.name, g.ops.size(),
+                             g.bytes_saved / 1e6, g.scope.empty() ? "" : " (in " + g.scope + ")");
   auto inputs = tools::random_inputs(*m.graph, 1);
   std::cout << "\n== verify (fused vs unfused, rtol 1e-4)\n" << tools::verify_fusion(m, opts, inputs, 1e-4, 1e-5).text();
   std::cout << "\n== measured (interleaved runs)\n" << tools::bench_fusion(m, opts, inputs, 20).text();

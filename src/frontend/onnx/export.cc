@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "frontend/onnx/gaf_schemas.h"
@@ -25,18 +26,49 @@ void type_to_proto(const TensorType& t, onnx::TypeProto& tp) {
 
 namespace {
 
-void value_info(const Value* v, onnx::ValueInfoProto& vi) {
-  vi.set_name(v->name());
+// The name a value is written under: its own, or, for a subgraph's capture, the name of the enclosing graph's
+// value it stands for (an outer-scope reference).
+using NameOf = std::function<std::string(const Value*)>;
+
+std::string own_name(const Value* v) { return v->name(); }
+
+void value_info(const Value* v, onnx::ValueInfoProto& vi, const NameOf& name_of = own_name) {
+  vi.set_name(name_of(v));
   if (!v->doc_string.empty()) vi.set_doc_string(v->doc_string);
   if (v->type.dtype != DType::Undefined) type_to_proto(v->type, *vi.mutable_type());
 }
 
-void attr_to_proto(const std::string& name, const Attribute& a, onnx::AttributeProto& ap) {
+void graph_proto(const Graph& g, onnx::GraphProto& gp, const NameOf& name_of, int formal_inputs);
+
+// Subgraph `sub` of node n as ONNX writes it: its captures are no inputs but references to the values of the
+// enclosing graph that are n's implicit inputs.
+void subgraph_to_proto(const Node& n, const Graph& sub, const NameOf& outer, onnx::GraphProto& gp) {
+  const int formal = int(sub.inputs().size()) - n.implicit_inputs;
+  GAF_ASSERT(formal >= 0, "a subgraph with fewer inputs than its node's captures");
+  std::map<const Value*, std::string> captured;
+  for (int k = 0; k < n.implicit_inputs; ++k)
+    captured[sub.inputs()[size_t(formal + k)]] = outer(n.input(n.num_explicit_inputs() + k));
+  graph_proto(
+      sub, gp,
+      [&](const Value* v) {
+        auto it = captured.find(v);
+        return it == captured.end() ? v->name() : it->second;
+      },
+      formal);
+}
+
+void attr_to_proto(const Node& n, const std::string& name, const Attribute& a, onnx::AttributeProto& ap,
+                   const NameOf& name_of) {
   if (const auto* o = std::get_if<OpaqueAttr>(&a)) {
     GAF_ASSERT(ap.ParseFromString(o->proto), "opaque attribute does not parse");
     return;
   }
   ap.set_name(name);
+  if (const auto* sub = std::get_if<GraphAttr>(&a)) {
+    ap.set_type(onnx::AttributeProto::GRAPH);
+    subgraph_to_proto(n, *sub->graph, name_of, *ap.mutable_g());
+    return;
+  }
   std::visit(
       [&](const auto& v) {
         using T = std::decay_t<decltype(v)>;
@@ -68,15 +100,21 @@ void attr_to_proto(const std::string& name, const Attribute& a, onnx::AttributeP
 
 }  // namespace
 
-void node_to_proto(const Node& n, onnx::NodeProto& np) {
+namespace {
+
+void node_proto(const Node& n, onnx::NodeProto& np, const NameOf& name_of) {
   np.set_op_type(n.op_type);
   if (!n.name.empty()) np.set_name(n.name);
   if (!n.domain.empty()) np.set_domain(n.domain);
   if (!n.doc_string.empty()) np.set_doc_string(n.doc_string);
-  for (const Value* v : n.inputs()) np.add_input(v ? v->name() : "");
-  for (const Value* v : n.outputs()) np.add_output(v->absent_output ? "" : v->name());
-  for (const auto& [k, a] : n.attrs) attr_to_proto(k, a, *np.add_attribute());
+  for (int i = 0; i < n.num_explicit_inputs(); ++i) np.add_input(n.input(i) ? name_of(n.input(i)) : "");
+  for (const Value* v : n.outputs()) np.add_output(v->absent_output ? "" : name_of(v));
+  for (const auto& [k, a] : n.attrs) attr_to_proto(n, k, a, *np.add_attribute(), name_of);
 }
+
+}  // namespace
+
+void node_to_proto(const Node& n, onnx::NodeProto& np) { node_proto(n, np, own_name); }
 
 namespace {
 
@@ -136,30 +174,49 @@ void fused_function(const Node& n, const Model& m, onnx::FunctionProto& fp) {
 
 }  // namespace
 
-void graph_to_proto(const Graph& g, onnx::GraphProto& gp) {
+namespace {
+
+// g's first `formal_inputs` inputs become the GraphProto's inputs (the rest are captures, written as
+// references).
+void graph_proto(const Graph& g, onnx::GraphProto& gp, const NameOf& name_of, int formal_inputs) {
   gp.set_name(g.name.empty() ? "main" : g.name);
   if (!g.doc_string.empty()) gp.set_doc_string(g.doc_string);
   std::set<const Value*> listed;
-  for (const Value* v : g.inputs()) {
-    value_info(v, *gp.add_input());
+  for (int i = 0; i < int(g.inputs().size()); ++i) {
+    const Value* v = g.inputs()[size_t(i)];
+    if (i < formal_inputs) value_info(v, *gp.add_input(), name_of);
     listed.insert(v);
   }
   for (const Value* v : g.initializers()) {
     auto* tp = gp.add_initializer();
     tensor_to_proto(v->constant(), *tp);
-    tp->set_name(v->name());
+    tp->set_name(name_of(v));
     listed.insert(v);
   }
-  for (const Node* n : g.nodes()) node_to_proto(*n, *gp.add_node());
+  for (const Node* n : g.nodes()) node_proto(*n, *gp.add_node(), name_of);
   unique_node_names(*gp.mutable_node());
   for (const Value* v : g.outputs()) {
-    value_info(v, *gp.add_output());
+    value_info(v, *gp.add_output(), name_of);
     listed.insert(v);
   }
   for (const Node* n : g.nodes())
     for (const Value* v : n->outputs())
       if (!listed.count(v) && !v->absent_output && v->type.dtype != DType::Undefined)
-        value_info(v, *gp.add_value_info());
+        value_info(v, *gp.add_value_info(), name_of);
+}
+
+// Every fused node of g and of its subgraphs, at any depth.
+void fused_nodes(const Graph& g, std::vector<const Node*>& out) {
+  for (const Node* n : g.nodes()) {
+    if (n->body) out.push_back(n);
+    for (const auto& [attr, sub] : n->subgraphs()) fused_nodes(*sub, out);
+  }
+}
+
+}  // namespace
+
+void graph_to_proto(const Graph& g, onnx::GraphProto& gp) {
+  graph_proto(g, gp, own_name, int(g.inputs().size()));
 }
 
 onnx::ModelProto export_model(const Model& m) {
@@ -189,12 +246,10 @@ onnx::ModelProto export_model(const Model& m) {
     for (const Value* v : m.graph->initializers())
       if (!inputs.count(v->name())) value_info(v, *p.mutable_graph()->add_input());
   }
-  bool fused = false;
-  for (const Node* n : m.graph->nodes()) {
-    if (!n->body) continue;
-    fused_function(*n, m, *p.add_functions());
-    fused = true;
-  }
+  std::vector<const Node*> fused_calls;
+  fused_nodes(*m.graph, fused_calls);
+  const bool fused = !fused_calls.empty();
+  for (const Node* n : fused_calls) fused_function(*n, m, *p.add_functions());
   if (fused && !m.opsets.count("gaf.fused")) {
     auto* o = p.add_opset_import();
     o->set_domain("gaf.fused");
@@ -202,8 +257,11 @@ onnx::ModelProto export_model(const Model& m) {
   }
   // Our own op domain (rewrite results) needs an opset import too, wherever its ops appear.
   std::function<bool(const Graph&)> uses_gaf = [&](const Graph& g) {
-    for (const Node* n : g.nodes())
+    for (const Node* n : g.nodes()) {
       if (n->domain == "gaf" || (n->body && uses_gaf(*n->body))) return true;
+      for (const auto& [attr, sub] : n->subgraphs())
+        if (uses_gaf(*sub)) return true;
+    }
     return false;
   };
   if (!m.opsets.count("gaf") && uses_gaf(*m.graph)) {

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "frontend/onnx/gaf_schemas.h"
 #include "gaf/builder.h"
@@ -154,9 +155,73 @@ void build_fused_body(Node& n, const onnx::FunctionProto& fp, const std::map<std
   n.body = std::move(tmp.graph);
 }
 
+// The names a graph reads that neither it nor the subgraph reading them defines: values of enclosing graphs
+// (outer-scope references), in the order of first use.
+std::vector<std::string> outer_references(const onnx::GraphProto& gp) {
+  std::set<std::string> defined, seen;
+  std::vector<std::string> out;
+  auto use = [&](const std::string& name) {
+    if (!name.empty() && !defined.count(name) && seen.insert(name).second) out.push_back(name);
+  };
+  for (const auto& vi : gp.input()) defined.insert(vi.name());
+  for (const auto& t : gp.initializer()) defined.insert(t.name());
+  for (const auto& t : gp.sparse_initializer()) defined.insert(t.values().name());
+  for (const auto& np : gp.node()) {
+    for (const auto& name : np.input()) use(name);
+    for (const auto& a : np.attribute()) {
+      if (a.has_g())
+        for (const auto& name : outer_references(a.g())) use(name);
+      for (const auto& sub : a.graphs())
+        for (const auto& name : outer_references(sub)) use(name);
+    }
+    for (const auto& name : np.output()) defined.insert(name);
+  }
+  for (const auto& vi : gp.output()) use(vi.name());
+  return out;
+}
+
 void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::string, int64_t>& opsets,
                    const std::string& base_dir, const FunctionMap& fused_functions,
-                   std::map<std::string, Tensor>* converted) {
+                   std::map<std::string, Tensor>* converted, const std::vector<Value*>& captures = {});
+
+// Node n's subgraph attributes (If's branches, Loop's and Scan's body) become GraphAttrs whose captures are
+// the values of g they read; those values become n's implicit inputs.
+void convert_subgraphs(const onnx::NodeProto& np, Node& n, Graph& g,
+                       const std::map<std::string, int64_t>& opsets, const std::string& base_dir,
+                       const FunctionMap& fused_functions) {
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (const auto& a : np.attribute()) {
+    if (a.type() != onnx::AttributeProto::GRAPH) continue;
+    for (const auto& name : outer_references(a.g()))
+      if (seen.insert(name).second) names.push_back(name);
+  }
+  std::vector<Value*> captures;
+  for (const auto& name : names) {
+    Value* v = g.find_value(name);
+    GAF_CHECK(v, "{}: its subgraph reads '{}', which no enclosing graph defines before the node",
+              n.describe(), name);
+    captures.push_back(v);
+  }
+  for (const auto& a : np.attribute()) {
+    if (a.type() != onnx::AttributeProto::GRAPH) continue;
+    auto sub = std::make_shared<Graph>();
+    try {
+      convert_graph(a.g(), *sub, opsets, base_dir, fused_functions, nullptr, captures);
+    } catch (const UnsupportedError& e) {
+      unsupported("{}, subgraph '{}': {}", n.describe(), a.name(), e.what());
+    } catch (const Error& e) {
+      fail("{}, subgraph '{}': {}", n.describe(), a.name(), e.what());
+    }
+    n.attrs[a.name()] = GraphAttr{std::move(sub)};
+  }
+  for (Value* v : captures) n.add_input(v);
+  n.implicit_inputs = int(captures.size());
+}
+
+void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::string, int64_t>& opsets,
+                   const std::string& base_dir, const FunctionMap& fused_functions,
+                   std::map<std::string, Tensor>* converted, const std::vector<Value*>& captures) {
   // An initializer's tensor: converted already (and taken), or read from its proto.
   auto tensor_of = [&](const onnx::TensorProto& t) {
     if (converted) {
@@ -195,6 +260,7 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
   }
   for (const auto& t : gp.initializer())
     if (!input_names.count(t.name())) g.add_constant(t.name(), tensor_of(t));
+  for (const Value* c : captures) g.add_input(c->name(), c->type);  // a subgraph's captures
 
   for (int ni = 0; ni < gp.node_size(); ++ni) {
     const auto& np = gp.node(ni);
@@ -222,7 +288,9 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
     auto it = opsets.find(n->domain);
     n->opset = it == opsets.end() ? 0 : int(it->second);
     for (int k = 0; k < n->num_outputs(); ++k) n->output(k)->absent_output = absent[k];
-    for (const auto& a : np.attribute()) n->attrs[a.name()] = attr_from_proto(a, base_dir);
+    for (const auto& a : np.attribute())
+      if (a.type() != onnx::AttributeProto::GRAPH) n->attrs[a.name()] = attr_from_proto(a, base_dir);
+    convert_subgraphs(np, *n, g, opsets, base_dir, fused_functions);
   }
   for (const auto& vi : gp.value_info()) {
     if (Value* v = g.find_value(vi.name())) {

@@ -18,6 +18,8 @@ void register_dnnl_ops(KernelRegistry& r);    // Conv, ConvTranspose, MatMul, Ge
 void register_misc_ops(KernelRegistry& r);    // Constant, Shape, Size, Range, Resize, Einsum, Identity, ...
 void register_random_ops(KernelRegistry& r);  // RandomUniform/Normal(Like), Bernoulli
 void register_fused_ops(KernelRegistry& r);   // gaf.fused nodes
+void register_control_flow_ops(
+    KernelRegistry& r);                       // If, Loop, Scan (their subgraphs in sessions of their own)
 void register_gaf_ops(KernelRegistry& r);     // gaf.Gelu, gaf.LayerNormalization, ... (rewrite results)
 void register_extra_ops(KernelRegistry& r);   // losses, RNN/GRU/LSTM, string, detection and sampling ops
 void register_expand_depthwise_ops(KernelRegistry& r);    // gaf.ExpandDepthwiseConv (expand-depthwise-fusion)

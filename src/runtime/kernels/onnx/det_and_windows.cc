@@ -95,9 +95,7 @@ void window_kernel(KernelContext& ctx) {
   const int64_t size = int64_t(scalar_input(size_t_, node, "size"));
   GAF_CHECK(size >= 0, "{}: the window size must not be negative, got {}", node.describe(), size);
   const bool periodic = node.attr_int("periodic", 1) != 0;
-  const DType dt = DType(node.attr_int("output_datatype", int64_t(DType::Float)));
-  if (dt == DType::Undefined || dt == DType::String || dtype_size(dt) == 0)
-    unsupported("{}: output_datatype {} is not supported", node.describe(), int(dt));
+  const DType dt = output_datatype_attr(node);
   Tensor& out = ctx.allocate_output(0, dt, {size});
   const double denom = double(periodic ? size : size - 1);
   constexpr double kTwoPi = 2.0 * std::numbers::pi;

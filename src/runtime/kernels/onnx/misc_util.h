@@ -25,6 +25,16 @@ inline double scalar_input(const Tensor& t, const Node& node, const char* what) 
   return t.get_double(0);
 }
 
+// The output_datatype attribute of the ops that make a numeric tensor from scalar inputs (the window
+// functions, MelWeightMatrix): float when absent; throws naming the node for a type the runtime cannot hold
+// (String, an unknown value).
+inline DType output_datatype_attr(const Node& node) {
+  const DType dt = DType(node.attr_int("output_datatype", int64_t(DType::Float)));
+  if (dt == DType::Undefined || dt == DType::String || dtype_size(dt) == 0)
+    unsupported("{}: output_datatype {} is not supported", node.describe(), int(dt));
+  return dt;
+}
+
 // Grain for parallel loops over elements: about 32K elements per chunk.
 inline constexpr int64_t kElemGrain = 32768;
 
@@ -35,5 +45,6 @@ void register_misc_resize_ops(KernelRegistry& r);  // Resize, Upsample
 void register_misc_einsum_ops(KernelRegistry& r);  // Einsum
 void register_misc_quant_ops(KernelRegistry& r);   // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
 void register_misc_linalg_ops(KernelRegistry& r);  // Det, HannWindow, HammingWindow, BlackmanWindow
+void register_spectral_ops(KernelRegistry& r);     // DFT, STFT, MelWeightMatrix
 
 }  // namespace gaf::runtime

@@ -1,9 +1,8 @@
 // Shape inference ONNX 1.12 gets wrong, mended in the schemas the registry here hands out (every other schema
 // is ONNX's own):
-//  - the convolutions' and pools' inference (convPoolShapeInference) indexes the strides, dilations and pads
-//  by
-//    the weights' spatial rank without checking it against the input's: a Conv whose input has rank 2 (a
-//    ReduceMean with keepdims = 0 before it) crashed the process at import. A check in front of it fails
+//  - the convolutions' and pools' inference (convPoolShapeInference) indexes the strides, dilations and
+//    pads by the weights' spatial rank without checking it against the input's: a Conv whose input has rank 2
+//    (a ReduceMean with keepdims = 0 before it) crashed the process at import. A check in front of it fails
 //    inference for the node instead (the runtime then reports the bad shapes, naming the node).
 //  - STFT's reads onesided with a default of 0 (the op's is 1) and counts frames from the onesided bin count
 //    rather than the frame length: a [1, 128, 1] signal framed by 16 every 8 came out [1, 15, 16, 2], not

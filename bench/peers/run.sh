@@ -5,6 +5,7 @@
 #
 # Environment: MODELS (default ../shared/models from the repo root), ROUNDS (5), THREADS (2), BATCH_MS (1000);
 # OMP_* and GOMP_SPINCOUNT reach our runtime (the Makefile bounds OpenMP spinning with GOMP_SPINCOUNT=10000).
+# LOADED=1 measures a shared server: one busy process per CPU but one runs for the whole run (both runtimes see it).
 #
 # For each MODELS/*/model.onnx (inputs test_data_set_0/input_*.pb, reference output_0.pb) it runs ROUNDS rounds;
 # a round runs one after another ORT with optimisations disabled, ORT with all optimisations, ours unfused and
@@ -38,7 +39,14 @@ die() { echo "run.sh: $*" >&2; exit 1; }
 compgen -G "$models/*/model.onnx" >/dev/null || die "no models under $models"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gaf-peers.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+loaders=()
+trap 'kill "${loaders[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+if [[ ${LOADED:-0} == 1 ]]; then
+  for ((i = 1; i < $(nproc); i++)); do
+    (while :; do :; done) &
+    loaders+=($!)
+  done
+fi
 export OMP_NUM_THREADS=$threads   # our runtime (OpenMP, oneDNN) gets the same thread count as ORT's intra-op pool
 start_s=$SECONDS
 
@@ -191,7 +199,8 @@ echo
 ort_version=$(json "$here/node_modules/onnxruntime-node/package.json" version)
 echo "graph-autofusion vs ONNX Runtime $ort_version (CPU EP), $threads threads, $(nproc) CPUs," \
      "median of $rounds rounds of per-batch medians; ours ran with OMP_NUM_THREADS=$threads" \
-     "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)} GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-(unset)}"
+     "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)} GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-(unset)}" \
+     "$( ((${#loaders[@]})) && echo "; loaded: ${#loaders[@]} busy process(es) ran throughout")"
 echo
 echo "| model | ORT-disabled ms | ORT-all ms | ours unfused ms | ours fused ms | fused/ORT-all (rounds)" \
      "| kernels ORT-all vs ours | max rel err (ours fused) |"

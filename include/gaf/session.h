@@ -28,6 +28,10 @@ struct SessionOptions {
   // anything. A run that needs more is an error naming what it needs. 0: the process default
   // (set_default_max_memory).
   size_t max_memory = 0;
+  // Choose each run's thread count by measuring (runtime/thread_chooser.h): on a machine where other
+  // processes hold cores, runs move to fewer threads instead of waiting at every kernel's barrier for a
+  // descheduled one. Off: every run uses OpenMP's thread count (OMP_NUM_THREADS).
+  bool adapt_threads = true;
 };
 
 // The limit of sessions whose SessionOptions::max_memory is 0 (the CLI's --max-memory). 0, the default: the
@@ -72,11 +76,13 @@ struct RunStats {
   size_t pool_bytes = 0;   // what the buffer pool holds at the end of the last run (live and free blocks)
   size_t kv_cache_bytes = 0;  // the KV cache's buffers (Session::enable_kv_cache), outside the pool
   double last_run_s = 0;
+  int threads = 0;                 // the threads the last run used (SessionOptions::adapt_threads)
   std::vector<NodeProfile> nodes;  // with SessionOptions::profile
   std::vector<NodeEvent> events;   // with SessionOptions::profile: the last run's node executions, in run order
 };
 
 class PoolAllocator;
+class ThreadChooser;
 
 // A decoder's past input and the present output that Concat(past, new, axis) makes of it (Session::enable_kv_cache).
 struct KvCachePair {
@@ -140,6 +146,8 @@ class Session {
   int num_slots_ = 0;
   std::vector<int> graph_output_slots_;
   std::unique_ptr<PoolAllocator> pool_;
+  std::unique_ptr<ThreadChooser> threads_;
+  bool ran_ = false;
   RunStats stats_;
   std::map<std::string, std::string> fallbacks_;
   size_t generated_ = 0;

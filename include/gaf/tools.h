@@ -218,6 +218,7 @@ struct GenerateResult {
   size_t pool_bytes = 0;           // the session's buffer pool after the last step
   size_t kv_pairs = 0;             // past/present pairs kept in place (0: pasts fed as tensors)
   size_t kv_cache_bytes = 0;       // their buffers
+  int threads = 0;  // the threads the last step ran on (the session adapts them to the machine's load)
   double tokens_per_s() const;     // decode steps over their total time
   double median_step_s() const;
   std::string text() const;        // the summary generate prints

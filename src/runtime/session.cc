@@ -5,6 +5,7 @@
 //   so buffer reuse follows liveness and the pool's peak is the largest live set of the schedule.
 #include "gaf/session.h"
 
+#include <omp.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "gaf/codegen.h"
 #include "gaf/op_registry.h"
 #include "runtime/graph_kernels.h"
+#include "runtime/thread_chooser.h"
 
 namespace gaf::runtime {
 
@@ -208,8 +210,35 @@ struct Session::Step {
   std::vector<bool> donatable; // per input: released after this step and read once by it
 };
 
+namespace {
+// Runs of sessions inside a kernel (a fused body run op by op, a Loop's body) take the thread count their
+// outer run chose.
+thread_local int t_run_depth = 0;
+
+// The calling thread's OpenMP thread count set for one run, restored after it.
+class ThreadsForRun {
+ public:
+  explicit ThreadsForRun(int threads) : saved_(omp_get_max_threads()) {
+    if (threads != saved_) omp_set_num_threads(threads);
+    ++t_run_depth;
+  }
+  ~ThreadsForRun() {
+    --t_run_depth;
+    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+  }
+  ThreadsForRun(const ThreadsForRun&) = delete;
+  ThreadsForRun& operator=(const ThreadsForRun&) = delete;
+
+ private:
+  int saved_;
+};
+}  // namespace
+
 Session::Session(const Graph& graph, SessionOptions options)
-    : graph_(graph), options_(options), pool_(std::make_unique<PoolAllocator>()) {
+    : graph_(graph),
+      options_(options),
+      pool_(std::make_unique<PoolAllocator>()),
+      threads_(std::make_unique<ThreadChooser>(omp_get_max_threads())) {
   auto slot = [&](const Value* v) {
     auto [it, inserted] = slot_of_.emplace(v, num_slots_);
     if (inserted) ++num_slots_;
@@ -541,6 +570,11 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) { 
 std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
                                  const std::map<std::string, Tensor>& outputs) {
   std::lock_guard<std::mutex> one_run_at_a_time(*run_mutex_);
+  const bool adapt = options_.adapt_threads && t_run_depth == 0;
+  if (adapt && !ran_) threads_->seed(ThreadChooser::idle_cores(omp_get_num_procs()));
+  ran_ = true;
+  const int threads = adapt ? threads_->next() : omp_get_max_threads();
+  ThreadsForRun with_threads(threads);
   auto t0 = std::chrono::steady_clock::now();
   pool_->begin_run();
   std::vector<Tensor> slots(num_slots_);
@@ -653,6 +687,8 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
   stats_.kv_cache_bytes = 0;
   for (const Tensor& b : kv_buffers_) stats_.kv_cache_bytes += b.defined() ? b.nbytes() : 0;
   stats_.last_run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.threads = threads;
+  if (adapt) threads_->record(stats_.last_run_s);
   return result;
 }
 

@@ -158,6 +158,7 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts) 
   r.peak_rss_bytes = peak_rss();
   r.pool_bytes = session.stats().pool_bytes;
   r.kv_cache_bytes = session.stats().kv_cache_bytes;
+  r.threads = session.stats().threads;
   return r;
 }
 
@@ -178,10 +179,10 @@ std::string GenerateResult::json() const {
   return fmt::format(
       "{{\"prefill_ms\": {:.3f}, \"tokens_per_s\": {:.2f}, \"median_step_ms\": {:.3f}, "
       "\"first_step_ms\": {:.3f}, \"last_step_ms\": {:.3f}, \"peak_rss_mb\": {:.1f}, "
-      "\"pool_mb\": {:.1f}, \"kv_pairs\": {}, \"kv_cache_mb\": {:.1f}, \"ids\": [{}]}}\n",
+      "\"pool_mb\": {:.1f}, \"kv_pairs\": {}, \"kv_cache_mb\": {:.1f}, \"threads\": {}, \"ids\": [{}]}}\n",
       prefill_s * 1e3, tokens_per_s(), median_step_s() * 1e3, step_s.empty() ? 0 : step_s.front() * 1e3,
-      step_s.empty() ? 0 : step_s.back() * 1e3, double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6, kv_pairs,
-      double(kv_cache_bytes) / 1e6, fmt::join(ids, ","));
+      step_s.empty() ? 0 : step_s.back() * 1e3, double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6,
+      kv_pairs, double(kv_cache_bytes) / 1e6, threads, fmt::join(ids, ","));
 }
 
 std::string GenerateResult::text() const {

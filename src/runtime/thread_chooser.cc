@@ -1,7 +1,6 @@
 #include "runtime/thread_chooser.h"
 
 #include <algorithm>
-#include <fstream>
 
 namespace gaf::runtime {
 
@@ -25,23 +24,11 @@ void ThreadChooser::restart(double seconds) {
   until_probe_ = kFirstProbe - 1;
 }
 
-void ThreadChooser::seed(int threads) {
-  if (recent_.empty() && !probe_) current_ = std::clamp(threads, 1, max_);
-}
-
-int ThreadChooser::idle_cores(int cores) {
-  std::ifstream f("/proc/loadavg");
-  double one, five, fifteen;
-  int running = 0, total = 0;
-  char slash = 0;
-  if (!(f >> one >> five >> fifteen >> running >> slash >> total) || slash != '/' || running < 1)
-    return cores;
-  return std::max(1, cores - (running - 1));
-}
-
 int ThreadChooser::next() {
+  if (probe_runs_left_ > 0) return probe_;
   probe_ = 0;
   if (max_ == 1 || recent_.size() < size_t(kFirstProbe) || until_probe_ > 0) return current_;
+  probe_runs_left_ = kProbeRuns;
   if (current_ + direction_ * step_ < 1 || current_ + direction_ * step_ > max_) direction_ = -direction_;
   probe_ = std::clamp(current_ + direction_ * step_, 1, max_);
   return probe_;
@@ -49,6 +36,7 @@ int ThreadChooser::next() {
 
 void ThreadChooser::record(double seconds) {
   if (probe_) {
+    if (--probe_runs_left_ > 0) return;  // the count's first run warms it up: not judged
     const int probed = probe_;
     probe_ = 0;
     const double base = median();
@@ -59,12 +47,12 @@ void ThreadChooser::record(double seconds) {
     }
     direction_ = -direction_;
     step_ = std::max(1, step_ / 2);
-    // At the full count a probe only looks for load the seed and the change test missed: rarely. Below it, a
+    // At the full count a probe only looks for load the change test missed: rarely. Below it, a
     // probe looks for a core that was freed: often, as far as its cost allows.
     const double slowdown = std::min(std::max(1.0, seconds / base), 64.0);
     const bool full = current_ == max_;
     const int cap = int((full ? kMaxIntervalFull : kMaxIntervalReduced) * slowdown);
-    interval_ = std::min(cap, std::max((full ? 4 : 2) * interval_, int((full ? 64 : 16) * slowdown)));
+    interval_ = std::min(cap, std::max((full ? 4 : 2) * interval_, int((full ? 64 : 32) * slowdown)));
     until_probe_ = interval_;
     return;
   }

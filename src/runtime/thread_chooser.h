@@ -3,14 +3,19 @@
 // one of ours is descheduled and the rest wait out its time slice at every barrier (a GPT-2-style decode step
 // took 3.5 ms alone, 135-180 ms with two compilers running on the 2-core VM, and 3.6 ms on one thread). Load
 // average and OpenMP's dynamic mode react over minutes and count our own threads; this measures instead. Now
-// and then one run uses a few threads more or fewer than the current count (a probe: a quarter of the count
-// away after a change, half as far after each losing probe, down to one), and the count moves there when that
-// run was clearly faster than the current count's recent runs. Probes come often after a change (a switch, or
-// runs that suddenly take much longer or shorter: load came or went) and back off while the count keeps
-// winning: at the full count to one in 1024 runs (load that comes later shows as slower runs, and a session's
-// first run starts at the cores idle then), below it to one in 32 (a freed core is taken back within a
-// fraction of a second of decode steps); a probe that was r times slower spaces the next ones r times further
-// apart, so probing a loaded core costs a few percent at most.
+// and then a probe runs with a few threads more or fewer than the current count (a quarter of the count away
+// after a change, half as far after each losing probe, down to one), and the count moves there when the probe
+// was clearly faster than the current count's recent runs. A probe is two runs and only the second is judged:
+// the first at a new count pays for waking threads and per-thread buffers (a 2-thread run after 1-thread ones
+// took 7.4 ms, the next 4 ms). Probes come often after a change (a switch, or runs that suddenly take much
+// longer or shorter: load came or went) and back off while the count keeps winning: at the full count to one
+// in 1024 runs (load that comes later shows as slower runs), below it to one in 64 (a freed core is taken
+// back within seconds of decode steps); a probe that was r times slower spaces the next ones r times further
+// apart, so probing a loaded core costs a few percent. A session's first run always uses the full count:
+// kernels size their work split when they first run (oneDNN primitives are built then), so a count set lower
+// at that point caps them for good (a transformer layer whose first runs saw one thread ran 7.4 ms with two,
+// against 3.9 ms built with two), while a count set lower later only makes them use fewer threads than they
+// could.
 #pragma once
 
 #include <vector>
@@ -25,19 +30,13 @@ class ThreadChooser {
   // That run's time in seconds (every next() is followed by one record()).
   void record(double seconds);
   int current() const { return current_; }
-  // Before the first run: start at `threads` (clamped to [1, max]) instead of the full count.
-  void seed(int threads);
-  // The cores no thread but the caller's is running on right now, of `cores` (Linux's count of runnable
-  // threads in /proc/loadavg, the caller among them); `cores` when that cannot be read. A session seeds its
-  // first run with it, so a prompt's prefill on a loaded machine does not wait at barriers before the probes
-  // have learned anything.
-  static int idle_cores(int cores);
 
   static constexpr int kFirstProbe = 3;   // runs at a count before it is compared with a neighbour
   static constexpr int kMinInterval = 4;  // runs between probes after a change
   static constexpr int kMaxIntervalFull =
       1024;  // ... at most, at the full count (times the last probe's slowdown)
-  static constexpr int kMaxIntervalReduced = 32;  // ... at most, below it (likewise)
+  static constexpr int kMaxIntervalReduced = 64;  // ... at most, below it (likewise)
+  static constexpr int kProbeRuns = 2;            // runs a probe lasts (the last is judged)
   static constexpr double kWin = 0.9;             // a probe must take under 90% of the current count's median
   static constexpr double kShift = 1.5;           // a run 1.5x off the median: the machine changed
 
@@ -47,6 +46,7 @@ class ThreadChooser {
 
   int max_, current_;
   int probe_ = 0;       // the count the pending run uses when it is a probe; 0: not a probe
+  int probe_runs_left_ = 0;  // of the pending probe
   int step_ = 1;        // how far the next probe goes
   int direction_ = -1;  // the next probe's direction: fewer threads first; it turns after a losing probe
   int until_probe_ = 0;

@@ -359,9 +359,12 @@ std::string report_html(const HtmlReport& r) {
                    "<th>benefit</th></tr>\n", fr.groups.size());
   for (size_t i = 0; i < fr.groups.size(); ++i) {
     const GroupSummary& gs = fr.groups[i];
-    h += fmt::format("<tr><td><a href=\"#\" onclick=\"showGroup({});return false\">{}</a></td><td>{}</td>"
-                     "<td>{:.3f} MB</td><td>{:.4f} ms</td></tr>\n",
-                     i, escape(gs.name), gs.ops.size(), gs.bytes_saved / 1e6, gs.benefit_s * 1e3);
+    h += fmt::format(
+        "<tr><td><a href=\"#\" onclick=\"showGroup({});return false\">{}</a>{}</td><td>{}</td>"
+        "<td>{:.3f} MB</td><td>{:.4f} ms</td></tr>\n",
+        i, escape(gs.name),
+        gs.scope.empty() ? "" : " <span class=\"muted\">in " + escape(gs.scope) + "</span>", gs.ops.size(),
+        gs.bytes_saved / 1e6, gs.benefit_s * 1e3);
   }
   h += "</table>\n<h2>Rewrites that fired</h2>\n";
   if (fr.rewrites.empty()) h += "<p class=\"muted\">none</p>\n";

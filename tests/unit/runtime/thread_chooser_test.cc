@@ -37,10 +37,10 @@ TEST(ThreadChooser, AQuietMachineKeepsEveryThreadAndProbesRarely) {
   ThreadChooser c(2);
   Tally t = simulate(c, 5000, quiet, 2);
   EXPECT_EQ(t.last, 2);
-  // The probes at one thread: one early, then ever further apart, to one in about 1,800 runs.
-  EXPECT_GE(t.at_full, 5000 - 8) << t.at_full;
+  // The probes at one thread (two runs each): one early, then ever further apart, to one in about 1,800 runs.
+  EXPECT_GE(t.at_full, 5000 - 12) << t.at_full;
   Tally later = simulate(c, 2000, quiet, 2);
-  EXPECT_GE(later.at_full, 2000 - 2) << later.at_full;
+  EXPECT_GE(later.at_full, 2000 - 4) << later.at_full;
 }
 
 TEST(ThreadChooser, LoadMovesToFewerThreadsWithinAFewRunsAndBackWhenItLeaves) {
@@ -80,6 +80,24 @@ TEST(ThreadChooser, ManyCoresFindAFastCountPastAPlateau) {
   ThreadChooser c(16);
   simulate(c, 400, machine, 16);
   EXPECT_LE(machine(c.current()), 1.1 * machine(13)) << c.current();
+}
+
+// The first run at a new count pays for waking threads and per-thread buffers: after load moved the count to
+// one thread and left, the probes at two still find their way back.
+TEST(ThreadChooser, AProbeIsJudgedAfterItsCountWarmedUp) {
+  ThreadChooser c(2);
+  int previous = 2;
+  auto run = [&](const std::function<double(int)>& machine) {
+    const int threads = c.next();
+    c.record(machine(threads) * (threads != previous ? 1.9 : 1.0));
+    previous = threads;
+  };
+  for (int i = 0; i < 200 && c.current() != 1; ++i) run(loaded);
+  ASSERT_EQ(c.current(), 1);
+  int runs = 0;
+  for (; runs < 5000 && c.current() != 2; ++runs) run(quiet);
+  EXPECT_EQ(c.current(), 2);
+  EXPECT_LE(runs, 1800) << runs;
 }
 
 TEST(ThreadChooser, OneThreadNeverProbes) {

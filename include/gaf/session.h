@@ -147,6 +147,7 @@ class Session {
   std::vector<int> graph_output_slots_;
   std::unique_ptr<PoolAllocator> pool_;
   std::unique_ptr<ThreadChooser> threads_;
+  bool ran_ = false;
   RunStats stats_;
   std::map<std::string, std::string> fallbacks_;
   size_t generated_ = 0;

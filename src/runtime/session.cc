@@ -571,6 +571,8 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
                                  const std::map<std::string, Tensor>& outputs) {
   std::lock_guard<std::mutex> one_run_at_a_time(*run_mutex_);
   const bool adapt = options_.adapt_threads && t_run_depth == 0;
+  if (adapt && !ran_) threads_->seed(ThreadChooser::idle_cores(omp_get_num_procs()));
+  ran_ = true;
   const int threads = adapt ? threads_->next() : omp_get_max_threads();
   ThreadsForRun with_threads(threads);
   auto t0 = std::chrono::steady_clock::now();

@@ -1,6 +1,11 @@
 #include "runtime/thread_chooser.h"
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
 
 namespace gaf::runtime {
 
@@ -22,6 +27,53 @@ void ThreadChooser::restart(double seconds) {
   step_ = std::max(1, current_ / 4);
   interval_ = kMinInterval;
   until_probe_ = kFirstProbe - 1;
+}
+
+void ThreadChooser::seed(int threads) {
+  if (recent_.empty() && !probe_runs_left_) current_ = std::clamp(threads, 1, max_);
+}
+
+namespace {
+
+// Runnable threads: all of the machine's (/proc/loadavg), and this process's own (/proc/self/task/*/stat
+// state R, the caller among them); -1 when unreadable.
+int runnable_threads() {
+  std::ifstream f("/proc/loadavg");
+  double one, five, fifteen;
+  int running = 0, total = 0;
+  char slash = 0;
+  if (!(f >> one >> five >> fifteen >> running >> slash >> total) || slash != '/') return -1;
+  return running;
+}
+
+int own_runnable_threads() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream f(task.path() / "stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    const size_t close = line.rfind(')');  // "tid (name) S ...": the name may hold spaces and parentheses
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R') ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+int ThreadChooser::idle_cores(int cores) {
+  // Sessions start by the hundred while constants are folded: the answer is kept for 100 ms.
+  static std::mutex mutex;
+  static std::chrono::steady_clock::time_point when;
+  static int cached = -1;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto now = std::chrono::steady_clock::now();
+  if (cached < 0 || now - when > std::chrono::milliseconds(100)) {
+    const int all = runnable_threads();
+    cached = all < 0 ? 0 : std::max(0, all - std::max(1, own_runnable_threads()));
+    when = now;
+  }
+  return std::max(1, cores - cached);
 }
 
 int ThreadChooser::next() {
@@ -47,7 +99,7 @@ void ThreadChooser::record(double seconds) {
     }
     direction_ = -direction_;
     step_ = std::max(1, step_ / 2);
-    // At the full count a probe only looks for load the change test missed: rarely. Below it, a
+    // At the full count a probe only looks for load the seed and the change test missed: rarely. Below it, a
     // probe looks for a core that was freed: often, as far as its cost allows.
     const double slowdown = std::min(std::max(1.0, seconds / base), 64.0);
     const bool full = current_ == max_;

@@ -2,20 +2,17 @@
 // kernels, each ending in a barrier where the threads wait for each other; when another process holds a core,
 // one of ours is descheduled and the rest wait out its time slice at every barrier (a GPT-2-style decode step
 // took 3.5 ms alone, 135-180 ms with two compilers running on the 2-core VM, and 3.6 ms on one thread). Load
-// average and OpenMP's dynamic mode react over minutes and count our own threads; this measures instead. Now
-// and then a probe runs with a few threads more or fewer than the current count (a quarter of the count away
-// after a change, half as far after each losing probe, down to one), and the count moves there when the probe
-// was clearly faster than the current count's recent runs. A probe is two runs and only the second is judged:
-// the first at a new count pays for waking threads and per-thread buffers (a 2-thread run after 1-thread ones
-// took 7.4 ms, the next 4 ms). Probes come often after a change (a switch, or runs that suddenly take much
-// longer or shorter: load came or went) and back off while the count keeps winning: at the full count to one
-// in 1024 runs (load that comes later shows as slower runs), below it to one in 64 (a freed core is taken
-// back within seconds of decode steps); a probe that was r times slower spaces the next ones r times further
-// apart, so probing a loaded core costs a few percent. A session's first run always uses the full count:
-// kernels size their work split when they first run (oneDNN primitives are built then), so a count set lower
-// at that point caps them for good (a transformer layer whose first runs saw one thread ran 7.4 ms with two,
-// against 3.9 ms built with two), while a count set lower later only makes them use fewer threads than they
-// could.
+// average and OpenMP's dynamic mode react over minutes and count our own threads; this measures instead. A
+// session's first run starts at the cores idle then (idle_cores). Now and then a probe runs with a few
+// threads more or fewer than the current count (a quarter of the count away after a change, half as far after
+// each losing probe, down to one), and the count moves there when the probe was clearly faster than the
+// current count's recent runs. A probe is two runs and only the second is judged: the first at a new count
+// pays for waking threads, per-thread buffers and the primitives it builds (kernels whose work split is fixed
+// when built, oneDNN's, keep one per thread count: dnnl_util.h's ShapeCache). Probes come often after a
+// change (a switch, or runs that suddenly take much longer or shorter: load came or went) and back off while
+// the count keeps winning: at the full count to one in 1024 runs (load that comes later shows as slower
+// runs), below it to one in 64 (a freed core is taken back within seconds of decode steps); a probe that was
+// r times slower spaces the next ones r times further apart, so probing a loaded core costs a few percent.
 #pragma once
 
 #include <vector>
@@ -30,6 +27,12 @@ class ThreadChooser {
   // That run's time in seconds (every next() is followed by one record()).
   void record(double seconds);
   int current() const { return current_; }
+  // Before the first run: start at `threads` (clamped to [1, max]) instead of the full count.
+  void seed(int threads);
+  // The cores no other process's thread is running on right now, of `cores`: Linux's count of runnable
+  // threads
+  // (/proc/loadavg) less this process's (its threads in state R); `cores` when that cannot be read.
+  static int idle_cores(int cores);
 
   static constexpr int kFirstProbe = 3;   // runs at a count before it is compared with a neighbour
   static constexpr int kMinInterval = 4;  // runs between probes after a change

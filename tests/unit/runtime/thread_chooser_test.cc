@@ -100,6 +100,21 @@ TEST(ThreadChooser, AProbeIsJudgedAfterItsCountWarmedUp) {
   EXPECT_LE(runs, 1800) << runs;
 }
 
+// A first run seeded at one thread by a moment's load on a quiet machine climbs back to two within a few
+// runs.
+TEST(ThreadChooser, ASeedTooLowIsCorrected) {
+  ThreadChooser c(2);
+  c.seed(1);
+  int previous = 1, runs = 0;
+  for (; runs < 50 && c.current() != 2; ++runs) {
+    const int threads = c.next();
+    c.record(quiet(threads) * (threads != previous ? 1.9 : 1.0));
+    previous = threads;
+  }
+  EXPECT_EQ(c.current(), 2);
+  EXPECT_LE(runs, 6);
+}
+
 TEST(ThreadChooser, OneThreadNeverProbes) {
   ThreadChooser c(1);
   Tally t = simulate(c, 100, quiet, 1);

@@ -4,6 +4,8 @@
 // errors.
 #pragma once
 
+#include <omp.h>
+
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
@@ -138,24 +140,28 @@ void apply_post_ops_ref(const Node& node, const std::vector<dnnl_ops::PostOp>& o
 Dims addend_dims(const Node& node, const Dims& addend, const Dims& out);
 
 // --- cache ---
-// Primitives built for one set of input shapes. Small (typically one entry); the oldest entry goes when full.
+// Primitives built for one set of input shapes and one thread count. oneDNN splits a primitive's work among
+// the threads there are when it is built and always runs that many, so a run the session gives fewer threads
+// (a busy machine, runtime/thread_chooser.h) builds its own entry rather than waiting on threads it does not
+// have. Small (typically one entry, two on a machine whose load varies); the oldest entry goes when full.
 template <class Entry>
 class ShapeCache {
  public:
   Entry* find(const Dims& key) {
+    const int threads = omp_get_max_threads();
     for (auto& [k, e] : entries_)
-      if (k == key) return e.get();
+      if (k.second == threads && k.first == key) return e.get();
     return nullptr;
   }
   Entry& insert(Dims key, std::unique_ptr<Entry> e) {
     if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());
-    entries_.emplace_back(std::move(key), std::move(e));
+    entries_.emplace_back(std::make_pair(std::move(key), omp_get_max_threads()), std::move(e));
     return *entries_.back().second;
   }
 
  private:
   static constexpr size_t kMaxEntries = 8;
-  std::vector<std::pair<Dims, std::unique_ptr<Entry>>> entries_;
+  std::vector<std::pair<std::pair<Dims, int>, std::unique_ptr<Entry>>> entries_;
 };
 
 // Appends rank, dims and element type of an operand to a cache key (-1 for an absent operand).

@@ -45,6 +45,26 @@ inline T from_arith(arith_t<T> v) {
 // Maps a possibly negative axis into [0, rank); throws naming the node when out of range.
 int normalize_axis(int64_t axis, int rank, const Node& node);
 
+// Calls f(T{}) for a floating-point element type (float, double, float16, bfloat16); anything else is
+// unsupported, naming the node and what the tensor is.
+template <class F>
+decltype(auto) visit_float(DType t, const Node& node, const char* what, F&& f) {
+  switch (t) {
+    case DType::Float:
+      return f(float{});
+    case DType::Double:
+      return f(double{});
+    case DType::Float16:
+      return f(Half{});
+    case DType::BFloat16:
+      return f(BFloat16{});
+    default:
+      break;
+  }
+  unsupported("{}: {} of element type {} is not supported (float, double, float16, bfloat16 are)",
+              node.describe(), what, dtype_name(t));
+}
+
 // Throws naming the node unless every input the op was given is fp32 (the fused kernels of our own ops).
 void check_float_inputs(const KernelContext& ctx, const Node& node);
 

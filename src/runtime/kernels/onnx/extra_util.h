@@ -77,26 +77,6 @@ const acc_t<T>* compute_view(const Tensor& t, std::vector<acc_t<T>>& buf) {
   }
 }
 
-// Calls f(T{}) for a floating-point element type (float, double, float16, bfloat16); anything else is
-// unsupported, naming the node and what the tensor is.
-template <class F>
-decltype(auto) visit_float(DType t, const Node& node, const char* what, F&& f) {
-  switch (t) {
-    case DType::Float:
-      return f(float{});
-    case DType::Double:
-      return f(double{});
-    case DType::Float16:
-      return f(Half{});
-    case DType::BFloat16:
-      return f(BFloat16{});
-    default:
-      break;
-  }
-  unsupported("{}: {} of element type {} is not supported (float, double, float16, bfloat16 are)",
-              node.describe(), what, dtype_name(t));
-}
-
 // The single value of a scalar control input (rank 0, or one element): throws naming the node otherwise.
 inline double scalar_value(const Tensor& t, const Node& node, const char* what) {
   GAF_CHECK(t.numel() == 1, "{}: input '{}' must be a scalar (one element), got shape {}", node.describe(),

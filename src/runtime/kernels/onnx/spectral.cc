@@ -116,24 +116,6 @@ void transform_lines(const Fft& fft, int64_t lines, int64_t bins, const T* src, 
   });
 }
 
-// Calls f(T{}) for the float types DFT and STFT take (float, double, float16, bfloat16).
-template <class F>
-void visit_float(DType dt, const Node& node, F&& f) {
-  switch (dt) {
-    case DType::Float:
-      return f(float{});
-    case DType::Double:
-      return f(double{});
-    case DType::Float16:
-      return f(Half{});
-    case DType::BFloat16:
-      return f(BFloat16{});
-    default:
-      unsupported("{}: element type {} is not supported (float, double, float16 or bfloat16)",
-                  node.describe(), dtype_name(dt));
-  }
-}
-
 // An optional input: null when absent.
 const Tensor* optional_input(const KernelContext& ctx, int i) {
   const Tensor* t = ctx.input(i);
@@ -210,7 +192,7 @@ void dft_kernel(KernelContext& ctx) {
   const Fft fft(n, inverse);
   // Line l = (o, i): input element (o, j, i, c) is at ((o len + j) inner + i) channels + c, output bin (o, k,
   // i) at ((o bins + k) inner + i) 2.
-  visit_float(x.dtype(), node, [&](auto tag) {
+  visit_float(x.dtype(), node, "the input", [&](auto tag) {
     using T = decltype(tag);
     transform_lines(fft, outer * inner, bins, x.data<T>(), channels, nullptr, out.data<T>(), [&](int64_t l) {
       const int64_t o = l / inner, i = l % inner;
@@ -261,7 +243,7 @@ void stft_kernel(KernelContext& ctx) {
   Tensor& out = ctx.allocate_output(0, signal.dtype(), {batch, frames, bins, 2});
   if (out.numel() == 0) return;
   const Fft fft(frame_length, /*inverse=*/false);
-  visit_float(signal.dtype(), node, [&](auto tag) {
+  visit_float(signal.dtype(), node, "the signal", [&](auto tag) {
     using T = decltype(tag);
     transform_lines(
         fft, batch * frames, bins, signal.data<T>(), channels, window_t ? &window : nullptr, out.data<T>(),

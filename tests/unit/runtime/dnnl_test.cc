@@ -1392,3 +1392,40 @@ TEST(DnnlPostOps, BadChainsAndUnsupportedOps) {
 
 }  // namespace
 }  // namespace gaf
+
+namespace gaf {
+namespace {
+
+// A product whose rows are known only at run time, against weights Gemv packs at session start (a decoder's
+// prompt): oneDNN reads the model's weights as they are for the first runs of a row count and packs its own
+// copy on the third. Every run, before and after, gives the plain product.
+TEST(DnnlMatMul, DynamicRowsReadPlainWeightsThenPackThem) {
+  constexpr int64_t K = 256, N = 512, M = 64;  // M past what Gemv takes (32 rows)
+  Graph g;
+  Value* a = g.add_input("a", TensorType{DType::Float, Shape{Dim(std::string("rows")), Dim(K)}});
+  Tensor w(DType::Float, {K, N});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = float((i * 7919) % 201 - 100) / 400.f;
+  Value* b = g.add_constant("w", w);
+  Node* mm = g.add_node("MatMul", {a, b}, {"y"});
+  mm->opset = 17;
+  mm->output(0)->type = TensorType{DType::Float, Shape{Dim(std::string("rows")), Dim(N)}};
+  g.add_output(mm->output(0));
+  runtime::Session s(g);
+  Tensor x(DType::Float, {M, K});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float((i * 104729) % 97 - 48) / 64.f;
+  std::vector<double> want(size_t(M * N), 0.0);
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t c = 0; c < N; ++c)
+        want[size_t(r * N + c)] += double(x.data<float>()[r * K + k]) * double(w.data<float>()[k * N + c]);
+  for (int run = 0; run < 5; ++run) {
+    Tensor y = s.run({{"a", x}})[0];
+    ASSERT_EQ(y.dims(), (std::vector<int64_t>{M, N}));
+    for (int64_t i = 0; i < M * N; ++i)
+      ASSERT_NEAR(y.data<float>()[i], want[size_t(i)], 1e-3 + 1e-4 * std::abs(want[size_t(i)]))
+          << "run " << run;
+  }
+}
+
+}  // namespace
+}  // namespace gaf

@@ -28,6 +28,15 @@ check() {  # check NAME EXPECTED_RC PATTERN -- command...
 
 check info 0 "Gemm +2" -- "$bin" info "$models/mlp/model.onnx"
 check random-inputs 0 "latency over 3 runs" -- "$bin" run "$models/mlp/model.onnx" --random-inputs --iterations 3
+# A Loop's body fuses like a graph: explain names each of its groups with the subgraph it is in, the JSON report
+# gives the scope, and --emit-code writes the body's generated kernels.
+check explain-subgraph 0 "group y_body_Tanh_Sub_Mul_x5_3: 5 ops.*\(in node 'y' \(Loop\) body\)" -- \
+  "$bin" explain "$models/gru_loop/model.onnx"
+check report-subgraph-scope 0 '"scope": "node .y. \(Loop\) body"' -- bash -c \
+  '"$1" fuse "$2" -o "$3/gru.onnx" --report "$3/gru.json" >/dev/null && cat "$3/gru.json"' _ "$bin" \
+  "$models/gru_loop/model.onnx" "$tmp"
+check emit-subgraph-kernels 0 "wrote 1 kernel source" -- "$bin" fuse "$models/gru_loop/model.onnx" \
+  -o "$tmp/gru_emit.onnx" --emit-code "$tmp/gru_code"
 # Bad inputs (a broken model, tensor, rules file, path...) are the catalogue in tests/bad_inputs.
 
 # --save-inputs writes what ran: running from that folder gives the same outputs.

@@ -127,8 +127,9 @@ class Node {
   std::vector<int64_t> attr_ints(const std::string& n, std::vector<int64_t> def = {}) const;
   std::vector<float> attr_floats(const std::string& n, std::vector<float> def = {}) const;
   const Tensor* attr_tensor(const std::string& n) const;
-  // The subgraph attribute `n`; throws naming the node when it has none.
-  Graph& subgraph(const std::string& n) const;
+  // The subgraph attribute `n` (shared: a kernel running it keeps it alive); throws naming the node when it
+  // has none.
+  const std::shared_ptr<Graph>& subgraph(const std::string& n) const;
   // Every subgraph attribute, by name (none for ops without subgraphs).
   std::vector<std::pair<std::string, Graph*>> subgraphs() const;
   int num_explicit_inputs() const { return num_inputs() - implicit_inputs; }

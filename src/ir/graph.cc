@@ -102,10 +102,10 @@ std::vector<float> Node::attr_floats(const std::string& n, std::vector<float> de
 }
 const Tensor* Node::attr_tensor(const std::string& n) const { return get_attr<Tensor>(*this, n); }
 
-Graph& Node::subgraph(const std::string& n) const {
+const std::shared_ptr<Graph>& Node::subgraph(const std::string& n) const {
   const GraphAttr* g = get_attr<GraphAttr>(*this, n);
   GAF_CHECK(g && g->graph, "{}: required subgraph attribute '{}' is missing", describe(), n);
-  return *g->graph;
+  return g->graph;
 }
 
 std::vector<std::pair<std::string, Graph*>> Node::subgraphs() const {

@@ -108,14 +108,17 @@ void ThreadChooser::record(double seconds) {
     until_probe_ = interval_;
     return;
   }
-  if (recent_.size() >= size_t(kFirstProbe) && (seconds > kShift * median() || seconds * kShift < median())) {
+  const bool known = recent_.size() >= size_t(kFirstProbe);
+  const double typical = known ? median() : 0;
+  if (known && (seconds > kShift * typical || seconds * kShift < typical)) {
     // Load came (slower: fewer threads may pay) or went (faster: more may); where that way is open, look
     // soon.
-    const int way = seconds > median() ? -1 : 1;
-    recent_.assign(1, seconds);
+    const int way = seconds > typical ? -1 : 1;
     if (current_ + way >= 1 && current_ + way <= max_) {
       direction_ = way;
       restart(seconds);
+    } else {
+      recent_.assign(1, seconds);
     }
     return;
   }

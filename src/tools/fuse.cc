@@ -51,27 +51,37 @@ std::string identifier(const std::string& s) {
   return out;
 }
 
+// The planner on g (the main graph, or a subgraph whose groups are named after `prefix` and listed with
+// `scope`), its groups applied; candidates, decisions and groups are added to r's.
+void plan_and_apply(Graph& g, const FuseOptions& opts, const CostModel& cm, const std::string& prefix,
+                    const std::string& scope, FuseResult& r) {
+  if (opts.fusion.opt_level < 2) return;
+  FusionOptions fo = opts.fusion;
+  if (!fo.backend && opts.target.backend == "cuda") fo.backend = &codegen::cuda_kernel_backend();
+  FusionPlan plan = plan_fusion(g, cm, fo);
+  r.candidates += plan.candidates;
+  r.decisions.insert(r.decisions.end(), plan.decisions.begin(), plan.decisions.end());
+  for (GroupSummary& s : apply_fusion(g, plan, cm, prefix)) {
+    s.scope = scope;
+    r.groups.push_back(std::move(s));
+  }
+}
+
 // The rewrite pipeline and the planner inside every subgraph of g's nodes (If's branches, Loop's and Scan's
-// body), at any depth; their groups are listed with the subgraph they are in.
+// body), at any depth; their groups are listed with the subgraph they are in, their pass dumps go to a
+// folder of their own.
 void fuse_subgraphs(Graph& g, const std::string& scope, PassContext& ctx, const FuseOptions& opts,
                     const CostModel& cm, FuseResult& r) {
   for (Node* n : g.nodes()) {
     for (const auto& [attr, sub] : n->subgraphs()) {
       const std::string where = fmt::format("{}{} {}", scope, n->describe(), attr);
+      const std::string name = identifier(n->display_name() + "_" + attr);
+      const std::string dumps = ctx.dump_dir;
+      if (!dumps.empty()) ctx.dump_dir = (std::filesystem::path(dumps) / name).string();
       PassManager::for_opt_level(opts.fusion.opt_level, opts.target.channels_last).run(*sub, ctx);
-      if (opts.fusion.opt_level >= 2) {
-        FusionOptions fo = opts.fusion;
-        if (!fo.backend && opts.target.backend == "cuda") fo.backend = &codegen::cuda_kernel_backend();
-        FusionPlan plan = plan_fusion(*sub, cm, fo);
-        r.candidates += plan.candidates;
-        r.decisions.insert(r.decisions.end(), plan.decisions.begin(), plan.decisions.end());
-        for (GroupSummary& s :
-             apply_fusion(*sub, plan, cm, identifier(n->display_name() + "_" + attr) + "_")) {
-          s.scope = where;
-          r.groups.push_back(std::move(s));
-        }
-      }
+      plan_and_apply(*sub, opts, cm, name + "_", where, r);
       fuse_subgraphs(*sub, where + ": ", ctx, opts, cm, r);
+      ctx.dump_dir = dumps;
     }
   }
 }
@@ -110,7 +120,6 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
   }
   if (!opts.dump_dir.empty()) ctx.dump_dir = (std::filesystem::path(opts.dump_dir) / "passes").string();
   PassManager::for_opt_level(opts.fusion.opt_level, opts.target.channels_last).run(g, ctx);
-  r.rewrites = ctx.rewrites;
   {
     std::set<std::string> present;  // a near miss whose anchor a later rewrite consumed is no miss
     for (const Node* n : g.nodes()) present.insert(n->describe());
@@ -122,14 +131,7 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
             fmt::format("{}: weights '{}' {}", n->output(0)->name(), n->input(1)->name(), n->input(1)->type.to_string()));
   }
   if (opts.keep_planned) r.planned = std::make_shared<const Model>(copy_model(model));
-  if (opts.fusion.opt_level >= 2) {
-    FusionOptions fo = opts.fusion;
-    if (!fo.backend && opts.target.backend == "cuda") fo.backend = &codegen::cuda_kernel_backend();
-    FusionPlan plan = plan_fusion(g, cm, fo);
-    r.candidates = plan.candidates;
-    r.decisions = plan.decisions;
-    r.groups = apply_fusion(g, plan, cm);
-  }
+  plan_and_apply(g, opts, cm, "", "", r);
   fuse_subgraphs(g, "", ctx, opts, cm, r);
   r.rewrites = ctx.rewrites;
   if (!model.opsets.count("gaf.fused") && !r.groups.empty()) model.opsets["gaf.fused"] = 1;

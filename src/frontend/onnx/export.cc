@@ -172,10 +172,6 @@ void fused_function(const Node& n, const Model& m, onnx::FunctionProto& fp) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // g's first `formal_inputs` inputs become the GraphProto's inputs (the rest are captures, written as
 // references).
 void graph_proto(const Graph& g, onnx::GraphProto& gp, const NameOf& name_of, int formal_inputs) {
@@ -203,14 +199,6 @@ void graph_proto(const Graph& g, onnx::GraphProto& gp, const NameOf& name_of, in
     for (const Value* v : n->outputs())
       if (!listed.count(v) && !v->absent_output && v->type.dtype != DType::Undefined)
         value_info(v, *gp.add_value_info(), name_of);
-}
-
-// Every fused node of g and of its subgraphs, at any depth.
-void fused_nodes(const Graph& g, std::vector<const Node*>& out) {
-  for (const Node* n : g.nodes()) {
-    if (n->body) out.push_back(n);
-    for (const auto& [attr, sub] : n->subgraphs()) fused_nodes(*sub, out);
-  }
 }
 
 }  // namespace
@@ -246,10 +234,13 @@ onnx::ModelProto export_model(const Model& m) {
     for (const Value* v : m.graph->initializers())
       if (!inputs.count(v->name())) value_info(v, *p.mutable_graph()->add_input());
   }
-  std::vector<const Node*> fused_calls;
-  fused_nodes(*m.graph, fused_calls);
-  const bool fused = !fused_calls.empty();
-  for (const Node* n : fused_calls) fused_function(*n, m, *p.add_functions());
+  bool fused = false;  // the fused nodes of the graph and of its subgraphs, at any depth
+  for (const Graph* g : graph_and_subgraphs(*m.graph))
+    for (const Node* n : g->nodes()) {
+      if (!n->body) continue;
+      fused_function(*n, m, *p.add_functions());
+      fused = true;
+    }
   if (fused && !m.opsets.count("gaf.fused")) {
     auto* o = p.add_opset_import();
     o->set_domain("gaf.fused");

@@ -13,10 +13,7 @@ namespace {
 // One subgraph attribute of a node and the session that runs it.
 class Subgraph {
  public:
-  Subgraph(const Node& n, const std::string& attr) : attr_(attr) {
-    const auto* a = n.attrs.count(attr) ? std::get_if<GraphAttr>(&n.attrs.at(attr)) : nullptr;
-    GAF_CHECK(a && a->graph, "{}: required subgraph attribute '{}' is missing", n.describe(), attr);
-    graph_ = a->graph;
+  Subgraph(const Node& n, const std::string& attr) : attr_(attr), graph_(n.subgraph(attr)) {
     formal_ = int(graph_->inputs().size()) - n.implicit_inputs;
     GAF_CHECK(formal_ >= 0, "{}: subgraph '{}' has fewer inputs than the node's {} captures", n.describe(),
               attr, n.implicit_inputs);
@@ -95,15 +92,10 @@ std::vector<int64_t> stacked_dims(const std::vector<Tensor>& slices, const Value
   return dims;
 }
 
-// Output `index` of ctx: `slices` stacked along a new axis (in reverse order when `reverse`).
-void stack_output(KernelContext& ctx, int index, const std::vector<Tensor>& slices, const Value& declared,
-                  int64_t axis, bool reverse) {
-  const Node& n = ctx.node();
-  std::vector<int64_t> dims = stacked_dims(slices, declared, axis, n);
-  const DType dtype = slices.empty() ? declared.type.dtype : slices.front().dtype();
-  Tensor& out = ctx.allocate_output(index, dtype, dims);
+// Writes `slices` into `out`, their stack along its dim `axis` (in reverse order when `reverse`).
+void fill_stacked(Tensor& out, const std::vector<Tensor>& slices, int64_t axis, bool reverse, const Node& n) {
   if (slices.empty()) return;
-  if (dtype == DType::String) unsupported("{}: a string scan output is not supported", n.describe());
+  if (out.dtype() == DType::String) unsupported("{}: a string scan output is not supported", n.describe());
   std::vector<int64_t> strides = out.strides();
   const int64_t step = strides[size_t(axis)];
   strides.erase(strides.begin() + axis);
@@ -111,6 +103,14 @@ void stack_output(KernelContext& ctx, int index, const std::vector<Tensor>& slic
     const Tensor& s = slices[reverse ? slices.size() - 1 - i : i];
     Tensor::view(out, s.dims(), strides, int64_t(i) * step).copy_from(s);
   }
+}
+
+// Output `index` of ctx: `slices` stacked along a new axis (in reverse order when `reverse`).
+void stack_output(KernelContext& ctx, int index, const std::vector<Tensor>& slices, const Value& declared,
+                  int64_t axis, bool reverse) {
+  std::vector<int64_t> dims = stacked_dims(slices, declared, axis, ctx.node());
+  const DType dtype = slices.empty() ? declared.type.dtype : slices.front().dtype();
+  fill_stacked(ctx.allocate_output(index, dtype, dims), slices, axis, reverse, ctx.node());
 }
 
 class IfKernel final : public Kernel {
@@ -308,26 +308,17 @@ class ScanKernel final : public Kernel {
           Tensor z(slices.front().dtype(), slices.front().dims(), ctx.allocator(), true);
           slices.push_back(std::move(z));
         }
-        outputs[size_t(k)].push_back(stack_tensor(slices, ctx.allocator()));
+        std::vector<int64_t> dims = slices.front().dims();
+        dims.insert(dims.begin(), seq);
+        Tensor stacked(slices.front().dtype(), dims, ctx.allocator());
+        fill_stacked(stacked, slices, 0, false, n);
+        outputs[size_t(k)].push_back(std::move(stacked));
       }
     }
     for (int i = 0; i < states_; ++i)
       stack_output(ctx, i, final_states[size_t(i)], body_.output(i), 0, false);
     for (int k = 0; k < scan_outputs_; ++k)
       stack_output(ctx, states_ + k, outputs[size_t(k)], body_.output(states_ + k), 0, false);
-  }
-
-  // Equal-shaped tensors stacked along a new first dim.
-  static Tensor stack_tensor(const std::vector<Tensor>& slices, Allocator& alloc) {
-    std::vector<int64_t> dims = slices.front().dims();
-    dims.insert(dims.begin(), int64_t(slices.size()));
-    Tensor out(slices.front().dtype(), dims, alloc);
-    char* dst = static_cast<char*>(out.raw());
-    for (const Tensor& s : slices) {
-      std::memcpy(dst, s.raw(), s.nbytes());
-      dst += s.nbytes();
-    }
-    return out;
   }
 
   Subgraph body_;

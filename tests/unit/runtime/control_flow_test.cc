@@ -96,7 +96,7 @@ TEST(ControlFlow, LoopBodyFusesAndSurvivesTheRoundTrip) {
   for (const Node* n : fused.graph->nodes())
     if (n->op_type == "Loop") loop = n;
   ASSERT_TRUE(loop);
-  EXPECT_EQ(testing::count_fused(loop->subgraph("body")), 1) << fused.graph->to_string();
+  EXPECT_EQ(testing::count_fused(*loop->subgraph("body")), 1) << fused.graph->to_string();
   expect_loop_outputs(*fused.graph, 5);
   // Written for other runtimes: the outer references are names of the main graph again, and ONNX's checker
   // accepts the model (a subgraph that read an undefined name would fail it).

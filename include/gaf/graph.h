@@ -38,13 +38,25 @@ class Dim {
 
 using Shape = std::vector<Dim>;
 
+// What a value holds: a tensor, or one of ONNX's non-tensor types over tensors. For a sequence or an
+// optional, `dtype` is its tensors' element type and `shape` is nullopt (their shapes may differ from one to
+// the next): no pass, kernel size or memory count treats such a value as a tensor.
+enum class ValueKind : uint8_t {
+  Tensor,
+  Sequence,          // seq(tensor)
+  Optional,          // optional(tensor)
+  OptionalSequence,  // optional(seq(tensor))
+};
+
 struct TensorType {
   DType dtype = DType::Undefined;
   std::optional<Shape> shape;  // nullopt: rank unknown
+  ValueKind kind = ValueKind::Tensor;
 
+  bool is_tensor() const { return kind == ValueKind::Tensor; }
   bool has_static_shape() const;
   std::vector<int64_t> static_dims() const;  // requires has_static_shape()
-  std::string to_string() const;             // "float[1,?,batch]"
+  std::string to_string() const;             // "float[1,?,batch]", "seq(float)", "optional(seq(float))"
 };
 
 // An attribute kind the IR does not interpret (graphs, sparse tensors, type protos): kept as serialized
@@ -137,6 +149,9 @@ class Node {
   int64_t attr_int(const std::string& n) const;
 
   std::string describe() const;  // "node 'name' (Op)" for messages
+  // Whether an input or output is a sequence or an optional (ValueKind): such a node is never folded or
+  // fused.
+  bool has_non_tensor_values() const;
   // Its name, or its first output's when it has none (exporters often leave names empty); "" with neither.
   std::string display_name() const;
 

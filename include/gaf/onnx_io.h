@@ -36,6 +36,8 @@ void graph_to_proto(const Graph& g, onnx::GraphProto& gp);
 void node_to_proto(const Node& n, onnx::NodeProto& np);
 // `name` (of the value typed) for the error when the static dims' element count overflows 64 bits.
 TensorType type_from_proto(const onnx::TypeProto& tp, const std::string& name = "");
+// Whether the IR holds values of this type: tensors, sequences of tensors, optionals of either (not maps).
+bool supported_type(const onnx::TypeProto& tp);
 void type_to_proto(const TensorType& t, onnx::TypeProto& tp);
 // The output types ONNX's own inference function for n's op (at n's opset) gives from n's input types and the
 // contents of its small constant inputs (pads, repeats, sizes...): nullopt for an output it leaves untyped, all
@@ -71,6 +73,11 @@ std::string folder_of(const std::string& file_path);
 void tensor_to_proto(const Tensor& t, onnx::TensorProto& proto);
 Tensor load_tensor(const std::string& path);  // a serialized TensorProto (.pb)
 void save_tensor(const Tensor& t, const std::string& path, const std::string& name = "");
+// A value of declared `type` (a tensor: a TensorProto; a sequence: a SequenceProto; an optional: an
+// OptionalProto, as ONNX's test data stores them).
+Tensor load_value(const std::string& path, const TensorType& type);
+void save_value(const Tensor& v, const TensorType& type, const std::string& path,
+                const std::string& name = "");
 
 // Writes bytes to `path` through a temporary file in the same folder (fsynced) and a rename; a temporary left by a
 // killed process is removed. A folder at `path` is an error.

@@ -56,7 +56,18 @@ class Tensor {
     return from<T>({}, std::span<const T>(&v, 1));
   }
 
-  bool defined() const { return dtype_ != DType::Undefined; }
+  // A run-time value of ONNX's non-tensor types (ValueKind): a sequence of tensors whose element type is
+  // `dtype` (its items are shared with every copy and never change: SequenceInsert makes a new sequence), or
+  // an empty optional. An optional that holds a value is that value. Such a value has no dims and no data of
+  // its own; only the sequence and optional kernels (and If, Loop, Identity passing it on) take one.
+  static Tensor sequence(DType dtype, std::vector<Tensor> items);
+  static Tensor none();
+  bool is_sequence() const { return kind_ == Kind::Sequence; }
+  bool is_none() const { return kind_ == Kind::None; }
+  bool is_dense() const { return kind_ == Kind::Dense && defined(); }
+  const std::vector<Tensor>& items() const;  // requires is_sequence()
+
+  bool defined() const { return dtype_ != DType::Undefined || kind_ != Kind::Dense; }
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& dims() const { return dims_; }
   int rank() const { return static_cast<int>(dims_.size()); }
@@ -111,9 +122,12 @@ class Tensor {
   int64_t get_int(int64_t i) const;
   std::vector<int64_t> to_int_vector() const;
 
-  std::string to_string(size_t max_elems = 16) const;  // "float[2,3] {1, 2, ...}"
+  std::string to_string(size_t max_elems = 16) const;  // "float[2,3] {1, 2, ...}", "seq(float) [...]", "none"
 
  private:
+  enum class Kind : uint8_t { Dense, Sequence, None };
+  Kind kind_ = Kind::Dense;
+  std::shared_ptr<const std::vector<Tensor>> items_;  // a sequence's
   DType dtype_ = DType::Undefined;
   std::vector<int64_t> dims_;
   std::vector<int64_t> strides_;  // empty: contiguous

@@ -24,8 +24,9 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, const std::map<
                                   int64_t other = 1);
 // "NAME=SIZE" (the CLI's --dim) -> symbol sizes; throws naming a malformed entry.
 std::map<std::string, int64_t> parse_dim_sizes(const std::vector<std::string>& specs);
-// input_<i>.pb files of a folder, in order.
-std::vector<Tensor> load_input_dir(const std::string& dir);
+// input_<i>.pb files of a folder, in order; each read as the type of g's i-th input to feed (a sequence, an
+// optional) when g is given, else as a tensor.
+std::vector<Tensor> load_input_dir(const std::string& dir, const Graph* g = nullptr);
 
 struct Timing {
   double min_s = 0, median_s = 0;

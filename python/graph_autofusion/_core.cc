@@ -102,6 +102,30 @@ py::array to_numpy(const Tensor& t) {
   return py::array(py::dtype(it->second), dims, strides, keep->raw(), owner);
 }
 
+// A run's value in Python: an array, a list of arrays for a sequence, None for an empty optional.
+py::object to_python(const Tensor& t) {
+  if (t.is_none()) return py::none();
+  if (!t.is_sequence()) return to_numpy(t);
+  py::list items;
+  for (const Tensor& item : t.items()) items.append(to_numpy(item));
+  return items;
+}
+
+// The value fed to input `v`: an array-like, or for a sequence input a list of them (of v's element type when
+// empty), or None for an empty optional.
+Tensor from_python(const Value* v, const std::string& name, const py::handle& x) {
+  if (x.is_none()) return Tensor::none();
+  const bool sequence =
+      v && (v->type.kind == ValueKind::Sequence || v->type.kind == ValueKind::OptionalSequence);
+  if (!sequence) return to_tensor(name, py::array::ensure(x));
+  GAF_CHECK(py::isinstance<py::list>(x) || py::isinstance<py::tuple>(x),
+            "input '{}' is {}: give a list of arrays", name, v->type.to_string());
+  std::vector<Tensor> items;
+  for (const py::handle& item : x) items.push_back(to_tensor(name, py::array::ensure(item)));
+  const DType dtype = items.empty() ? v->type.dtype : items.front().dtype();
+  return Tensor::sequence(dtype, std::move(items));
+}
+
 // A model and a session over it (the session reads the model's graph): the CPU runtime's, or with
 // device="cuda" the CUDA backend's (the model fused for the GPU).
 class PySession {
@@ -140,7 +164,7 @@ class PySession {
     std::map<std::string, Tensor> in;
     for (auto [k, v] : feeds) {
       const std::string name = py::str(k).cast<std::string>();
-      in.emplace(name, to_tensor(name, py::array::ensure(v)));
+      in.emplace(name, from_python(model_->graph->find_value(name), name, v));
     }
     std::vector<Tensor> out;
     if (cuda_) {  // the CUDA session takes the inputs in graph order
@@ -158,7 +182,7 @@ class PySession {
     }
     py::dict r;
     const auto& outs = model_->graph->outputs();
-    for (size_t i = 0; i < out.size(); ++i) r[py::str(outs[i]->name())] = to_numpy(out[i]);
+    for (size_t i = 0; i < out.size(); ++i) r[py::str(outs[i]->name())] = to_python(out[i]);
     return r;
   }
   // The graph inputs a run must be fed (those without an initializer).

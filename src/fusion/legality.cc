@@ -102,6 +102,10 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
     const OpInfo* info = find_op(*n);
     if (!info || info->kind == OpKind::Opaque)
       return D::no(Reason::OpaqueOp, fmt::format("{} is opaque to fusion", n->describe()));
+    if (n->has_non_tensor_values())
+      return D::no(Reason::OpaqueOp,
+                   fmt::format("{} passes on a sequence or an optional: fused kernels compute tensors",
+                               n->describe()));
     // The fused kernels fold Transpose, Reshape, Slice... into their indexing; a group with other data movement
     // (Concat, Gather, Pad) would run op by op, each op its own kernel: leave those ops alone instead.
     if (info->kind == OpKind::Injective && !(info->flags & kIndexable) && nodes.size() > 1)

@@ -23,6 +23,16 @@ std::vector<int64_t> TensorType::static_dims() const {
 }
 
 std::string TensorType::to_string() const {
+  switch (kind) {
+    case ValueKind::Tensor:
+      break;
+    case ValueKind::Sequence:
+      return fmt::format("seq({})", dtype_name(dtype));
+    case ValueKind::Optional:
+      return fmt::format("optional({})", dtype_name(dtype));
+    case ValueKind::OptionalSequence:
+      return fmt::format("optional(seq({}))", dtype_name(dtype));
+  }
   std::string s{dtype_name(dtype)};
   if (!shape) return s + "[*]";
   s += "[";
@@ -54,6 +64,12 @@ void Node::add_input(Value* v) {
 
 std::string Node::display_name() const {
   return name.empty() && !outputs_.empty() ? outputs_[0]->name() : name;
+}
+
+bool Node::has_non_tensor_values() const {
+  auto non_tensor = [](const Value* v) { return v && !v->type.is_tensor(); };
+  return std::any_of(inputs_.begin(), inputs_.end(), non_tensor) ||
+         std::any_of(outputs_.begin(), outputs_.end(), non_tensor);
 }
 
 std::string Node::describe() const {

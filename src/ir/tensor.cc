@@ -194,7 +194,35 @@ void Tensor::copy_from(const Tensor& src) {
   }
 }
 
+Tensor Tensor::sequence(DType dtype, std::vector<Tensor> items) {
+  for (const Tensor& t : items)
+    GAF_CHECK(t.is_dense() && t.dtype() == dtype, "a sequence of {} cannot hold {}", dtype_name(dtype),
+              t.is_dense() ? dtype_name(t.dtype()) : std::string_view("a sequence or an empty optional"));
+  Tensor s;
+  s.kind_ = Kind::Sequence;
+  s.dtype_ = dtype;
+  s.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
+  return s;
+}
+
+Tensor Tensor::none() {
+  Tensor t;
+  t.kind_ = Kind::None;
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::items() const {
+  GAF_ASSERT(is_sequence(), "Tensor::items on a value that is not a sequence");
+  return *items_;
+}
+
 Tensor Tensor::clone(Allocator& alloc) const {
+  if (kind_ != Kind::Dense) {
+    if (is_none()) return *this;
+    std::vector<Tensor> copies;
+    for (const Tensor& t : *items_) copies.push_back(t.clone(alloc));
+    return sequence(dtype_, std::move(copies));
+  }
   Tensor t(dtype_, dims_, alloc);
   if (dtype_ == DType::String) {
     for (int64_t i = 0; i < numel_; ++i) t.strings()[i] = strings()[i];
@@ -236,7 +264,14 @@ std::vector<int64_t> Tensor::to_int_vector() const {
 }
 
 std::string Tensor::to_string(size_t max_elems) const {
+  if (is_none()) return "none";
   std::ostringstream os;
+  if (is_sequence()) {
+    os << "seq(" << dtype_name(dtype_) << ") [";
+    for (size_t i = 0; i < items_->size(); ++i) os << (i ? ", " : "") << (*items_)[i].to_string(max_elems);
+    os << "]";
+    return os.str();
+  }
   os << dtype_name(dtype_) << dims_to_string(dims_) << " {";
   size_t n = std::min<size_t>(numel_, max_elems);
   for (size_t i = 0; i < n; ++i) {

@@ -1,6 +1,6 @@
 // Everything else: constants and shape queries, random numbers, strings, detection, sampling, losses, window
 // functions, Det, the spectral ops (DFT, STFT, MelWeightMatrix), quantisation with a data-dependent scale,
-// and fused nodes.
+// sequences and optionals, and fused nodes.
 #include <cmath>
 
 #include "gaf/tensor.h"
@@ -102,6 +102,13 @@ void register_misc_ops(OpRegistry& r) {
   r.add("If", OpKind::Opaque).set_flops(flops_zero);
   r.add("Loop", OpKind::Opaque).set_flops(flops_zero);
   r.add("Scan", OpKind::Opaque).set_flops(flops_zero);
+
+  // Sequences and optionals (ValueKind): lists of tensors handed around by reference; SequenceMap runs its
+  // body once per item, and that body's nodes are planned and costed there.
+  for (const char* op : {"SequenceEmpty", "SequenceConstruct", "SequenceAt", "SequenceInsert",
+                         "SequenceErase", "SequenceLength", "SplitToSequence", "ConcatFromSequence",
+                         "SequenceMap", "Optional", "OptionalHasElement", "OptionalGetElement"})
+    r.add(op, OpKind::Opaque).set_flops(flops_zero);
 
   // A fused node (gaf.fused): its body's ops are costed one by one.
   r.add("FusedOp", OpKind::Opaque, "gaf.fused");

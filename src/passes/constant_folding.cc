@@ -35,6 +35,7 @@ bool decompresses_weights(const Node& n) {
 
 bool foldable(const Graph& g, const Node& n, const ConstantEvaluator* evaluator) {
   if (n.num_inputs() == 0 || n.body || (n.domain.empty() && n.op_type == "Constant")) return false;
+  if (n.has_non_tensor_values()) return false;  // a constant is a tensor
   if (decompresses_weights(n)) return false;
   for (const Value* v : n.inputs())
     if (v && !rewrite::constant_of(g, v)) return false;

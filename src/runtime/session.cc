@@ -381,7 +381,29 @@ std::vector<const Value*> Session::required_inputs() const {
 }
 
 namespace {
+// A value given for an input of a non-tensor type (a sequence, an optional) and the element types it holds.
+void check_non_tensor_input(const Value* v, const Tensor& t) {
+  const ValueKind kind = v->type.kind;
+  const bool optional = kind == ValueKind::Optional || kind == ValueKind::OptionalSequence;
+  const bool sequence = kind == ValueKind::Sequence || kind == ValueKind::OptionalSequence;
+  auto what = [](const Tensor& x) {
+    return x.is_none() ? std::string("an empty optional")
+                       : fmt::format("{} {}", x.is_sequence() ? "a sequence of" : "a tensor of",
+                                     dtype_name(x.dtype()));
+  };
+  GAF_CHECK((t.is_none() && optional) || (t.is_sequence() == sequence && !t.is_none()),
+            "input '{}': expected {}, got {}", v->name(), v->type.to_string(), what(t));
+  if (t.is_none() || v->type.dtype == DType::Undefined) return;
+  GAF_CHECK(t.dtype() == v->type.dtype, "input '{}': expected {}, got {}", v->name(), v->type.to_string(),
+            what(t));
+}
+
 void check_input(const Value* v, const Tensor& t, std::map<std::string, int64_t>& symbols) {
+  if (!v->type.is_tensor() || !t.is_dense()) {
+    GAF_CHECK(!v->type.is_tensor(), "input '{}': expected a tensor ({}), got {}", v->name(),
+              v->type.to_string(), t.is_none() ? "an empty optional" : "a sequence");
+    return check_non_tensor_input(v, t);
+  }
   GAF_CHECK(t.dtype() == v->type.dtype || v->type.dtype == DType::Undefined,
             "input '{}': expected element type {}, got {}", v->name(), dtype_name(v->type.dtype),
             dtype_name(t.dtype()));

@@ -50,6 +50,9 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, const std::map<
   std::vector<Tensor> out;
   for (const Value* v : g.inputs()) {
     if (v->is_constant()) continue;
+    GAF_CHECK(v->type.is_tensor(),
+              "input '{}' is {}: random inputs are tensors; give its data with --input-pb", v->name(),
+              v->type.to_string());
     GAF_CHECK(v->type.shape, "input '{}' has no known rank: give its data with --input-pb", v->name());
     GAF_CHECK(v->type.dtype != DType::String && v->type.dtype != DType::Undefined,
               "input '{}' is of type {}: random inputs are numbers; give its data with --input-pb", v->name(),
@@ -75,12 +78,17 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, const std::map<
   return out;
 }
 
-std::vector<Tensor> load_input_dir(const std::string& dir) {
+std::vector<Tensor> load_input_dir(const std::string& dir, const Graph* g) {
+  std::vector<const Value*> fed;
+  if (g)
+    for (const Value* v : g->inputs())
+      if (!v->is_constant()) fed.push_back(v);
   std::vector<Tensor> out;
-  for (int i = 0;; ++i) {
+  for (size_t i = 0;; ++i) {
     auto path = std::filesystem::path(dir) / fmt::format("input_{}.pb", i);
     if (!std::filesystem::exists(path)) break;
-    out.push_back(onnx_io::load_tensor(path.string()));
+    out.push_back(i < fed.size() ? onnx_io::load_value(path.string(), fed[i]->type)
+                                 : onnx_io::load_tensor(path.string()));
   }
   GAF_CHECK(!out.empty(), "no input_0.pb in '{}'", dir);
   return out;
@@ -106,6 +114,27 @@ std::vector<Tensor> time_runs(runtime::Session& s, const std::vector<Tensor>& in
 
 Comparison compare(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
   Comparison c;
+  if (!actual.is_dense() || !expected.is_dense()) {  // sequences item by item; empty optionals
+    auto what = [](const Tensor& t) {
+      return t.is_none()       ? std::string("an empty optional")
+             : t.is_sequence() ? fmt::format("a sequence of {} tensors", t.items().size())
+                               : std::string("a tensor");
+    };
+    if (actual.is_none() != expected.is_none() || actual.is_sequence() != expected.is_sequence() ||
+        (actual.is_sequence() && actual.items().size() != expected.items().size())) {
+      c.ok = false;
+      c.message = fmt::format("got {}, expected {}", what(actual), what(expected));
+      return c;
+    }
+    for (size_t i = 0; actual.is_sequence() && i < actual.items().size(); ++i) {
+      Comparison item = compare(actual.items()[i], expected.items()[i], rtol, atol);
+      c.max_abs_err = std::max(c.max_abs_err, item.max_abs_err);
+      c.max_rel_err = std::max(c.max_rel_err, item.max_rel_err);
+      if (!item.ok && c.ok) c.message = fmt::format("sequence item {}: {}", i, item.message);
+      c.ok = c.ok && item.ok;
+    }
+    return c;
+  }
   if (actual.dtype() != expected.dtype() || actual.dims() != expected.dims()) {
     c.ok = false;
     c.message = fmt::format("got {}{}, expected {}{}", dtype_name(actual.dtype()), dims_to_string(actual.dims()),

@@ -37,6 +37,14 @@ check report-subgraph-scope 0 '"scope": "node .y. \(Loop\) body"' -- bash -c \
   "$models/gru_loop/model.onnx" "$tmp"
 check emit-subgraph-kernels 0 "wrote 1 kernel source" -- "$bin" fuse "$models/gru_loop/model.onnx" \
   -o "$tmp/gru_emit.onnx" --emit-code "$tmp/gru_code"
+# A sequence in and out (seq_scores): read from its SequenceProto, printed item by item, the SequenceMap body
+# fused; random inputs cannot make a sequence, and say so.
+check run-sequence 0 "per_image: seq\(float\) \[float\[3\] \{.*\}, float\[0\] \{\}, float\[5\]" -- "$bin" run \
+  "$models/seq_scores/model.onnx" --inputs "$models/seq_scores/test_data_set_0"
+check explain-sequence-map 0 "group per_image_body_Mul_Sigmoid_ReduceSum_0: 3 ops.*SequenceMap" -- "$bin" explain \
+  "$models/seq_scores/model.onnx"
+check random-sequence 1 "input 'boxes' is seq\(float\): random inputs are tensors; give its data with --input-pb" \
+  -- "$bin" run "$models/seq_scores/model.onnx" --random-inputs
 # Bad inputs (a broken model, tensor, rules file, path...) are the catalogue in tests/bad_inputs.
 
 # --save-inputs writes what ran: running from that folder gives the same outputs.
@@ -59,18 +67,18 @@ check_models() {  # check_models SET DIR: every DIR/<name>/model.onnx against it
   for m in "$2"/*/; do
     name=$set-$(basename "$m")
     [ -f "$m/model.onnx" ] || continue
-    check "run-$name" 0 "wrote 1 output" -- "$bin" run "$m/model.onnx" \
+    check "run-$name" 0 "wrote [0-9]+ output" -- "$bin" run "$m/model.onnx" \
       --input-pb "$m/test_data_set_0/input_0.pb" --save-outputs "$tmp/$name"
     check "match-$name" 0 "match" -- "$bin" compare "$tmp/$name/output_0.pb" \
       "$m/test_data_set_0/output_0.pb" --rtol 1e-3 --atol 1e-5
     # Fused in memory (opt level 3: rewrites, channels-last convolutions, generated kernels) and written fused
     # (portable ONNX, our own ops decomposed), both still match the stored output.
-    check "run-fused-$name" 0 "wrote 1 output" -- "$bin" run "$m/model.onnx" --opt-level 3 \
+    check "run-fused-$name" 0 "wrote [0-9]+ output" -- "$bin" run "$m/model.onnx" --opt-level 3 \
       --input-pb "$m/test_data_set_0/input_0.pb" --save-outputs "$tmp/$name-fused"
     check "match-fused-$name" 0 "match" -- "$bin" compare "$tmp/$name-fused/output_0.pb" \
       "$m/test_data_set_0/output_0.pb" --rtol 1e-3 --atol 1e-5
     check "fuse-write-$name" 0 "wrote" -- "$bin" --input "$m/model.onnx" --output "$tmp/$name-fused.onnx" -O 3
-    check "run-written-$name" 0 "wrote 1 output" -- "$bin" run "$tmp/$name-fused.onnx" \
+    check "run-written-$name" 0 "wrote [0-9]+ output" -- "$bin" run "$tmp/$name-fused.onnx" \
       --input-pb "$m/test_data_set_0/input_0.pb" --save-outputs "$tmp/$name-written"
     check "match-written-$name" 0 "match" -- "$bin" compare "$tmp/$name-written/output_0.pb" \
       "$m/test_data_set_0/output_0.pb" --rtol 1e-3 --atol 1e-5

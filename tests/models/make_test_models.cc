@@ -416,7 +416,62 @@ Case make_gru_loop() {
 
 }  // namespace
 
-// Benchmark-sized decoders (bench/llm): text with the weights declared as inputs, then attached as initializers.
+// Benchmark-sized decoders (bench/llm): text with the weights declared as inputs, then attached as
+// initializers. Per-image scores of a detector's post-processing, as models with a variable number of boxes
+// per image export it: a sequence of [boxes_i, 4] tensors in, each mapped by SequenceMap to the sum over its
+// columns of sigmoid(box * scale) (a body the planner fuses), out as the per-image sequence and all scores
+// concatenated.
+void write_seq_scores(const fs::path& root) {
+  Case c = parse("seq_scores", R"(
+    <ir_version: 8, opset_import: ["" : 17]>
+    seq_scores (float[N, 4] boxes) => (float[T] scores, float[M] per_image) {
+      per_image = SequenceMap(boxes, scale) <body = score (float[K, 4] b, float[4] s) => (float[K] y) {
+        z = Mul(b, s)
+        p = Sigmoid(z)
+        axes = Constant<value = int64[1] {1}>()
+        y = ReduceSum<keepdims = 0>(p, axes)
+      }>
+      scores = ConcatFromSequence<axis = 0>(per_image)
+    })");
+  Random rng(9);
+  const Values scale = weight(c, rng, "scale", {4}, -2, 2);
+  // The text format has no sequence types: the graph's input and second output become seq(float) here.
+  auto& g = *c.model.mutable_graph();
+  for (onnx::ValueInfoProto* vi : {g.mutable_input(0), g.mutable_output(1)}) {
+    onnx::TypeProto seq;
+    seq.mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
+        onnx::TensorProto::FLOAT);
+    *vi->mutable_type() = seq;
+  }
+  for (auto& node : *g.mutable_node()) node.set_name(node.output(0));
+  onnx::checker::check_model(c.model);
+
+  std::vector<gaf::Tensor> images, per_image;
+  Values all;
+  for (int64_t boxes : {3, 0, 5}) {  // an image without boxes too
+    const Values b = rng.uniform(size_t(boxes * 4), -1, 1);
+    images.push_back(to_tensor({boxes, 4}, b));
+    Values sums;
+    for (int64_t i = 0; i < boxes; ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < 4; ++j) sum += 1 / (1 + std::exp(-b[size_t(i * 4 + j)] * scale[size_t(j)]));
+      sums.push_back(sum);
+    }
+    per_image.push_back(to_tensor({boxes}, sums));
+    all.insert(all.end(), sums.begin(), sums.end());
+  }
+  const gaf::TensorType seq{gaf::DType::Float, std::nullopt, gaf::ValueKind::Sequence};
+  fs::path dir = root / c.name;
+  fs::create_directories(dir / "test_data_set_0");
+  gaf::onnx_io::write_file_atomic((dir / "model.onnx").string(), c.model.SerializeAsString());
+  gaf::onnx_io::save_value(gaf::Tensor::sequence(gaf::DType::Float, images), seq,
+                           (dir / "test_data_set_0/input_0.pb").string(), "boxes");
+  gaf::onnx_io::save_tensor(to_tensor({int64_t(all.size())}, all),
+                            (dir / "test_data_set_0/output_0.pb").string(), "scores");
+  gaf::onnx_io::save_value(gaf::Tensor::sequence(gaf::DType::Float, per_image), seq,
+                           (dir / "test_data_set_0/output_1.pb").string(), "per_image");
+}
+
 void write_llm(const fs::path& dir, int layers) {
   gaf::testing::DecoderDims d;
   d.embed = 768, d.heads = 12, d.head_dim = 64, d.hidden = 3072, d.vocab = 8192, d.max_positions = 1280;
@@ -453,6 +508,7 @@ int main(int argc, char** argv) {
     write(argv[1], make_convnet());
     write(argv[1], make_encoder());
     write(argv[1], make_gru_loop());
+    write_seq_scores(argv[1]);
     // Decoders with past/present inputs and outputs for `generate` (no stored outputs: the unit tests check
     // their numbers against a full prefill).
     fs::create_directories(fs::path(argv[1]) / "decoders");
@@ -469,6 +525,7 @@ int main(int argc, char** argv) {
     std::cerr << "gaf_make_test_models: " << e.what() << "\n";
     return 1;
   }
-  std::cout << "wrote mlp, convnet, encoder, gru_loop, decoders/gpt2, decoders/llama to " << argv[1] << "\n";
+  std::cout << "wrote mlp, convnet, encoder, gru_loop, seq_scores, decoders/gpt2, decoders/llama to "
+            << argv[1] << "\n";
   return 0;
 }

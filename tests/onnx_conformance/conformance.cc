@@ -86,7 +86,7 @@ Result run_test(const fs::path& dir, double rtol, double atol) {
         // The stored inputs follow graph input order; inputs with initializers may be fed too.
         const auto& ins = m.graph->inputs();
         GAF_CHECK(i < ins.size(), "more input files than graph inputs");
-        Tensor t = onnx_io::load_tensor(p.string());
+        Tensor t = onnx_io::load_value(p.string(), ins[i]->type);
         // ONNX 1.12's test data stores bfloat16 tensors as uint16 bits.
         if (ins[i]->type.dtype == DType::BFloat16 && t.dtype() == DType::UInt16) t = t.bitcast(DType::BFloat16);
         feeds[ins[i]->name()] = t;
@@ -95,7 +95,7 @@ Result run_test(const fs::path& dir, double rtol, double atol) {
       for (size_t i = 0; i < outs.size(); ++i) {
         fs::path p = set / fmt::format("output_{}.pb", i);
         if (!fs::exists(p)) return {Outcome::Failed, fmt::format("missing {}", p.string())};
-        Tensor expected = onnx_io::load_tensor(p.string());
+        Tensor expected = onnx_io::load_value(p.string(), m.graph->outputs()[i]->type);
         if (outs[i].dtype() == DType::BFloat16 && expected.dtype() == DType::UInt16)
           expected = expected.bitcast(DType::BFloat16);
         auto c = tools::compare(outs[i], expected, rtol, atol);

@@ -75,6 +75,25 @@ for step in range(6):
         pasts_a[p], pasts_b[p] = ra[q], rb[q]
     ids = np.array([[int(np.argmax(ra["logits"][0, -1]))]], np.int64)
 
+# A sequence in and out (seq_scores): a list of arrays in, a list back; fused and unfused agree with numpy.
+seq_model = os.path.join(models, "seq_scores", "model.onnx")
+boxes = [np.random.default_rng(k).uniform(-1, 1, (n, 4)).astype(np.float32) for k, n in enumerate([2, 0, 4])]
+for level in (0, 3):
+    r = gaf.Session(seq_model, opt_level=level).run({"boxes": boxes})
+    check(f"seq-list-{level}", isinstance(r["per_image"], list) and [len(x) for x in r["per_image"]] == [2, 0, 4],
+          type(r["per_image"]))
+    check(f"seq-concat-{level}", r["scores"].shape == (6,) and np.allclose(np.concatenate(r["per_image"]), r["scores"]),
+          r["scores"])
+    if level:
+        check("seq-fused", np.allclose(r["scores"], plain_scores, rtol=1e-5, atol=1e-6), (r["scores"], plain_scores))
+    else:
+        plain_scores = r["scores"]
+try:
+    gaf.Session(seq_model).run({"boxes": boxes[0]})
+    check("seq-not-list", False, "an array fed a sequence input")
+except Exception as e:  # noqa: BLE001
+    check("seq-not-list", "give a list of arrays" in str(e), str(e))
+
 # Errors are exceptions with the tool's message.
 try:
     gaf.Session(os.path.join(models, "nope.onnx"))

@@ -70,16 +70,22 @@ CLI::Validator non_negative_tolerance() {
 
 constexpr const char* kDimHelp = "NAME=SIZE: the size of a named (symbolic) input dim in random inputs (default 1)";
 
-// The inputs --inputs and --input-pb give (none when neither does).
-std::vector<Tensor> given_inputs(const RunArgs& io) {
+// The inputs --inputs and --input-pb give (none when neither does), each read as the type of the graph input
+// it feeds (a sequence or an optional has a proto of its own).
+std::vector<Tensor> given_inputs(const RunArgs& io, const Graph& g) {
   std::vector<Tensor> inputs;
-  if (!io.input_dir.empty()) inputs = tools::load_input_dir(io.input_dir);
-  for (const auto& p : io.input_pbs) inputs.push_back(onnx_io::load_tensor(p));
+  if (!io.input_dir.empty()) inputs = tools::load_input_dir(io.input_dir, &g);
+  std::vector<const Value*> fed;
+  for (const Value* v : g.inputs())
+    if (!v->is_constant()) fed.push_back(v);
+  for (const auto& p : io.input_pbs)
+    inputs.push_back(inputs.size() < fed.size() ? onnx_io::load_value(p, fed[inputs.size()]->type)
+                                                : onnx_io::load_tensor(p));
   return inputs;
 }
 
 std::vector<Tensor> gather_inputs(const RunArgs& a, const runtime::Session& s) {
-  std::vector<Tensor> inputs = given_inputs(a);
+  std::vector<Tensor> inputs = given_inputs(a, s.graph());
   if (inputs.empty()) {
     GAF_CHECK(a.random_inputs || s.required_inputs().empty(),
               "the model needs {} input(s): give --input-pb FILE... or --inputs DIR, or --random-inputs",
@@ -93,8 +99,9 @@ void save_tensors(const std::vector<Tensor>& ts, const std::vector<Value*>& valu
                   const char* kind) {
   tools::create_folder(dir, fmt::format("--save-{}s", kind));
   for (size_t i = 0; i < ts.size(); ++i)
-    onnx_io::save_tensor(ts[i], (std::filesystem::path(dir) / fmt::format("{}_{}.pb", kind, i)).string(),
-                         values[i]->name());
+    onnx_io::save_value(ts[i], values[i]->type,
+                        (std::filesystem::path(dir) / fmt::format("{}_{}.pb", kind, i)).string(),
+                        values[i]->name());
   std::cout << "wrote " << ts.size() << " " << kind << "(s) to " << dir << "\n";
 }
 
@@ -133,7 +140,7 @@ int cmd_run_cuda(const RunArgs& a) {
                              session.steps().size(), session.generated_kernels(), session.arena_bytes() / 1e6);
     return 0;
   }
-  std::vector<Tensor> inputs = given_inputs(a);
+  std::vector<Tensor> inputs = given_inputs(a, *m.graph);
   if (inputs.empty()) {
     std::vector<const Value*> need;
     for (const Value* v : m.graph->inputs())
@@ -332,7 +339,7 @@ int cmd_fuse(const FuseArgs& a) {
 }
 
 std::vector<Tensor> inputs_for(const Model& m, const RunArgs& io) {
-  std::vector<Tensor> inputs = given_inputs(io);
+  std::vector<Tensor> inputs = given_inputs(io, *m.graph);
   return inputs.empty() ? tools::random_inputs(*m.graph, 0, tools::parse_dim_sizes(io.dims)) : inputs;
 }
 

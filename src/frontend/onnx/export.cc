@@ -13,6 +13,24 @@
 namespace gaf::onnx_io {
 
 void type_to_proto(const TensorType& t, onnx::TypeProto& tp) {
+  switch (t.kind) {
+    case ValueKind::Tensor:
+      break;
+    case ValueKind::Sequence:
+      tp.mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(int32_t(t.dtype));
+      return;
+    case ValueKind::Optional:
+      tp.mutable_optional_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(int32_t(t.dtype));
+      return;
+    case ValueKind::OptionalSequence:
+      tp.mutable_optional_type()
+          ->mutable_elem_type()
+          ->mutable_sequence_type()
+          ->mutable_elem_type()
+          ->mutable_tensor_type()
+          ->set_elem_type(int32_t(t.dtype));
+      return;
+  }
   auto* tt = tp.mutable_tensor_type();
   tt->set_elem_type(static_cast<int32_t>(t.dtype));
   if (!t.shape) return;
@@ -35,7 +53,7 @@ std::string own_name(const Value* v) { return v->name(); }
 void value_info(const Value* v, onnx::ValueInfoProto& vi, const NameOf& name_of = own_name) {
   vi.set_name(name_of(v));
   if (!v->doc_string.empty()) vi.set_doc_string(v->doc_string);
-  if (v->type.dtype != DType::Undefined) type_to_proto(v->type, *vi.mutable_type());
+  if (v->type.dtype != DType::Undefined || !v->type.is_tensor()) type_to_proto(v->type, *vi.mutable_type());
 }
 
 void graph_proto(const Graph& g, onnx::GraphProto& gp, const NameOf& name_of, int formal_inputs);
@@ -197,7 +215,8 @@ void graph_proto(const Graph& g, onnx::GraphProto& gp, const NameOf& name_of, in
   }
   for (const Node* n : g.nodes())
     for (const Value* v : n->outputs())
-      if (!listed.count(v) && !v->absent_output && v->type.dtype != DType::Undefined)
+      if (!listed.count(v) && !v->absent_output &&
+          (v->type.dtype != DType::Undefined || !v->type.is_tensor()))
         value_info(v, *gp.add_value_info(), name_of);
 }
 

@@ -16,27 +16,71 @@
 
 namespace gaf::onnx_io {
 
+namespace {
+
+// The tensor type of tp (tensor_type) into t's dtype and shape.
+void tensor_type_from_proto(const onnx::TypeProto::Tensor& tt, const std::string& name, TensorType& t) {
+  t.dtype = static_cast<DType>(tt.elem_type());
+  if (!tt.has_shape()) return;
+  Shape s;
+  int64_t elements = 1;  // of the static dims: must fit an int64, as every size computed from them does
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value()) {
+      s.emplace_back(d.dim_value());
+      if (d.dim_value() > 0 && __builtin_mul_overflow(elements, d.dim_value(), &elements))
+        fail("{}declares dims whose element count overflows 64 bits (a dim of {}); fix the model's shape",
+             name.empty() ? "a tensor type " : fmt::format("value '{}' ", name), d.dim_value());
+    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+      s.emplace_back(d.dim_param());
+    } else {
+      s.emplace_back();
+    }
+  }
+  t.shape = std::move(s);
+}
+
+// The element type of a sequence type: its tensors' element type (nullopt for a sequence of non-tensors).
+std::optional<DType> sequence_elem(const onnx::TypeProto::Sequence& seq) {
+  if (!seq.has_elem_type()) return DType::Undefined;
+  if (!seq.elem_type().has_tensor_type()) return std::nullopt;
+  return static_cast<DType>(seq.elem_type().tensor_type().elem_type());
+}
+
+}  // namespace
+
+bool supported_type(const onnx::TypeProto& tp) {
+  switch (tp.value_case()) {
+    case onnx::TypeProto::kTensorType:
+    case onnx::TypeProto::VALUE_NOT_SET:
+      return true;
+    case onnx::TypeProto::kSequenceType:
+      return sequence_elem(tp.sequence_type()).has_value();
+    case onnx::TypeProto::kOptionalType: {
+      if (!tp.optional_type().has_elem_type()) return true;
+      const onnx::TypeProto& e = tp.optional_type().elem_type();
+      return e.has_tensor_type() || (e.has_sequence_type() && sequence_elem(e.sequence_type()).has_value());
+    }
+    default:
+      return false;  // maps, sparse tensors
+  }
+}
+
 TensorType type_from_proto(const onnx::TypeProto& tp, const std::string& name) {
   TensorType t;
-  if (!tp.has_tensor_type()) return t;
-  const auto& tt = tp.tensor_type();
-  t.dtype = static_cast<DType>(tt.elem_type());
-  if (tt.has_shape()) {
-    Shape s;
-    int64_t elements = 1;  // of the static dims: must fit an int64, as every size computed from them does
-    for (const auto& d : tt.shape().dim()) {
-      if (d.has_dim_value()) {
-        s.emplace_back(d.dim_value());
-        if (d.dim_value() > 0 && __builtin_mul_overflow(elements, d.dim_value(), &elements))
-          fail("{}declares dims whose element count overflows 64 bits (a dim of {}); fix the model's shape",
-               name.empty() ? "a tensor type " : fmt::format("value '{}' ", name), d.dim_value());
-      } else if (d.has_dim_param() && !d.dim_param().empty()) {
-        s.emplace_back(d.dim_param());
-      } else {
-        s.emplace_back();
-      }
+  if (tp.has_tensor_type()) {
+    tensor_type_from_proto(tp.tensor_type(), name, t);
+  } else if (tp.has_sequence_type()) {
+    t.kind = ValueKind::Sequence;
+    t.dtype = sequence_elem(tp.sequence_type()).value_or(DType::Undefined);
+  } else if (tp.has_optional_type() && tp.optional_type().has_elem_type()) {
+    const onnx::TypeProto& e = tp.optional_type().elem_type();
+    if (e.has_tensor_type()) {
+      t.kind = ValueKind::Optional;
+      t.dtype = static_cast<DType>(e.tensor_type().elem_type());
+    } else if (e.has_sequence_type()) {
+      t.kind = ValueKind::OptionalSequence;
+      t.dtype = sequence_elem(e.sequence_type()).value_or(DType::Undefined);
     }
-    t.shape = std::move(s);
   }
   return t;
 }
@@ -245,9 +289,11 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
   std::set<std::string> input_names;
   for (const auto& vi : gp.input()) {
     input_names.insert(vi.name());
-    if (vi.has_type() && !vi.type().has_tensor_type())
-      unsupported("graph '{}': input '{}' is a sequence, map or optional value; only tensors are supported",
-                  gp.name(), vi.name());
+    if (vi.has_type() && !supported_type(vi.type()))
+      unsupported(
+          "graph '{}': input '{}' is a map, a sparse tensor or a sequence of non-tensors; only tensors, "
+          "sequences of tensors and optionals of those are supported",
+          gp.name(), vi.name());
     Value* v;
     if (inits.count(vi.name())) {
       v = g.add_constant(vi.name(), tensor_of(*inits[vi.name()]));
@@ -308,11 +354,13 @@ void convert_graph(const onnx::GraphProto& gp, Graph& g, const std::map<std::str
   for (const auto& vi : gp.output()) {
     Value* v = g.find_value(vi.name());
     GAF_CHECK(v, "graph '{}': output '{}' is not produced by any node", gp.name(), vi.name());
-    if (vi.has_type() && !vi.type().has_tensor_type())
-      unsupported("graph '{}': output '{}' is a sequence, map or optional value; only tensors are supported",
-                  gp.name(), vi.name());
+    if (vi.has_type() && !supported_type(vi.type()))
+      unsupported(
+          "graph '{}': output '{}' is a map, a sparse tensor or a sequence of non-tensors; only tensors, "
+          "sequences of tensors and optionals of those are supported",
+          gp.name(), vi.name());
     TensorType t = type_from_proto(vi.type(), vi.name());
-    if (t.dtype != DType::Undefined) v->type = t;
+    if (t.dtype != DType::Undefined || !t.is_tensor()) v->type = t;
     g.add_output(v);
   }
 }
@@ -479,7 +527,7 @@ void infer_types(Model& model) {
     Value* v = model.graph->find_value(vi.name());
     if (!v) return;
     TensorType t = onnx_io::type_from_proto(vi.type());
-    if (t.dtype != DType::Undefined) v->type = std::move(t);
+    if (t.dtype != DType::Undefined || !t.is_tensor()) v->type = std::move(t);
   };
   for (const auto& vi : proto.graph().value_info()) apply(vi);
   for (const auto& vi : proto.graph().output()) apply(vi);

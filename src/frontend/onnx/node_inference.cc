@@ -32,7 +32,7 @@ std::vector<std::optional<TensorType>> infer_node_types(const Node& n) {
   for (int i = 0; i < n.num_inputs(); ++i) {
     const Value* v = n.input(i);
     if (!v) continue;
-    if (v->type.dtype != DType::Undefined) {
+    if (v->type.dtype != DType::Undefined || !v->type.is_tensor()) {
       types.push_back(std::make_unique<onnx::TypeProto>());
       type_to_proto(v->type, *types.back());
       types_by_name[v->name()] = types.back().get();
@@ -52,7 +52,8 @@ std::vector<std::optional<TensorType>> infer_node_types(const Node& n) {
   }
   for (int k = 0; k < n.num_outputs(); ++k) {
     const onnx::TypeProto* tp = ctx.getOutputType(size_t(k));
-    if (tp && tp->has_tensor_type()) out[size_t(k)] = type_from_proto(*tp);
+    if (tp && tp->value_case() != onnx::TypeProto::VALUE_NOT_SET && supported_type(*tp))
+      out[size_t(k)] = type_from_proto(*tp);
   }
   return out;
 }

@@ -1,5 +1,6 @@
 // TensorProto <-> Tensor, including the typed repeated fields, raw_data and external data.
 #include <fcntl.h>
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 #include <signal.h>
 #include <unistd.h>
@@ -194,10 +195,85 @@ Tensor load_tensor(const std::string& path) {
 }
 
 void save_tensor(const Tensor& t, const std::string& path, const std::string& name) {
+  GAF_CHECK(t.is_dense(), "cannot write {} to '{}' as a tensor",
+            t.is_none() ? "an empty optional" : "a sequence", path);
   onnx::TensorProto p;
   tensor_to_proto(t, p);
   if (!name.empty()) p.set_name(name);
   write_file_atomic(path, p.SerializeAsString());
+}
+
+namespace {
+
+Tensor sequence_from_proto(const onnx::SequenceProto& p, DType declared, const std::string& path) {
+  GAF_CHECK(p.elem_type() == onnx::SequenceProto::TENSOR || p.tensor_values_size() == 0,
+            "'{}' holds a sequence of {}; only sequences of tensors are supported", path,
+            onnx::SequenceProto::DataType_Name(p.elem_type()));
+  std::vector<Tensor> items;
+  for (const auto& t : p.tensor_values()) items.push_back(tensor_from_proto(t, folder_of(path)));
+  const DType dtype = items.empty() ? declared : items.front().dtype();
+  return Tensor::sequence(dtype, std::move(items));
+}
+
+void sequence_to_proto(const Tensor& s, onnx::SequenceProto& p) {
+  p.set_elem_type(onnx::SequenceProto::TENSOR);
+  for (const Tensor& t : s.items()) tensor_to_proto(t, *p.add_tensor_values());
+}
+
+}  // namespace
+
+Tensor load_value(const std::string& path, const TensorType& type) {
+  if (type.is_tensor()) return load_tensor(path);
+  std::ifstream f(path, std::ios::binary);
+  GAF_CHECK(f, "cannot open value file '{}'", path);
+  if (type.kind == ValueKind::Sequence) {
+    onnx::SequenceProto p;
+    GAF_CHECK(p.ParseFromIstream(&f), "'{}' is not a serialized ONNX SequenceProto ({} expected)", path,
+              type.to_string());
+    return sequence_from_proto(p, type.dtype, path);
+  }
+  onnx::OptionalProto p;
+  GAF_CHECK(p.ParseFromIstream(&f), "'{}' is not a serialized ONNX OptionalProto ({} expected)", path,
+            type.to_string());
+  switch (p.elem_type()) {
+    case onnx::OptionalProto::UNDEFINED:
+      return Tensor::none();
+    case onnx::OptionalProto::TENSOR:
+      GAF_CHECK(type.kind == ValueKind::Optional, "'{}' holds an optional tensor; {} expected", path,
+                type.to_string());
+      return tensor_from_proto(p.tensor_value(), folder_of(path));
+    case onnx::OptionalProto::SEQUENCE:
+      GAF_CHECK(type.kind == ValueKind::OptionalSequence, "'{}' holds an optional sequence; {} expected",
+                path, type.to_string());
+      return sequence_from_proto(p.sequence_value(), type.dtype, path);
+    default:
+      fail("'{}' holds an optional {}; only optional tensors and sequences of tensors are supported", path,
+           onnx::OptionalProto::DataType_Name(p.elem_type()));
+  }
+}
+
+void save_value(const Tensor& v, const TensorType& type, const std::string& path, const std::string& name) {
+  if (type.is_tensor() && v.is_dense()) return save_tensor(v, path, name);
+  std::string bytes;
+  if (type.kind == ValueKind::Sequence || (type.is_tensor() && v.is_sequence())) {
+    GAF_CHECK(v.is_sequence(), "cannot write {} to '{}' as a sequence", v.to_string(4), path);
+    onnx::SequenceProto p;
+    sequence_to_proto(v, p);
+    if (!name.empty()) p.set_name(name);
+    bytes = p.SerializeAsString();
+  } else {
+    onnx::OptionalProto p;
+    if (!name.empty()) p.set_name(name);
+    if (v.is_sequence()) {
+      p.set_elem_type(onnx::OptionalProto::SEQUENCE);
+      sequence_to_proto(v, *p.mutable_sequence_value());
+    } else if (v.is_dense()) {
+      p.set_elem_type(onnx::OptionalProto::TENSOR);
+      tensor_to_proto(v, *p.mutable_tensor_value());
+    }
+    bytes = p.SerializeAsString();
+  }
+  write_file_atomic(path, bytes);
 }
 
 namespace {

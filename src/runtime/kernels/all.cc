@@ -16,6 +16,7 @@ void register_all_kernel_families(KernelRegistry& r) {
   register_random_ops(r);
   register_fused_ops(r);
   register_control_flow_ops(r);
+  register_sequence_ops(r);
   register_gaf_ops(r);
   register_extra_ops(r);
   register_attention_ops(r);

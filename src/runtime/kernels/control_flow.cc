@@ -1,7 +1,7 @@
-// If, Loop and Scan. A node's subgraphs (GraphAttr) run in Sessions of their own, built once with the node's
-// kernel, so a subgraph's fused groups are generated kernels like the main graph's. Each run of a subgraph
-// takes its formal inputs and then its captures: the node's implicit inputs, the values of enclosing graphs
-// it reads.
+// If, Loop, Scan and SequenceMap. A node's subgraphs (GraphAttr) run in Sessions of their own, built once
+// with the node's kernel, so a subgraph's fused groups are generated kernels like the main graph's. Each run
+// of a subgraph takes its formal inputs and then its captures: the node's implicit inputs, the values of
+// enclosing graphs it reads.
 #include "gaf/session.h"
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
@@ -327,6 +327,51 @@ class ScanKernel final : public Kernel {
   std::vector<int64_t> in_axes_, in_reverse_, out_axes_, out_reverse_;
 };
 
+// SequenceMap(input_sequence, additional_inputs...): the body runs once per item of the input sequence, fed
+// the i-th item of every sequence input (all of one length) and every tensor input as it is; each body output
+// becomes a sequence of its per-item values.
+class SequenceMapKernel final : public Kernel {
+ public:
+  explicit SequenceMapKernel(const Node& n) : body_(n, "body") {
+    GAF_CHECK(body_.formal_inputs() == n.num_explicit_inputs() && body_.num_outputs() == n.num_outputs(),
+              "{}: the body takes {} inputs and returns {} values; the node has {} inputs and {} outputs",
+              n.describe(), body_.formal_inputs(), body_.num_outputs(), n.num_explicit_inputs(),
+              n.num_outputs());
+  }
+  void run(KernelContext& ctx) override {
+    const Node& n = ctx.node();
+    const int inputs = n.num_explicit_inputs();
+    const Tensor& first = ctx.in(0);
+    GAF_CHECK(first.is_sequence(), "{}: input 0 must be a sequence", n.describe());
+    const size_t length = first.items().size();
+    for (int j = 1; j < inputs; ++j) {
+      const Tensor& t = ctx.in(j);
+      GAF_CHECK(!t.is_none(), "{}: input {} is an empty optional", n.describe(), j);
+      GAF_CHECK(!t.is_sequence() || t.items().size() == length,
+                "{}: input {} is a sequence of {} tensors, input 0 of {}; they must agree", n.describe(), j,
+                t.is_sequence() ? t.items().size() : 0, length);
+    }
+    std::vector<std::vector<Tensor>> results(size_t(n.num_outputs()));
+    for (size_t i = 0; i < length; ++i) {
+      std::vector<Tensor> formal;
+      for (int j = 0; j < inputs; ++j) {
+        const Tensor& t = ctx.in(j);
+        formal.push_back(t.is_sequence() ? t.items()[i] : t);
+      }
+      std::vector<Tensor> outs = body_.run(ctx, std::move(formal));
+      for (size_t k = 0; k < outs.size(); ++k) results[k].push_back(std::move(outs[k]));
+    }
+    for (int k = 0; k < n.num_outputs(); ++k) {
+      std::vector<Tensor>& items = results[size_t(k)];
+      const DType dtype = items.empty() ? body_.output(k).type.dtype : items.front().dtype();
+      ctx.set_output(k, Tensor::sequence(dtype, std::move(items)));
+    }
+  }
+
+ private:
+  Subgraph body_;
+};
+
 template <class K>
 KernelFactory make() {
   return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n); };
@@ -338,6 +383,7 @@ void register_control_flow_ops(KernelRegistry& r) {
   r.add("If").set_kernel(make<IfKernel>());
   r.add("Loop").set_kernel(make<LoopKernel>());
   r.add("Scan").set_kernel(make<ScanKernel>());
+  r.add("SequenceMap").set_kernel(make<SequenceMapKernel>());
 }
 
 }  // namespace gaf::runtime

@@ -19,7 +19,8 @@ void register_misc_ops(KernelRegistry& r);    // Constant, Shape, Size, Range, R
 void register_random_ops(KernelRegistry& r);  // RandomUniform/Normal(Like), Bernoulli
 void register_fused_ops(KernelRegistry& r);   // gaf.fused nodes
 void register_control_flow_ops(
-    KernelRegistry& r);                       // If, Loop, Scan (their subgraphs in sessions of their own)
+    KernelRegistry& r);  // If, Loop, Scan, SequenceMap (their subgraphs in sessions of their own)
+void register_sequence_ops(KernelRegistry& r);  // Sequence*, SplitToSequence, ConcatFromSequence, Optional*
 void register_gaf_ops(KernelRegistry& r);     // gaf.Gelu, gaf.LayerNormalization, ... (rewrite results)
 void register_extra_ops(KernelRegistry& r);   // losses, RNN/GRU/LSTM, string, detection and sampling ops
 void register_expand_depthwise_ops(KernelRegistry& r);    // gaf.ExpandDepthwiseConv (expand-depthwise-fusion)

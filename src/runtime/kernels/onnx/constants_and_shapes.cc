@@ -173,16 +173,6 @@ void range_kernel(KernelContext& ctx) {
 
 void identity_kernel(KernelContext& ctx) { ctx.set_output(0, ctx.in(0)); }
 
-// Identity also accepts sequences and optionals (opset 14, 16), which the IR cannot hold: a graph input
-// without an element type is one of those.
-std::unique_ptr<Kernel> make_identity(const Node& n) {
-  const Value* x = n.input(0);
-  if (x && !x->producer() && !x->is_constant() && x->type.dtype == DType::Undefined)
-    unsupported("{}: input '{}' is not a tensor (sequence and optional values are not supported)",
-                n.describe(), x->name());
-  return std::make_unique<FnKernel>(identity_kernel);
-}
-
 class DropoutKernel final : public Kernel {
  public:
   explicit DropoutKernel(const Node& n) : opset_(n.opset) {
@@ -260,7 +250,7 @@ void register_misc_basic_ops(KernelRegistry& r) {
   r.add("Size").set_kernel(strided_fn_kernel(size_kernel));
   r.add("Range").set_kernel(fn_kernel(range_kernel));
   r.add("EyeLike").set_kernel(fn_kernel(eyelike_kernel));
-  r.add("Identity").set_kernel(make_identity);
+  r.add("Identity").set_kernel(fn_kernel(identity_kernel));  // tensors, sequences and optionals alike
   r.add("Dropout").set_kernel(
       [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<DropoutKernel>(n); });
 }

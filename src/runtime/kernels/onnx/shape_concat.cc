@@ -57,6 +57,48 @@ struct RunCopy {
   }
 };
 
+}  // namespace
+
+void concat_into(Tensor& y, const std::vector<const Tensor*>& parts, int axis) {
+  if (y.numel() == 0) return;
+  const int r = y.rank();
+  RunCopy rc;
+  rc.outer = prod(y.dims(), 0, axis);
+  rc.whole_row = prod(y.dims(), axis, r);
+  std::vector<const void*> raw;
+  int64_t off = 0;
+  for (const Tensor* t : parts) {
+    int64_t row = prod(t->dims(), axis, r);
+    if (row == 0) continue;
+    rc.part_row.push_back(row);
+    rc.part_off.push_back(off);
+    raw.push_back(t->raw());
+    off += row;
+  }
+  rc.run<true>(y.dtype(), y.raw(), raw);
+}
+
+void split_into(const Tensor& x, const std::vector<Tensor*>& parts, int axis) {
+  const int r = x.rank();
+  RunCopy rc;
+  rc.outer = prod(x.dims(), 0, axis);
+  rc.whole_row = prod(x.dims(), axis, r);
+  std::vector<void*> raw;
+  int64_t off = 0;
+  for (Tensor* y : parts) {
+    const int64_t row = prod(y->dims(), axis, r);
+    if (row > 0) {
+      rc.part_row.push_back(row);
+      rc.part_off.push_back(off);
+      raw.push_back(y->raw());
+    }
+    off += row;
+  }
+  if (x.numel() > 0 && !raw.empty()) rc.run<false>(x.dtype(), x.raw(), raw);
+}
+
+namespace {
+
 void concat_kernel(KernelContext& ctx) {
   const Node& node = ctx.node();
   GAF_CHECK(ctx.num_inputs() >= 1, "{}: needs at least one input", node.describe());
@@ -77,23 +119,9 @@ void concat_kernel(KernelContext& ctx) {
               node.describe(), i, dims_to_string(t.dims()), dims_to_string(first.dims()), axis);
     out_dims[axis] += t.dim(axis);
   }
-  Tensor& y = ctx.allocate_output(0, first.dtype(), out_dims);
-  if (y.numel() == 0) return;
-  RunCopy rc;
-  rc.outer = prod(out_dims, 0, axis);
-  rc.whole_row = prod(out_dims, axis, r);
-  std::vector<const void*> parts;
-  int64_t off = 0;
-  for (int i = 0; i < ctx.num_inputs(); ++i) {
-    const Tensor& t = ctx.in(i);
-    int64_t row = prod(t.dims(), axis, r);
-    if (row == 0) continue;
-    rc.part_row.push_back(row);
-    rc.part_off.push_back(off);
-    parts.push_back(t.raw());
-    off += row;
-  }
-  rc.run<true>(y.dtype(), y.raw(), parts);
+  std::vector<const Tensor*> parts;
+  for (int i = 0; i < ctx.num_inputs(); ++i) parts.push_back(&ctx.in(i));
+  concat_into(ctx.allocate_output(0, first.dtype(), out_dims), parts, axis);
 }
 
 void split_kernel(KernelContext& ctx) {
@@ -135,24 +163,13 @@ void split_kernel(KernelContext& ctx) {
               node.describe(), axis, dim, n);
     sizes.assign(n, dim / n);
   }
-  RunCopy rc;
-  rc.outer = prod(x.dims(), 0, axis);
-  rc.whole_row = prod(x.dims(), axis, r);
-  const int64_t inner = prod(x.dims(), axis + 1, r);
-  std::vector<void*> parts;
-  int64_t off = 0;
+  std::vector<Tensor*> outs;
   for (int i = 0; i < n; ++i) {
     std::vector<int64_t> dims = x.dims();
     dims[axis] = sizes[i];
-    Tensor& y = ctx.allocate_output(i, x.dtype(), dims);
-    if (y.numel() > 0) {
-      rc.part_row.push_back(sizes[i] * inner);
-      rc.part_off.push_back(off);
-      parts.push_back(y.raw());
-    }
-    off += sizes[i] * inner;
+    outs.push_back(&ctx.allocate_output(i, x.dtype(), dims));
   }
-  if (x.numel() > 0 && !parts.empty()) rc.run<false>(x.dtype(), x.raw(), parts);
+  split_into(x, outs, axis);
 }
 
 // gaf.ChannelShuffle<axis>(X_0 .. X_{G-1}) -> Y_0 .. Y_{K-1} (channel-shuffle-fusion): S is the concatenation of

@@ -102,6 +102,11 @@ inline const void* byte_offset(const void* p, int64_t elems, size_t esize) {
 // is not an integer tensor.
 std::vector<int64_t> read_ints(const Tensor& t, const Node& node, const char* what);
 
+// y = the parts concatenated along `axis` (y allocated with the summed dims; parts contiguous, of y's dtype
+// and of its dims elsewhere), and the reverse: x cut along `axis` into the allocated parts, in order.
+void concat_into(Tensor& y, const std::vector<const Tensor*>& parts, int axis);
+void split_into(const Tensor& x, const std::vector<Tensor*>& parts, int axis);
+
 // Reads one integer from a scalar or one-element tensor.
 int64_t read_scalar_int(const Tensor& t, const Node& node, const char* what);
 

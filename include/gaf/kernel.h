@@ -17,6 +17,8 @@
 
 namespace gaf::runtime {
 
+class Session;
+
 class KernelContext {
  public:
   // `inputs` and `donatable` must outlive the context. donatable[i]: input i is dead after this node (its last
@@ -66,6 +68,8 @@ class Kernel {
   // Whether run() reads its inputs through Tensor::strides(), so a strided view (Tensor::view) may be passed
   // as it is; otherwise the session passes a contiguous copy.
   virtual bool reads_strided_inputs() const { return false; }
+  // The sessions running the node's subgraphs (If, Loop, Scan, SequenceMap), built with the kernel.
+  virtual std::vector<const Session*> subgraph_sessions() const { return {}; }
 };
 
 using KernelFactory = std::function<std::unique_ptr<Kernel>(const Node&)>;

@@ -271,6 +271,12 @@ Session::Session(const Graph& graph, SessionOptions options)
     s.kernel = gen != generated.factories.end() ? gen->second(*n) : (*make)(*n);
     for (const Value* v : n->inputs()) s.in_slots.push_back(v ? slot(v) : -1);
     for (const Value* v : n->outputs()) s.out_slots.push_back(slot(v));
+    // A subgraph's generated kernels and fallbacks count as the model's (its groups are named after its
+    // node).
+    for (const Session* sub : s.kernel->subgraph_sessions()) {
+      generated_ += sub->generated_kernels();
+      fallbacks_.insert(sub->codegen_fallbacks().begin(), sub->codegen_fallbacks().end());
+    }
     steps_.push_back(std::move(s));
   }
   for (const Value* v : graph.outputs()) graph_output_slots_.push_back(slot(v));

@@ -35,6 +35,8 @@ check explain-subgraph 0 "group y_body_Tanh_Sub_Mul_x5_3: 5 ops.*\(in node 'y' \
 check report-subgraph-scope 0 '"scope": "node .y. \(Loop\) body"' -- bash -c \
   '"$1" fuse "$2" -o "$3/gru.onnx" --report "$3/gru.json" >/dev/null && cat "$3/gru.json"' _ "$bin" \
   "$models/gru_loop/model.onnx" "$tmp"
+check bench-subgraph-kernels 0 "4 generated kernels, 0 fused groups run op by op" -- "$bin" bench \
+  "$models/gru_loop/model.onnx" -n 3
 check emit-subgraph-kernels 0 "wrote 1 kernel source" -- "$bin" fuse "$models/gru_loop/model.onnx" \
   -o "$tmp/gru_emit.onnx" --emit-code "$tmp/gru_code"
 # A sequence in and out (seq_scores): read from its SequenceProto, printed item by item, the SequenceMap body

@@ -31,6 +31,7 @@ class Subgraph {
   const Value& input(int i) const { return *graph_->inputs()[size_t(i)]; }
   const Value& output(int i) const { return *graph_->outputs()[size_t(i)]; }
   const std::string& attr() const { return attr_; }
+  const Session* session() const { return session_.get(); }
 
   // Runs the subgraph on `formal` followed by the node's captures.
   std::vector<Tensor> run(const KernelContext& ctx, std::vector<Tensor> formal) {
@@ -115,6 +116,9 @@ void stack_output(KernelContext& ctx, int index, const std::vector<Tensor>& slic
 
 class IfKernel final : public Kernel {
  public:
+  std::vector<const Session*> subgraph_sessions() const override {
+    return {then_.session(), else_.session()};
+  }
   explicit IfKernel(const Node& n) : then_(n, "then_branch"), else_(n, "else_branch") {
     for (const Subgraph* b : {&then_, &else_})
       GAF_CHECK(
@@ -138,6 +142,7 @@ class IfKernel final : public Kernel {
 // Without a condition input the body's condition output is ignored (ONNX's "for loop").
 class LoopKernel final : public Kernel {
  public:
+  std::vector<const Session*> subgraph_sessions() const override { return {body_.session()}; }
   explicit LoopKernel(const Node& n) : body_(n, "body") {
     carried_ = n.num_explicit_inputs() - 2;
     GAF_CHECK(carried_ >= 0,
@@ -196,6 +201,7 @@ class LoopKernel final : public Kernel {
 // length).
 class ScanKernel final : public Kernel {
  public:
+  std::vector<const Session*> subgraph_sessions() const override { return {body_.session()}; }
   explicit ScanKernel(const Node& n) : body_(n, "body"), batched_(n.opset > 0 && n.opset < 9) {
     const int first = batched_ ? 1 : 0;
     scan_inputs_ = int(n.attr_int("num_scan_inputs"));
@@ -332,6 +338,7 @@ class ScanKernel final : public Kernel {
 // becomes a sequence of its per-item values.
 class SequenceMapKernel final : public Kernel {
  public:
+  std::vector<const Session*> subgraph_sessions() const override { return {body_.session()}; }
   explicit SequenceMapKernel(const Node& n) : body_(n, "body") {
     GAF_CHECK(body_.formal_inputs() == n.num_explicit_inputs() && body_.num_outputs() == n.num_outputs(),
               "{}: the body takes {} inputs and returns {} values; the node has {} inputs and {} outputs",

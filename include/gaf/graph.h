@@ -106,6 +106,7 @@ class Value {
   int producer_index_ = -1;
   std::vector<Use> uses_;
   std::shared_ptr<const Tensor> constant_;
+  int output_slots_ = 0;  // entries of graphs' outputs holding it: is_graph_output skips the search when 0
 };
 
 class Node {
@@ -178,8 +179,8 @@ class Graph {
   Value* add_input(const std::string& name, TensorType type);
   void rename(Value* v, const std::string& name);  // keeps names unique
   void mark_input(Value* v) { inputs_.push_back(v); }  // an existing value (e.g. an initializer) as input
-  void add_output(Value* v) { outputs_.push_back(v); }
-  void set_output(int i, Value* v) { outputs_[i] = v; }
+  void add_output(Value* v);
+  void set_output(int i, Value* v);
   // Appends a node; outputs are fresh values with the given names.
   Node* add_node(const std::string& op_type, const std::vector<Value*>& inputs,
                  const std::vector<std::string>& output_names, const std::string& name = "");
@@ -210,7 +211,9 @@ class Graph {
  private:
   Node* make_node(const std::string& op_type, const std::vector<Value*>& inputs,
                   const std::vector<std::string>& output_names, const std::string& name);
-  std::vector<std::unique_ptr<Node>> nodes_;
+  void compact();                             // drops removed nodes from nodes_
+  std::vector<std::unique_ptr<Node>> nodes_;  // in order; removed nodes (dead_) stay until the next compact()
+  size_t dead_nodes_ = 0;
   std::vector<std::unique_ptr<Value>> values_;
   std::map<std::string, Value*> by_name_;
   std::vector<Value*> inputs_, outputs_, initializers_;

@@ -104,15 +104,32 @@ class CommonSubexpressionElimination final : public Pass {
     return true;
   }
 
+  // A sample of a tensor's bytes (at most 64 words spread over it): tensors that differ in it never compare.
+  // Without it the many equally shaped weights of a deep model (every layer's) compared pairwise.
+  static uint64_t sample_hash(const Tensor& t) {
+    if (t.dtype() == DType::String) return 0;
+    const auto* p = static_cast<const unsigned char*>(t.raw());
+    const size_t n = t.nbytes(), words = n / 8, step = std::max<size_t>(1, words / 64);
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](uint64_t x) { h = (h ^ x) * 1099511628211ull; };
+    for (size_t w = 0; w < words; w += step) {
+      uint64_t x;
+      std::memcpy(&x, p + w * 8, 8);
+      mix(x);
+    }
+    for (size_t i = words * 8; i < n; ++i) mix(p[i]);
+    return h;
+  }
+
   // Identical initializers -> the first of them.
   static int merge_constants(rewrite::Rewriter& rw) {
     Graph& g = rw.graph();
-    std::map<std::tuple<DType, std::vector<int64_t>, size_t>, std::vector<Value*>> by_shape;
+    std::map<std::tuple<DType, std::vector<int64_t>, size_t, uint64_t>, std::vector<Value*>> by_shape;
     int count = 0;
     for (Value* v : std::vector<Value*>(g.initializers())) {
       const Tensor* t = rewrite::constant_of(g, v);
       if (!t || v->uses().empty()) continue;
-      auto& same = by_shape[{t->dtype(), t->dims(), t->nbytes()}];
+      auto& same = by_shape[{t->dtype(), t->dims(), t->nbytes(), sample_hash(*t)}];
       auto it = std::find_if(same.begin(), same.end(), [&](const Value* c) {
         return same_tensor(c->constant(), *t) && rw.can_replace(v, c);
       });

@@ -10,6 +10,10 @@
 // 1e-3, atol 1e-5).
 //
 //   gaf_make_test_models DIR
+//   gaf_make_test_models --llm DIR LAYERS   GPT-2 and Llama-style decoders of GPT-2 small's sizes (bench/llm)
+//   gaf_make_test_models --deep DIR NODES   graphs of NODES nodes or more, for the planner's scale: those
+//                                           decoders at the unit tests' sizes and a static-shape encoder
+//                                           stack
 #include <onnx/checker.h>
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
@@ -19,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <random>
@@ -30,6 +35,7 @@
 #include "gaf/onnx_io.h"
 #include "gaf/tensor.h"
 #include "models/decoder_exports.h"
+#include "models/encoder_stack.h"
 
 namespace {
 
@@ -416,8 +422,7 @@ Case make_gru_loop() {
 
 }  // namespace
 
-// Benchmark-sized decoders (bench/llm): text with the weights declared as inputs, then attached as
-// initializers. Per-image scores of a detector's post-processing, as models with a variable number of boxes
+// Per-image scores of a detector's post-processing, as models with a variable number of boxes
 // per image export it: a sequence of [boxes_i, 4] tensors in, each mapped by SequenceMap to the sum over its
 // columns of sigmoid(box * scale) (a body the planner fuses), out as the per-image sequence and all scores
 // concatenated.
@@ -472,27 +477,64 @@ void write_seq_scores(const fs::path& root) {
                            (dir / "test_data_set_0/output_1.pb").string(), "per_image");
 }
 
+// A model written as text (layers deep) with the weights declared as inputs, then attached as initializers.
+using DeferredText = std::function<std::string(int layers, std::vector<gaf::testing::decoder_detail::Init>*)>;
+onnx::ModelProto deferred_model(const DeferredText& text, int layers) {
+  std::vector<gaf::testing::decoder_detail::Init> weights;
+  const std::string t = text(layers, &weights);
+  onnx::ModelProto m = gaf::testing::decoder_proto(t, weights);
+  m.set_producer_name("gaf_make_test_models");
+  return m;
+}
+
+void write_model(const fs::path& path, const onnx::ModelProto& m, const std::string& what) {
+  fs::create_directories(path.parent_path());
+  gaf::onnx_io::write_file_atomic(path.string(), m.SerializeAsString());
+  std::cout << "wrote " << path.string() << " (" << what << ", " << m.graph().node_size() << " nodes, "
+            << m.graph().initializer_size() << " weights)\n";
+}
+
+DeferredText decoder_text(const std::string& name, gaf::testing::DecoderDims d) {
+  return [name, d](int layers, std::vector<gaf::testing::decoder_detail::Init>* weights) mutable {
+    d.deferred = weights;
+    return name == "gpt2" ? gaf::testing::gpt2_decoder(layers, d) : gaf::testing::llama_decoder(layers, d);
+  };
+}
+
+// Benchmark-sized decoders (bench/llm).
 void write_llm(const fs::path& dir, int layers) {
   gaf::testing::DecoderDims d;
   d.embed = 768, d.heads = 12, d.head_dim = 64, d.hidden = 3072, d.vocab = 8192, d.max_positions = 1280;
-  fs::create_directories(dir);
-  for (const char* name : {"gpt2", "llama"}) {
-    std::vector<gaf::testing::decoder_detail::Init> weights;
-    d.deferred = &weights;
-    const std::string text = std::string(name) == "gpt2" ? gaf::testing::gpt2_decoder(layers, d)
-                                                          : gaf::testing::llama_decoder(layers, d);
-    onnx::ModelProto m = gaf::testing::decoder_proto(text, weights);
-    m.set_producer_name("gaf_make_test_models");
-    gaf::onnx_io::write_file_atomic((dir / (std::string(name) + ".onnx")).string(), m.SerializeAsString());
-    std::cout << "wrote " << (dir / (std::string(name) + ".onnx")).string() << " (" << layers << " layers, "
-              << weights.size() << " weights)\n";
+  for (const char* name : {"gpt2", "llama"})
+    write_model(dir / (std::string(name) + ".onnx"), deferred_model(decoder_text(name, d), layers),
+                fmt::format("{} layers", layers));
+}
+
+// Deep graphs of at least `nodes` nodes: as many layers as that takes, counted from 1- and 2-layer models.
+void write_deep(const fs::path& dir, int nodes) {
+  const std::vector<std::pair<std::string, DeferredText>> models = {
+      {"gpt2", decoder_text("gpt2", {})},
+      {"llama", decoder_text("llama", {})},
+      {"encoder_stack", [](int layers, std::vector<gaf::testing::decoder_detail::Init>* weights) {
+         gaf::testing::EncoderDims e;
+         e.deferred = weights;
+         return gaf::testing::encoder_stack(layers, e);
+       }}};
+  for (const auto& [name, text] : models) {
+    const int one = deferred_model(text, 1).graph().node_size(),
+              two = deferred_model(text, 2).graph().node_size();
+    const int layers = std::max(1, 1 + (nodes - one + two - one - 1) / (two - one));
+    write_model(dir / (name + ".onnx"), deferred_model(text, layers), fmt::format("{} layers", layers));
   }
 }
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::string(argv[1]) == "--llm") {
+  if (argc == 4 && (std::string(argv[1]) == "--llm" || std::string(argv[1]) == "--deep")) {
     try {
-      write_llm(argv[2], std::stoi(argv[3]));
+      if (std::string(argv[1]) == "--llm")
+        write_llm(argv[2], std::stoi(argv[3]));
+      else
+        write_deep(argv[2], std::stoi(argv[3]));
       return 0;
     } catch (const std::exception& e) {
       std::cerr << "gaf_make_test_models: " << e.what() << "\n";
@@ -500,7 +542,8 @@ int main(int argc, char** argv) {
     }
   }
   if (argc != 2) {
-    std::cerr << "usage: gaf_make_test_models DIR\n       gaf_make_test_models --llm DIR LAYERS\n";
+    std::cerr << "usage: gaf_make_test_models DIR\n       gaf_make_test_models --llm DIR LAYERS\n"
+                 "       gaf_make_test_models --deep DIR NODES\n";
     return 2;
   }
   try {

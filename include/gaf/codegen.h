@@ -1,11 +1,13 @@
-// CPU code generation: each fused node's body becomes one C++ kernel. All kernels of a graph are compiled as one
-// translation unit with the host compiler ($GAF_CXX, else c++), cached by content hash under
-// $XDG_CACHE_HOME/graph-autofusion (else ~/.cache/graph-autofusion), and loaded with dlopen.
+// CPU code generation: each fused node's body becomes one C++ kernel. A graph's kernels are split into
+// translation units of balanced source size, one per core ($GAF_COMPILE_JOBS to choose), compiled in parallel
+// with the host compiler ($GAF_CXX, else c++), each cached by its content hash under
+// $XDG_CACHE_HOME/graph-autofusion (else
+// ~/.cache/graph-autofusion) and loaded with dlopen as a library of its own.
 //
 // Generated kernels have the C signature
 //     void gaf_<group>(const void* const* inputs, void* const* outputs, const int64_t* symbols);
-// where `symbols` holds the run-time values of the symbolic dims (bound from the inputs by the host side), so one
-// compiled kernel serves every shape of a dynamic-shape model.
+// where `symbols` holds the run-time values of the symbolic dims (bound from the inputs by the host side), so
+// one compiled kernel serves every shape of a dynamic-shape model.
 #pragma once
 
 #include <functional>
@@ -83,6 +85,8 @@ const KernelBackend& cuda_kernel_backend();
 
 struct CompileOptions {
   bool debug = false;  // -O0 -g instead of -O3
+  size_t units =
+      0;  // compile_kernels: translation units to split into; 0 chooses (compile_jobs, source size)
 };
 
 class Library {
@@ -92,7 +96,7 @@ class Library {
   const std::string& path() const { return path_; }
 
  private:
-  friend std::shared_ptr<Library> compile_and_load(const std::string&, const CompileOptions&, std::string*);
+  friend std::shared_ptr<Library> load_library(void* handle, std::string path);
   void* handle_ = nullptr;
   std::string path_;
 };
@@ -101,10 +105,40 @@ class Library {
 // it. Returns null with `error` set when no compiler is found or compilation fails.
 std::shared_ptr<Library> compile_and_load(const std::string& source, const CompileOptions& opts, std::string* error);
 
-// Told when the kernel compiler starts on a translation unit the cache does not hold (done false, seconds 0) and
-// when it has finished (done true, the seconds it took); `kernels` is how many kernels the unit defines. One
-// observer per process (the CLI's progress lines); an empty function removes it.
-using CompileObserver = std::function<void(bool done, size_t kernels, double seconds)>;
+// How a graph's kernels were built: the translation units they were split into, how many of those the
+// compiler built now (the others came from the cache), and the wall time of finding or building them all.
+struct CompileStats {
+  size_t units = 0, compiled = 0;
+  double seconds = 0;
+};
+
+// The translation units of a graph's kernels and the library of each.
+struct KernelUnits {
+  std::vector<std::vector<size_t>> units;           // per unit: its kernels (indices into the kernels given)
+  std::vector<std::shared_ptr<Library>> libraries;  // per unit; null when it failed
+  std::vector<std::string> errors;  // per unit: "" or why it failed (naming the unit and kernel)
+  CompileStats stats;
+};
+
+// Compiler processes to run at once: $GAF_COMPILE_JOBS (a number >= 1; anything else is an error naming it),
+// else the cores this process may run on (its CPU affinity).
+int compile_jobs();
+
+// `sizes` (the kernels' source sizes) split into `units` shares of balanced total size (the largest kernel
+// first into the lightest unit; at most one unit per kernel), each listing its kernels in order.
+std::vector<std::vector<size_t>> partition_kernels(const std::vector<size_t>& sizes, size_t units);
+
+// Compiles `kernels` as compile_jobs() translation units, each the prelude and its share of the kernels
+// (fewer units when the kernels are too small to pay for another compiler process), each found in or added to
+// the cache under its own content hash (the invariants of compile_and_load), the units the cache lacks
+// compiled in parallel. A unit that fails leaves its kernels without a library and says why once, naming the
+// unit, its kernels and the kernel of the compiler's first error.
+KernelUnits compile_kernels(const std::vector<EmittedKernel>& kernels, const CompileOptions& opts);
+
+// Told when the kernel compiler starts on the translation units the cache does not hold (done false, seconds
+// 0) and when it has finished them all (done true, the wall seconds it took); `kernels` is how many kernels
+// those units define. One observer per process (the CLI's progress lines); an empty function removes it.
+using CompileObserver = std::function<void(bool done, size_t kernels, size_t units, double seconds)>;
 void set_compile_observer(CompileObserver observer);
 
 std::string cache_dir();

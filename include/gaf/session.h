@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gaf/codegen.h"
 #include "gaf/graph.h"
 #include "gaf/kernel.h"
 
@@ -134,6 +135,9 @@ class Session {
   // Fused nodes that run op by op instead of as a generated kernel, with the reason.
   const std::map<std::string, std::string>& codegen_fallbacks() const { return fallbacks_; }
   size_t generated_kernels() const { return generated_; }
+  // How the generated kernels were built when the session was made: translation units, how many of them were
+  // compiled (the others came from the kernel cache), wall seconds.
+  const codegen::CompileStats& compile_stats() const { return compile_stats_; }
 
  private:
   struct Step;
@@ -151,6 +155,7 @@ class Session {
   RunStats stats_;
   std::map<std::string, std::string> fallbacks_;
   size_t generated_ = 0;
+  codegen::CompileStats compile_stats_;
   std::vector<KvCachePair> kv_pairs_;
   std::vector<Tensor> kv_buffers_;  // per pair: the past's dims with room for the capacity along the axis
   int64_t kv_capacity_ = 0;

@@ -134,6 +134,7 @@ struct BenchResult {
   Timing unfused, fused;
   size_t unfused_kernels = 0, fused_kernels = 0;
   size_t generated = 0;                           // fused nodes running as generated kernels
+  codegen::CompileStats compile;  // how the fused session built them (cold, or from the cache)
   std::map<std::string, std::string> fallbacks;   // fused nodes running op by op, with the reason
   double max_rel_err = 0;  // max |fused - unfused| / max |unfused| over the outputs of one run
   double ratio() const { return fused.median_s > 0 ? unfused.median_s / fused.median_s : 0; }
@@ -232,11 +233,11 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts);
 
 namespace gaf::tools {
 
-// Progress of long work (bench, verify, profile, selftest) on stderr: one line rewritten in place on a terminal,
-// a plain line per tenth of the work otherwise, nothing after set_progress_quiet(true) (the CLI's --quiet).
-// Progress of the kernel compiler on a cold cache (a model's generated kernels, one translation unit): a line when
-// it starts and one when it is done, with the same rules as Progress (nothing after set_progress_quiet(true)).
-// The CLI installs it once (codegen::set_compile_observer).
+// Progress of long work (bench, verify, profile, selftest) on stderr: one line rewritten in place on a
+// terminal, a plain line per tenth of the work otherwise, nothing after set_progress_quiet(true) (the CLI's
+// --quiet). Progress of the kernel compiler on a cold cache (a model's generated kernels, the translation
+// units the cache lacks): a line when it starts and one when it is done, with the same rules as Progress
+// (nothing after set_progress_quiet(true)). The CLI installs it once (codegen::set_compile_observer).
 void show_compile_progress();
 
 class Progress {

@@ -1,8 +1,7 @@
-// A graph's generated kernels: emit every fused node, compile them as one translation unit, and wrap each exported
-// function in a runtime Kernel that binds symbolic dims, checks shapes and allocates outputs.
+// A graph's generated kernels: emit every fused node, compile them (codegen::compile_kernels: translation
+// units built in parallel, each a library), and wrap each exported function in a runtime Kernel that binds
+// symbolic dims, checks shapes and allocates outputs.
 #include "runtime/graph_kernels.h"
-
-#include <sstream>
 
 #include "gaf/kernel.h"
 #include "runtime/kernels/dnnl/anchor_postops.h"
@@ -92,27 +91,25 @@ GraphKernels build_graph_kernels(const Graph& g, const codegen::EmitOptions& emi
     emitted_nodes.push_back(n);
   }
   if (out.kernels.empty()) return out;
-  std::ostringstream tu;
-  tu << codegen::prelude() << "\n";
-  for (const auto& k : out.kernels) tu << k.source << "\n";
-  out.translation_unit = tu.str();
-  std::string error;
-  out.library = codegen::compile_and_load(out.translation_unit, compile, &error);
-  if (!out.library) {
-    for (const Node* n : emitted_nodes) out.fallbacks[n] = error;
-    return out;
-  }
-  for (size_t i = 0; i < emitted_nodes.size(); ++i) {
-    const KernelSignature& sig = out.kernels[i].sig;
-    auto fn = reinterpret_cast<KernelFnPtr>(out.library->find(sig.symbol));
-    if (!fn) {
-      out.fallbacks[emitted_nodes[i]] = "symbol " + sig.symbol + " missing from the compiled library";
-      continue;
+  codegen::KernelUnits units = codegen::compile_kernels(out.kernels, compile);
+  out.compile = units.stats;
+  for (size_t u = 0; u < units.units.size(); ++u) {
+    for (size_t i : units.units[u]) {
+      const std::shared_ptr<Library>& lib = units.libraries[u];
+      if (!lib) {
+        out.fallbacks[emitted_nodes[i]] = units.errors[u];
+        continue;
+      }
+      const KernelSignature& sig = out.kernels[i].sig;
+      auto fn = reinterpret_cast<KernelFnPtr>(lib->find(sig.symbol));
+      if (!fn) {
+        out.fallbacks[emitted_nodes[i]] = "symbol " + sig.symbol + " missing from the compiled library";
+        continue;
+      }
+      out.factories[emitted_nodes[i]] = [sig, fn, lib](const Node&) -> std::unique_ptr<Kernel> {
+        return std::make_unique<GeneratedKernel>(sig, fn, lib);
+      };
     }
-    auto lib = out.library;
-    out.factories[emitted_nodes[i]] = [sig, fn, lib](const Node&) -> std::unique_ptr<Kernel> {
-      return std::make_unique<GeneratedKernel>(sig, fn, lib);
-    };
   }
   return out;
 }

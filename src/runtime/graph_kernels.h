@@ -16,11 +16,10 @@ namespace gaf::runtime {
 
 // Factories for the fused nodes that got a kernel, reasons for those that did not.
 struct GraphKernels {
-  std::shared_ptr<codegen::Library> library;
   std::map<const Node*, KernelFactory> factories;
   std::map<const Node*, std::string> fallbacks;  // node -> why it runs op by op
-  std::string translation_unit;
   std::vector<codegen::EmittedKernel> kernels;
+  codegen::CompileStats compile;  // their translation units, how many were compiled now and how long it took
 };
 GraphKernels build_graph_kernels(const Graph& g, const codegen::EmitOptions& emit,
                                  const codegen::CompileOptions& compile);

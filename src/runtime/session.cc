@@ -257,6 +257,7 @@ Session::Session(const Graph& graph, SessionOptions options)
     generated = build_graph_kernels(graph, eo, co);
     for (const auto& [n, why] : generated.fallbacks) fallbacks_[n->name.empty() ? n->op_type : n->name] = why;
     generated_ = generated.factories.size();
+    compile_stats_ = generated.compile;
   }
   for (const Node* n : graph.nodes()) {
     const runtime::KernelFactory* make = KernelRegistry::cpu().find(*n);

@@ -43,11 +43,14 @@ Progress::~Progress() {
 }
 
 void show_compile_progress() {
-  codegen::set_compile_observer([](bool done, size_t kernels, double seconds) {
+  codegen::set_compile_observer([](bool done, size_t kernels, size_t units, double seconds) {
     if (g_quiet || kernels == 0) return;
     const bool tty = !g_stream && isatty(STDERR_FILENO);
-    const std::string line = done ? fmt::format("compiled {} generated kernel(s) in {:.1f} s", kernels, seconds)
-                                  : fmt::format("compiling {} generated kernel(s) (not in the kernel cache)...", kernels);
+    const std::string in_units = units > 1 ? fmt::format(" ({} translation units in parallel)", units) : "";
+    const std::string line =
+        done ? fmt::format("compiled {} generated kernel(s){} in {:.1f} s", kernels, in_units, seconds)
+             : fmt::format("compiling {} generated kernel(s){} (not in the kernel cache)...", kernels,
+                           in_units);
     if (tty) {
       std::fprintf(stderr, "\r%-72s%s", line.c_str(), done ? "\n" : "");
       std::fflush(stderr);

@@ -260,6 +260,7 @@ BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std:
   r.fused_kernels = fr.after.kernels;
   runtime::Session su(*model.graph), sf(*fused.graph);
   r.generated = sf.generated_kernels();
+  r.compile = sf.compile_stats();
   r.fallbacks = sf.codegen_fallbacks();
   auto ou = su.run(inputs);
   auto of = sf.run(inputs);
@@ -303,6 +304,15 @@ std::string BenchResult::text() const {
       "speedup (unfused / fused, medians of {} interleaved runs): {:.2f}x; max difference relative to the output scale {:.2g}\n",
       unfused_kernels, unfused.median_s * 1e3, unfused.min_s * 1e3, fused_kernels, fused.median_s * 1e3,
       fused.min_s * 1e3, generated, fallbacks.size(), unfused.iterations, ratio(), max_rel_err);
+  if (compile.units > 0) {
+    const std::string from =
+        compile.compiled == 0 ? "all from the kernel cache"
+        : compile.compiled == compile.units
+            ? "cold: none in the kernel cache"
+            : fmt::format("{} compiled, the others from the kernel cache", compile.compiled);
+    s += fmt::format("generated kernels built in {:.2f} s: {} translation unit(s), {}\n", compile.seconds,
+                     compile.units, from);
+  }
   for (const auto& [node, why] : fallbacks) s += "  op by op: " + node + ": " + why + "\n";
   return s;
 }

@@ -7,26 +7,44 @@
 //     <cache>/<kk>/<key>.cpp             the source it was built from (for reading, never loaded)
 //
 // Invariants:
-// - Nothing is loaded that was not verified: the entry must parse, the library must be a regular file owned by
-//   us and writable by nobody else, of the recorded size, a sane ELF shared object for this machine, and hash to
-//   the recorded SHA-256, read through one open descriptor whose inode the loaded path must still name. A bad
-//   entry is deleted and rebuilt with a one-line warning.
-// - Writers never expose half a file: each process compiles under private temporary names, fsyncs, renames the
-//   library into place and then writes the entry (onnx_io::write_file_atomic: fsynced temporary and rename). The
-//   entry names the library by content, so two processes racing on one key leave an entry that matches the
-//   library it names, whichever write lands last.
-// - The compiler runs from an argument vector (posix_spawnp), never through a shell: any path works, none runs
-//   commands. Temporary files of processes that were killed are removed the next time a process opens the cache.
+// - Nothing is loaded that was not verified: the entry must parse, the library must be a regular file owned
+// by
+//   us and writable by nobody else, of the recorded size, a sane ELF shared object for this machine, and hash
+//   to the recorded SHA-256, read through one open descriptor whose inode the loaded path must still name. A
+//   bad entry is deleted and rebuilt with a one-line warning.
+// - Writers never expose half a file: each process compiles under private temporary names, fsyncs, renames
+// the
+//   library into place and then writes the entry (onnx_io::write_file_atomic: fsynced temporary and rename).
+//   The entry names the library by content, so two processes racing on one key leave an entry that matches
+//   the library it names, whichever write lands last.
+// - The compiler runs from an argument vector (posix_spawnp), never through a shell: any path works, none
+// runs
+//   commands. Temporary files of processes that were killed are removed the next time a process opens the
+//   cache.
+//
+// A graph's kernels (compile_kernels) are split into translation units, one per core, of balanced source
+// size:
+//
+//     kernels k0 k1 k2 k3 k4 (largest first into the lightest unit)  ->  unit 0: prelude k0 k3   unit 1:
+//     prelude k1 k2 k4
+//
+// Each unit is an entry of its own under the invariants above (its key the hash of its source, flags and
+// compiler), the units the cache lacks are compiled by parallel compiler processes, and each is loaded as a
+// library of its own (no link step: a unit's library is what the cache verifies, and a damaged one is rebuilt
+// alone).
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +54,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "codegen/cpu/cache_util.h"
 #include "gaf/codegen.h"
@@ -220,9 +239,21 @@ std::string read_file(const fs::path& path) {
   return s.str();
 }
 
-// Compiles `source` into the cache under `key`; "" on success, else the error.
+// The line of the compiler's first error in `src` (its diagnostics in `log`), 0 when none names one.
+int first_error_line(const std::string& log, const fs::path& src) {
+  std::istringstream lines(log);
+  const std::string prefix = src.string() + ":";
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(prefix, 0) == 0 && line.find("error") != std::string::npos)
+      return std::atoi(line.c_str() + prefix.size());
+  return 0;
+}
+
+// Compiles `source` into the cache under `key`; "" on success, else the error (and with `error_line`, the
+// line of the source the compiler's first error is on, 0 when it names none).
 std::string compile_into_cache(const std::string& source, const std::vector<std::string>& argv_flags,
-                               const std::string& cxx, const fs::path& dir, const std::string& key) {
+                               const std::string& cxx, const fs::path& dir, const std::string& key,
+                               int* error_line = nullptr) {
   std::string tmp_prefix = fmt::format("{}.tmp.{}", key, getpid());
   fs::path src = dir / (tmp_prefix + ".cpp"), lib = dir / (tmp_prefix + ".so"),
            log = dir / (tmp_prefix + ".log");
@@ -244,7 +275,9 @@ std::string compile_into_cache(const std::string& source, const std::vector<std:
   if (log_fd >= 0) ::close(log_fd);
   std::error_code ec;
   if (rc != 0) {
-    std::istringstream lines(read_file(log));
+    const std::string diagnostics = read_file(log);
+    if (error_line) *error_line = first_error_line(diagnostics, src);
+    std::istringstream lines(diagnostics);
     std::string first;
     while (std::getline(lines, first) && first.empty()) {
     }
@@ -295,6 +328,13 @@ Library::~Library() {
   if (handle_) dlclose(handle_);
 }
 
+std::shared_ptr<Library> load_library(void* handle, std::string path) {
+  auto lib = std::shared_ptr<Library>(new Library());
+  lib->handle_ = handle;
+  lib->path_ = std::move(path);
+  return lib;
+}
+
 void* Library::find(const std::string& symbol) const { return dlsym(handle_, symbol.c_str()); }
 
 namespace {
@@ -313,57 +353,241 @@ void set_compile_observer(CompileObserver o) {
   observer() = std::move(o);
 }
 
+namespace {
+
+struct Toolchain {
+  std::string cxx, version;
+  std::vector<std::string> flags;
+};
+
+// The compiler and its flags, or nullopt with `error` set when there is no compiler.
+std::optional<Toolchain> toolchain(const CompileOptions& opts, std::string* error) {
+  Toolchain t{compiler(), "", flags(opts)};
+  t.version = compiler_version(t.cxx);
+  if (t.version.empty()) {
+    *error = fmt::format("no C++ compiler found ('{}'); set GAF_CXX", t.cxx);
+    return std::nullopt;
+  }
+  return t;
+}
+
+// A translation unit in the cache: its key and folder, and once found or built, its loaded library.
+struct CachedUnit {
+  std::string key;
+  fs::path dir;
+  void* handle = nullptr;
+  std::string path;
+};
+
+// The unit's key and folder (created, owner-only) and, when the cache holds a sound library for it, the
+// library;
+// "" on success, else why the folder cannot be used.
+std::string open_unit(const std::string& source, const Toolchain& t, CachedUnit* u) {
+  std::string keyed = source + "\n" + join(t.flags) + "\n" + t.version;
+  u->key = sha256_hex(keyed.data(), keyed.size()).substr(0, 32);
+  fs::path root(cache_dir());
+  u->dir = root / u->key.substr(0, 2);
+  std::error_code ec;
+  fs::create_directories(u->dir, ec);
+  if (ec) return fmt::format("cannot create the kernel cache folder '{}': {}", u->dir.string(), ec.message());
+  // The cache holds code this process will run: only its owner may write into it.
+  for (const fs::path& p : {root, u->dir}) ::chmod(p.c_str(), 0700);
+  sweep_stale(root);
+  u->handle = load_cached(u->dir, u->key, &u->path);
+  return "";
+}
+
+// Builds a unit the cache lacks and loads it; "" on success.
+std::string build_unit(const std::string& source, const Toolchain& t, CachedUnit* u, int* error_line) {
+  if (std::string why = compile_into_cache(source, t.flags, t.cxx, u->dir, u->key, error_line); !why.empty())
+    return why;
+  u->handle = load_cached(u->dir, u->key, &u->path);
+  if (!u->handle)
+    return fmt::format("the kernel library just built in '{}' does not load (see the warning above)",
+                       u->dir.string());
+  return "";
+}
+
+CompileObserver current_observer() {
+  std::lock_guard<std::mutex> lock(observer_mutex());
+  return observer();
+}
+
+size_t count_kernels(const std::string& source) {
+  size_t kernels = 0;
+  for (size_t p = 0; (p = source.find("extern \"C\"", p)) != std::string::npos; p += 10) ++kernels;
+  return kernels;
+}
+
+// A translation unit of compile_kernels: the prelude, then its kernels, each starting on a known line.
+struct UnitSource {
+  std::string text;
+  std::vector<int> first_line;  // per kernel of the unit
+};
+
+UnitSource unit_source(const std::string& head, const std::vector<EmittedKernel>& kernels,
+                       const std::vector<size_t>& members) {
+  UnitSource u;
+  u.text = head;
+  for (size_t k : members) {
+    u.first_line.push_back(int(std::count(u.text.begin(), u.text.end(), '\n')) + 1);
+    u.text += kernels[k].source + "\n";
+  }
+  return u;
+}
+
+// Where a unit's compile error is: the kernel holding `line`, or the prelude before the first.
+std::string error_place(const UnitSource& src, const std::vector<EmittedKernel>& kernels,
+                        const std::vector<size_t>& members, int line) {
+  if (line <= 0) return "";
+  if (src.first_line.empty() || line < src.first_line[0]) return "; the first error is in the prelude";
+  size_t i =
+      size_t(std::upper_bound(src.first_line.begin(), src.first_line.end(), line) - src.first_line.begin());
+  return fmt::format("; the first error is in kernel {}", kernels[members[i - 1]].sig.symbol);
+}
+
+std::string kernel_list(const std::vector<EmittedKernel>& kernels, const std::vector<size_t>& members) {
+  constexpr size_t kShown = 8;
+  std::string s;
+  for (size_t i = 0; i < members.size() && i < kShown; ++i)
+    s += (i ? ", " : "") + kernels[members[i]].sig.symbol;
+  if (members.size() > kShown) s += fmt::format(" and {} more", members.size() - kShown);
+  return s;
+}
+
+// A unit pays for a compiler process of its own (the prelude parsed again, the process started) once it holds
+// this much kernel source.
+constexpr size_t kMinUnitBytes = 16 * 1024;
+
+}  // namespace
+
 std::shared_ptr<Library> compile_and_load(const std::string& source, const CompileOptions& opts,
                                           std::string* error) {
-  std::string cxx = compiler();
-  std::string version = compiler_version(cxx);
-  if (version.empty()) {
-    *error = fmt::format("no C++ compiler found ('{}'); set GAF_CXX", cxx);
+  std::optional<Toolchain> t = toolchain(opts, error);
+  if (!t) return nullptr;
+  CachedUnit u;
+  if (std::string why = open_unit(source, *t, &u); !why.empty()) {
+    *error = why;
     return nullptr;
   }
-  std::vector<std::string> argv_flags = flags(opts);
-  std::string keyed = source + "\n" + join(argv_flags) + "\n" + version;
-  std::string key = sha256_hex(keyed.data(), keyed.size()).substr(0, 32);
-  fs::path root(cache_dir());
-  fs::path dir = root / key.substr(0, 2);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) {
-    *error = fmt::format("cannot create the kernel cache folder '{}': {}", dir.string(), ec.message());
-    return nullptr;
-  }
-  // The cache holds code this process will run: only its owner may write into it.
-  for (const fs::path& p : {root, dir}) ::chmod(p.c_str(), 0700);
-  sweep_stale(root);
-  std::string path;
-  void* handle = load_cached(dir, key, &path);
-  if (!handle) {
-    size_t kernels = 0;
-    for (size_t p = 0; (p = source.find("extern \"C\"", p)) != std::string::npos; p += 10) ++kernels;
-    CompileObserver observe;
-    {
-      std::lock_guard<std::mutex> lock(observer_mutex());
-      observe = observer();
-    }
-    if (observe) observe(false, kernels, 0.0);
+  if (!u.handle) {
+    const size_t kernels = count_kernels(source);
+    CompileObserver observe = current_observer();
+    if (observe) observe(false, kernels, 1, 0.0);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::string why = compile_into_cache(source, argv_flags, cxx, dir, key);
-    if (observe) observe(true, kernels, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    const std::string why = build_unit(source, *t, &u, nullptr);
+    if (observe)
+      observe(true, kernels, 1, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (!why.empty()) {
       *error = why;
       return nullptr;
     }
-    handle = load_cached(dir, key, &path);
-    if (!handle) {
-      *error = fmt::format("the kernel library just built in '{}' does not load (see the warning above)",
-                           dir.string());
-      return nullptr;
-    }
   }
-  auto lib = std::shared_ptr<Library>(new Library());
-  lib->handle_ = handle;
-  lib->path_ = path;
-  return lib;
+  return load_library(u.handle, u.path);
+}
+
+int compile_jobs() {
+  if (const char* env = std::getenv("GAF_COMPILE_JOBS"); env && *env) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    GAF_CHECK(
+        *end == '\0' && n >= 1 && n <= 4096,
+        "GAF_COMPILE_JOBS='{}': expected the number of kernel compiler processes to run at once (1 or more)",
+        env);
+    return int(n);
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::vector<std::vector<size_t>> partition_kernels(const std::vector<size_t>& sizes, size_t units) {
+  units = std::min(std::max<size_t>(units, 1), sizes.size());
+  std::vector<size_t> order(sizes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  std::vector<std::vector<size_t>> out(units);
+  std::vector<size_t> load(units, 0);
+  for (size_t k : order) {
+    const size_t u = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    out[u].push_back(k);
+    load[u] += sizes[k];
+  }
+  for (auto& members : out) std::sort(members.begin(), members.end());
+  return out;
+}
+
+KernelUnits compile_kernels(const std::vector<EmittedKernel>& kernels, const CompileOptions& opts) {
+  KernelUnits out;
+  if (kernels.empty()) return out;
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t jobs = size_t(compile_jobs());
+  std::vector<size_t> sizes;
+  size_t total = 0;
+  for (const EmittedKernel& k : kernels) {
+    sizes.push_back(k.source.size() + 1);
+    total += sizes.back();
+  }
+  out.units = partition_kernels(
+      sizes, opts.units ? opts.units : std::min(jobs, std::max<size_t>(1, total / kMinUnitBytes)));
+  const size_t n = out.units.size();
+  out.libraries.resize(n);
+  out.errors.resize(n);
+  out.stats.units = n;
+  const std::string head = prelude() + "\n";
+  std::vector<UnitSource> sources;
+  for (const auto& members : out.units) sources.push_back(unit_source(head, kernels, members));
+  auto name = [&](size_t u) {
+    return fmt::format("translation unit {} of {} ({})", u + 1, n, kernel_list(kernels, out.units[u]));
+  };
+
+  std::string error;
+  std::optional<Toolchain> t = toolchain(opts, &error);
+  std::vector<CachedUnit> cached(n);
+  std::vector<size_t> missing;
+  for (size_t u = 0; u < n; ++u) {
+    if (t) error = open_unit(sources[u].text, *t, &cached[u]);
+    if (!error.empty())
+      out.errors[u] = error;
+    else if (!cached[u].handle)
+      missing.push_back(u);
+  }
+  if (!missing.empty()) {
+    size_t missing_kernels = 0;
+    for (size_t u : missing) missing_kernels += out.units[u].size();
+    CompileObserver observe = current_observer();
+    if (observe) observe(false, missing_kernels, missing.size(), 0.0);
+    const auto c0 = std::chrono::steady_clock::now();
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t i; (i = next++) < missing.size();) {
+        const size_t u = missing[i];
+        int line = 0;
+        std::string why;
+        try {
+          why = build_unit(sources[u].text, *t, &cached[u], &line);
+        } catch (const std::exception& e) {
+          why = e.what();
+        }
+        if (!why.empty())
+          out.errors[u] =
+              fmt::format("{}: {}{}", name(u), why, error_place(sources[u], kernels, out.units[u], line));
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < std::min(jobs, missing.size()); ++i) threads.emplace_back(worker);
+    worker();
+    for (std::thread& th : threads) th.join();
+    out.stats.compiled = missing.size();
+    if (observe)
+      observe(true, missing_kernels, missing.size(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count());
+  }
+  for (size_t u = 0; u < n; ++u)
+    if (cached[u].handle) out.libraries[u] = load_library(cached[u].handle, cached[u].path);
+  out.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
 }
 
 }  // namespace gaf::codegen

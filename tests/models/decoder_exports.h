@@ -41,6 +41,18 @@ struct DecoderDims {
 
 namespace decoder_detail {
 
+// A LayerNorm as exporters decompose it, `p` = (x - mean) / sqrt(var + eps) * g + b over the last axis; the
+// graph defines the constants `two` and `eps`.
+inline std::string layer_norm_text(const std::string& p, const std::string& x, const std::string& g,
+                                   const std::string& b) {
+  return fmt::format(R"(
+    {0}_m = ReduceMean <axes = [-1]> ({1})  {0}_d = Sub({1}, {0}_m)  {0}_p = Pow({0}_d, two)
+    {0}_v = ReduceMean <axes = [-1]> ({0}_p)  {0}_ve = Add({0}_v, eps)  {0}_s = Sqrt({0}_ve)
+    {0}_n = Div({0}_d, {0}_s)  {0}_ng = Mul({0}_n, {2})  {0} = Add({0}_ng, {3})
+)",
+                     p, x, g, b);
+}
+
 // n values in [-scale, scale) + offset, deterministic in (n, salt), rounded to 5 decimals (as written in text).
 inline std::vector<float> values(int64_t n, uint64_t salt, double scale, double offset = 0) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -178,15 +190,7 @@ inline std::string gpt2_decoder(int layers, const DecoderDims& d = {}) {
     pe = Gather(wpe, pos2)  x0 = Add(tok, pe)
 )",
                                                       1.0 / std::sqrt(double(d.head_dim)), C, C, C);
-  auto layer_norm = [&](const std::string& p, const std::string& x, const std::string& g,
-                        const std::string& b) {
-    return fmt::format(R"(
-    {0}_m = ReduceMean <axes = [-1]> ({1})  {0}_d = Sub({1}, {0}_m)  {0}_p = Pow({0}_d, two)
-    {0}_v = ReduceMean <axes = [-1]> ({0}_p)  {0}_ve = Add({0}_v, eps)  {0}_s = Sqrt({0}_ve)
-    {0}_n = Div({0}_d, {0}_s)  {0}_ng = Mul({0}_n, {2})  {0} = Add({0}_ng, {3})
-)",
-                       p, x, g, b);
-  };
+  auto layer_norm = decoder_detail::layer_norm_text;
   for (int l = 0; l < layers; ++l) {
     const uint64_t s = 100 + uint64_t(l) * 20;
     for (auto w :

@@ -29,15 +29,7 @@ inline std::string encoder_stack(int layers, const EncoderDims& e = {}) {
     one_f = Constant <value = float {{1.0}}> ()  half = Constant <value = float {{0.5}}> ()  sqrt2 = Constant <value = float {{1.4142135}}> ()
 )",
                                  S, H, D, C, std::sqrt(double(D)));
-  auto layer_norm = [](const std::string& p, const std::string& x, const std::string& g,
-                       const std::string& b) {
-    return fmt::format(R"(
-    {0}_m = ReduceMean <axes = [-1]> ({1})  {0}_d = Sub({1}, {0}_m)  {0}_p = Pow({0}_d, two)
-    {0}_v = ReduceMean <axes = [-1]> ({0}_p)  {0}_ve = Add({0}_v, eps)  {0}_s = Sqrt({0}_ve)
-    {0}_n = Div({0}_d, {0}_s)  {0}_ng = Mul({0}_n, {2})  {0} = Add({0}_ng, {3})
-)",
-                       p, x, g, b);
-  };
+  auto layer_norm = decoder_detail::layer_norm_text;
   for (int l = 0; l < layers; ++l) {
     const std::string x = l == 0 ? "x" : fmt::format("x{}", l), L = fmt::format("l{}", l);
     body += fmt::format(R"(

@@ -105,13 +105,7 @@ void split_to_sequence_kernel(KernelContext& ctx) {
       GAF_CHECK(given[0] > 0, "{}: split is {}; a piece length must be positive", n.describe(), given[0]);
       for (int64_t at = 0; at < dim; at += given[0]) sizes.push_back(std::min(given[0], dim - at));
     } else {
-      int64_t total = 0;
-      for (int64_t s : given) {
-        GAF_CHECK(s >= 0, "{}: split {} has a negative length", n.describe(), dims_to_string(given));
-        total += s;
-      }
-      GAF_CHECK(total == dim, "{}: split {} sums to {}, but axis {} has {}", n.describe(),
-                dims_to_string(given), total, axis, dim);
+      check_split_lengths(given, dim, axis, n);
       sizes = std::move(given);
     }
   } else {

@@ -141,13 +141,7 @@ void split_kernel(KernelContext& ctx) {
   if (!sizes.empty()) {
     GAF_CHECK(int(sizes.size()) == n, "{}: split has {} entries for {} outputs", node.describe(),
               sizes.size(), n);
-    int64_t total = 0;
-    for (int64_t s : sizes) {
-      GAF_CHECK(s >= 0, "{}: split {} has a negative size", node.describe(), dims_to_string(sizes));
-      total += s;
-    }
-    GAF_CHECK(total == dim, "{}: split {} sums to {}, but axis {} has size {}", node.describe(),
-              dims_to_string(sizes), total, axis, dim);
+    check_split_lengths(sizes, dim, axis, node);
   } else if (node.opset >= 18) {
     // Split-18: num_outputs parts of ceil(dim / n); the last one takes what remains.
     const int64_t parts = node.attr_int("num_outputs", n);

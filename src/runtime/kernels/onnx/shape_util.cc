@@ -310,6 +310,16 @@ void parallel_memcpy(void* dst, const void* src, size_t bytes) {
   });
 }
 
+void check_split_lengths(const std::vector<int64_t>& sizes, int64_t dim, int axis, const Node& node) {
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    GAF_CHECK(s >= 0, "{}: split {} has a negative size", node.describe(), dims_to_string(sizes));
+    total += s;
+  }
+  GAF_CHECK(total == dim, "{}: split {} sums to {}, but axis {} has size {}", node.describe(),
+            dims_to_string(sizes), total, axis, dim);
+}
+
 std::vector<int64_t> read_ints(const Tensor& t, const Node& node, const char* what) {
   GAF_CHECK(t.rank() <= 1, "{}: {} must be a 1-D tensor, got shape {}", node.describe(), what,
             dims_to_string(t.dims()));

@@ -105,6 +105,9 @@ std::vector<int64_t> read_ints(const Tensor& t, const Node& node, const char* wh
 // y = the parts concatenated along `axis` (y allocated with the summed dims; parts contiguous, of y's dtype
 // and of its dims elsewhere), and the reverse: x cut along `axis` into the allocated parts, in order.
 void concat_into(Tensor& y, const std::vector<const Tensor*>& parts, int axis);
+// Throws naming the node unless `sizes` (a split's lengths) are all >= 0 and sum to `dim`, axis `axis`'s
+// size.
+void check_split_lengths(const std::vector<int64_t>& sizes, int64_t dim, int axis, const Node& node);
 void split_into(const Tensor& x, const std::vector<Tensor*>& parts, int axis);
 
 // Reads one integer from a scalar or one-element tensor.

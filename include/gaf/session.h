@@ -141,6 +141,8 @@ class Session {
 
  private:
   struct Step;
+  std::vector<Tensor> run_bound(const std::vector<std::pair<const Value*, const Tensor*>>& inputs,
+                                const std::map<std::string, Tensor>& outputs);
   void kv_append(const Step& step, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs);
   void check_memory(const std::map<std::string, int64_t>& symbols);
   const Graph& graph_;
@@ -149,6 +151,8 @@ class Session {
   std::map<const Value*, int> slot_of_;
   int num_slots_ = 0;
   std::vector<int> graph_output_slots_;
+  std::vector<const Value*> required_;  // required_inputs(), in order
+  std::vector<std::pair<int, const Value*>> initializer_slots_, input_slots_;
   std::unique_ptr<PoolAllocator> pool_;
   std::unique_ptr<ThreadChooser> threads_;
   bool ran_ = false;

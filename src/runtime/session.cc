@@ -281,6 +281,9 @@ Session::Session(const Graph& graph, SessionOptions options)
     steps_.push_back(std::move(s));
   }
   for (const Value* v : graph.outputs()) graph_output_slots_.push_back(slot(v));
+  required_ = required_inputs();
+  for (const Value* v : graph.initializers()) initializer_slots_.emplace_back(slot(v), v);
+  for (const Value* v : graph.inputs()) input_slots_.emplace_back(slot(v), v);
 
   // Last use of every slot that is neither a constant, a graph input nor a graph output.
   std::vector<int> last_use(num_slots_, -1);
@@ -587,17 +590,32 @@ void Session::check_memory(const std::map<std::string, int64_t>& symbols) {
 }
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs) {
-  auto req = required_inputs();
-  GAF_CHECK(inputs.size() == req.size(), "the model takes {} inputs, {} given", req.size(), inputs.size());
-  std::map<std::string, Tensor> named;
-  for (size_t i = 0; i < req.size(); ++i) named[req[i]->name()] = inputs[i];
-  return run(named);
+  // In the order of required_inputs(), bound by position: no names looked up (a Loop body runs this way once
+  // an iteration).
+  GAF_CHECK(inputs.size() == required_.size(), "the model takes {} inputs, {} given", required_.size(),
+            inputs.size());
+  std::vector<std::pair<const Value*, const Tensor*>> bound;
+  bound.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) bound.emplace_back(required_[i], &inputs[i]);
+  return run_bound(bound, {});
 }
 
 std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) { return run(inputs, {}); }
 
 std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
                                  const std::map<std::string, Tensor>& outputs) {
+  std::vector<std::pair<const Value*, const Tensor*>> bound;
+  for (const auto& [name, t] : inputs) {
+    const Value* v = graph_.find_value(name);
+    GAF_CHECK(v && std::find(graph_.inputs().begin(), graph_.inputs().end(), v) != graph_.inputs().end(),
+              "'{}' is not an input of the model", name);
+    bound.emplace_back(v, &t);
+  }
+  return run_bound(bound, outputs);
+}
+
+std::vector<Tensor> Session::run_bound(const std::vector<std::pair<const Value*, const Tensor*>>& inputs,
+                                       const std::map<std::string, Tensor>& outputs) {
   std::lock_guard<std::mutex> one_run_at_a_time(*run_mutex_);
   const bool adapt = options_.adapt_threads && t_run_depth == 0;
   if (adapt && !ran_) threads_->seed(ThreadChooser::idle_cores(omp_get_num_procs()));
@@ -607,17 +625,14 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
   auto t0 = std::chrono::steady_clock::now();
   pool_->begin_run();
   std::vector<Tensor> slots(num_slots_);
-  for (const Value* v : graph_.initializers()) slots[slot_of_[v]] = v->constant();
+  for (const auto& [k, v] : initializer_slots_) slots[size_t(k)] = v->constant();
   std::map<std::string, int64_t> symbols;
-  for (const auto& [name, t] : inputs) {
-    const Value* v = graph_.find_value(name);
-    GAF_CHECK(v && std::find(graph_.inputs().begin(), graph_.inputs().end(), v) != graph_.inputs().end(),
-              "'{}' is not an input of the model", name);
-    check_input(v, t, symbols);
-    slots[slot_of_[v]] = t;
+  for (const auto& [v, t] : inputs) {
+    check_input(v, *t, symbols);
+    slots[size_t(slot_of_.at(v))] = *t;
   }
-  for (const Value* v : graph_.inputs())
-    GAF_CHECK(slots[slot_of_[v]].defined(), "input '{}' ({}) was not given", v->name(), v->type.to_string());
+  for (const auto& [k, v] : input_slots_)
+    GAF_CHECK(slots[size_t(k)].defined(), "input '{}' ({}) was not given", v->name(), v->type.to_string());
   check_memory(symbols);  // before the run allocates anything
   // Output binding: the producing kernel writes into the caller's buffer (KernelContext::allocate_output); one that
   // hands out a view or an input's storage instead is copied into it after the step.

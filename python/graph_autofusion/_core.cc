@@ -126,6 +126,21 @@ Tensor from_python(const Value* v, const std::string& name, const py::handle& x)
   return Tensor::sequence(dtype, std::move(items));
 }
 
+// Feeds (a dict by input name, or None) as the graph's required inputs in order; none given: seeded random
+// ones.
+std::vector<Tensor> inputs_for(const Graph& g, const py::object& feeds) {
+  if (feeds.is_none()) return tools::random_inputs(g, 0);
+  const py::dict d = feeds.cast<py::dict>();
+  std::vector<Tensor> out;
+  for (const Value* v : g.inputs()) {
+    if (v->is_constant()) continue;
+    GAF_CHECK(d.contains(v->name()), "inputs: '{}' is missing (the model takes {})", v->name(),
+              g.inputs().size());
+    out.push_back(from_python(v, v->name(), d[py::str(v->name())]));
+  }
+  return out;
+}
+
 // A model and a session over it (the session reads the model's graph): the CPU runtime's, or with
 // device="cuda" the CUDA backend's (the model fused for the GPU).
 class PySession {
@@ -283,31 +298,37 @@ PYBIND11_MODULE(_core, m) {
       "Why each candidate was or was not fused, and the near misses of pattern passes, as text.");
   m.def(
       "profile",
-      [](const py::object& model, int opt_level, int iterations, int top) {
+      [](const py::object& model, int opt_level, int iterations, int top, const py::object& feeds) {
         Model md = load(model);
+        std::vector<Tensor> in = inputs_for(*md.graph, feeds);
         std::string text;
         {
           py::gil_scoped_release release;
-          text = tools::profile_fusion(md, options(opt_level, std::nullopt, "cpu-host"),
-                                       tools::random_inputs(*md.graph, 0), iterations, top);
+          text = tools::profile_fusion(md, options(opt_level, std::nullopt, "cpu-host"), in, iterations, top);
         }
         return text;
       },
       py::arg("model"), py::arg("opt_level") = 3, py::arg("iterations") = 10, py::arg("top") = 15,
-      "Time per node, unfused and fused, on seeded random inputs: the profile table as text.");
+      py::arg("inputs") = py::none(),
+      "Time per node, unfused and fused, on `inputs` (a dict by input name; seeded random ones when None): "
+      "the "
+      "profile table as text.");
   m.def(
       "verify",
-      [](const py::object& model, int opt_level, double rtol, double atol) {
+      [](const py::object& model, int opt_level, double rtol, double atol, const py::object& feeds) {
         Model md = load(model);
+        std::vector<Tensor> in = feeds.is_none() ? std::vector<Tensor>{} : inputs_for(*md.graph, feeds);
         tools::VerifyResult v =
-            tools::verify_fusion(md, options(opt_level, std::nullopt, "cpu-host"), {}, rtol, atol);
+            tools::verify_fusion(md, options(opt_level, std::nullopt, "cpu-host"), in, rtol, atol);
         py::dict d;
         d["ok"] = v.ok;
         d["text"] = v.text();
         return d;
       },
       py::arg("model"), py::arg("opt_level") = 3, py::arg("rtol") = 1e-3, py::arg("atol") = 1e-5,
-      "Fused against unfused on seeded random inputs: {'ok': bool, 'text': the verify report}.");
+      py::arg("inputs") = py::none(),
+      "Fused against unfused on `inputs` (a dict by input name; seeded random ones when None): {'ok': bool, "
+      "'text': the verify report}.");
   py::class_<PySession>(
       m, "Session",
       "A model fused in memory at opt_level, then compiled for the CPU runtime, or with "

@@ -50,9 +50,11 @@ std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, const std::map<
   std::vector<Tensor> out;
   for (const Value* v : g.inputs()) {
     if (v->is_constant()) continue;
-    GAF_CHECK(v->type.is_tensor(),
-              "input '{}' is {}: random inputs are tensors; give its data with --input-pb", v->name(),
-              v->type.to_string());
+    GAF_CHECK(
+        v->type.is_tensor(),
+        "input '{}' is {}: random inputs are tensors; give its value (--input-pb or --inputs on the command "
+        "line, inputs= in Python)",
+        v->name(), v->type.to_string());
     GAF_CHECK(v->type.shape, "input '{}' has no known rank: give its data with --input-pb", v->name());
     GAF_CHECK(v->type.dtype != DType::String && v->type.dtype != DType::Undefined,
               "input '{}' is of type {}: random inputs are numbers; give its data with --input-pb", v->name(),

@@ -45,7 +45,7 @@ check run-sequence 0 "per_image: seq\(float\) \[float\[3\] \{.*\}, float\[0\] \{
   "$models/seq_scores/model.onnx" --inputs "$models/seq_scores/test_data_set_0"
 check explain-sequence-map 0 "group per_image_body_Mul_Sigmoid_ReduceSum_0: 3 ops.*SequenceMap" -- "$bin" explain \
   "$models/seq_scores/model.onnx"
-check random-sequence 1 "input 'boxes' is seq\(float\): random inputs are tensors; give its data with --input-pb" \
+check random-sequence 1 "input 'boxes' is seq\(float\): random inputs are tensors; give its value \(--input-pb" \
   -- "$bin" run "$models/seq_scores/model.onnx" --random-inputs
 # Bad inputs (a broken model, tensor, rules file, path...) are the catalogue in tests/bad_inputs.
 

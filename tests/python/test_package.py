@@ -88,6 +88,14 @@ for level in (0, 3):
         check("seq-fused", np.allclose(r["scores"], plain_scores, rtol=1e-5, atol=1e-6), (r["scores"], plain_scores))
     else:
         plain_scores = r["scores"]
+v = gaf.verify(seq_model, inputs={"boxes": boxes})
+check("seq-verify", v["ok"] and "per_image: match" in v["text"], v["text"])
+check("seq-profile", "SequenceMap" in gaf.profile(seq_model, inputs={"boxes": boxes}, iterations=2), "")
+try:
+    gaf.verify(seq_model)
+    check("seq-random", False, "random inputs made a sequence")
+except Exception as e:  # noqa: BLE001
+    check("seq-random", "inputs= in Python" in str(e), str(e))
 try:
     gaf.Session(seq_model).run({"boxes": boxes[0]})
     check("seq-not-list", False, "an array fed a sequence input")

@@ -14,6 +14,8 @@
 #include <limits>
 #include <vector>
 
+#include <omp.h>
+
 #include "gaf/builder.h"
 #include "gaf/onnx_io.h"
 #include "gaf/session.h"
@@ -288,7 +290,12 @@ int main(int argc, char** argv) {
     else if (a == "--save-models" && i + 1 < argc) save_dir = argv[++i];
   }
   double bw = copy_bandwidth();
-  std::cout << fmt::format("copy bandwidth (read+write, measured now): {:.1f} GB/s\n\n", bw / 1e9);
+  // Kernels timed on OpenMP's thread count, as the copy is: the sessions' thread chooser reacts to load (and
+  // to the first runs' page faults), which would mix one- and two-thread runs into one median.
+  runtime::SessionOptions session;
+  session.adapt_threads = false;
+  std::cout << fmt::format("copy bandwidth (read+write, {} threads, measured now): {:.1f} GB/s\n\n",
+                           omp_get_max_threads(), bw / 1e9);
   std::cout << fmt::format("{:<46} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>4} {:>8}\n", "case", "kernels", "unfused",
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
   std::vector<Case (*)()> cases = {elementwise_chain, transcendental_chain, add_relu_mul, reduce_mean, softmax_rows, layernorm_rows,
@@ -306,7 +313,7 @@ int main(int argc, char** argv) {
     auto inputs = tools::random_inputs(*c.model.graph, 1, c.dynamic_dim);
     Model fused = tools::copy_model(c.model);
     tools::FuseResult fr = tools::fuse_model(fused, opts);
-    tools::BenchResult r = tools::bench_fusion(c.model, opts, inputs, iterations);
+    tools::BenchResult r = tools::bench_fusion(c.model, opts, inputs, iterations, session);
     double gbs = fr.after.bytes / r.fused.median_s;
     std::cout << fmt::format("{:<46} {:>3}->{:<3} {:>7.2f}ms {:>7.2f}ms {:>6.2f}x {:>10.1f} {:>8.0f}% {:>4} {:>8.1e}\n",
                              c.name, r.unfused_kernels, r.fused_kernels, r.unfused.median_s * 1e3,

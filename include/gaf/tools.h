@@ -140,9 +140,11 @@ struct BenchResult {
   double ratio() const { return fused.median_s > 0 ? unfused.median_s / fused.median_s : 0; }
   std::string text() const;
 };
-// Times the unfused and fused model interleaved (alternating runs) so machine noise hits both alike.
+// Times the unfused and fused model interleaved (alternating runs) so machine noise hits both alike; both
+// sessions are built with `session` (adapt_threads false: every run on OpenMP's thread count, for kernel
+// timings that do not depend on what the thread chooser saw).
 BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
-                         int iterations);
+                         int iterations, const runtime::SessionOptions& session = {});
 
 // Per-node time of `model` unfused and fused with `opts` (`iterations` profiled runs each after one warm-up):
 // the `top` most expensive nodes of each (every node in run order when `top` is 0) and totals by op type, as a

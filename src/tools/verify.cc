@@ -252,13 +252,13 @@ std::string VerifyResult::text() const {
 }
 
 BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
-                         int iterations) {
+                         int iterations, const runtime::SessionOptions& session) {
   BenchResult r;
   Model fused = copy_model(model);
   FuseResult fr = fuse_model(fused, opts);
   r.unfused_kernels = fr.before.kernels;
   r.fused_kernels = fr.after.kernels;
-  runtime::Session su(*model.graph), sf(*fused.graph);
+  runtime::Session su(*model.graph, session), sf(*fused.graph, session);
   r.generated = sf.generated_kernels();
   r.compile = sf.compile_stats();
   r.fallbacks = sf.codegen_fallbacks();

@@ -72,6 +72,10 @@ Result run_test(const fs::path& dir, double rtol, double atol) {
       if (!g_emit_cuda.empty()) emit_cuda(*m.graph, dir.parent_path().filename().string() + "_" + dir.filename().string());
     }
     runtime::Session session(*m.graph);
+    // A generated kernel that does not compile would run its group op by op and still pass: a failure here.
+    for (const auto& [node, why] : session.codegen_fallbacks())
+      if (why.find("compiling generated kernels failed") != std::string::npos)
+        return {Outcome::Failed, fmt::format("the generated kernel of '{}' does not compile: {}", node, why)};
     std::vector<fs::path> sets;
     for (const auto& e : fs::directory_iterator(dir))
       if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());

@@ -5,7 +5,10 @@
 //   elementwise   out[i] = f(in0[idx0(i)], in1[idx1(i)], ...) over the output iteration space, one pass over
 //                 memory. Operands that cover the whole space (or are scalars) index with i directly (a flat
 //                 loop); broadcast operands get a per-row base offset and an inner stride of 1 or 0 (a row loop).
-//                 The inner loop is `#pragma omp simd`, the outer loop OpenMP-parallel for large sizes.
+//                 The outer loop is OpenMP-parallel for large sizes. Where every operand and output is fp32,
+//                 the inner loop runs on whole vectors first (gaf_v: 16 lanes with AVX-512, 8 with AVX2; each
+//                 formula compiles on it through the prelude's vector forms of the gaf_* helpers), then a
+//                 `#pragma omp simd` scalar loop takes the last elements; otherwise that loop does it all.
 //
 //   row           reductions over the same trailing axes (layer-norm / softmax shaped): rows in parallel; each row
 //                 is staged through small per-thread buffers that stay in cache, so DRAM sees every input once
@@ -332,10 +335,13 @@ class Emitter {
     return v2;
   }
 
+  // The element type `v` is read as: inlined constants and materialised values are fp32 (or bool) arrays.
+  DType loaded_type(const Value* v) const {
+    if (!const_float_.count(v) && !materialised_.count(v)) return v->type.dtype;
+    return v->type.dtype == DType::Bool ? DType::Bool : DType::Float;
+  }
   std::string load_expr(const Value* v, const std::string& index) const {
-    DType t = const_float_.count(v) || materialised_.count(v) ? (v->type.dtype == DType::Bool ? DType::Bool : DType::Float)
-                                                              : v->type.dtype;
-    return load(t, ptr_.at(v) + "[" + index + "]");
+    return load(loaded_type(v), ptr_.at(v) + "[" + index + "]");
   }
 
   // Scalar formula of node n given argument expressions; BatchNormalization has its own.
@@ -407,17 +413,28 @@ class Emitter {
       return;
     }
     std::vector<std::string> index(operands.size());
-    std::string out_index;
+    // Where every operand and output is fp32, the inner loop first runs on whole vectors (gaf_v, the prelude's
+    // vector forms of the formulas), then the scalar loop finishes the last elements.
+    const bool vector = vectorisable(operands);
+    std::vector<bool> splat(operands.size());
+    auto vector_loop = [&](const char* var, const char* from, const char* to, const char* element) {
+      os << fmt::format("    int64_t {} = {};\n#if defined(GAF_VECTOR)\n"
+                        "    for (; {} + gaf_vw <= {}; {} += gaf_vw) {{\n      {};\n",
+                        var, from, var, to, var, element);
+      emit_body(os, operands, operand_of, index, [](size_t) { return std::string("i"); }, "      ", &splat);
+      os << "    }\n#endif\n";
+    };
     if (flat || rank == 0) {
       os << "  const int64_t blocks = (n + 16383) / 16384;\n"
             "#pragma omp parallel for schedule(static) if (n >= 65536)\n"
             "  for (int64_t blk = 0; blk < blocks; ++blk) {\n"
-            "    const int64_t lo = blk * 16384, hi = lo + 16384 < n ? lo + 16384 : n;\n"
-            "#pragma omp simd\n"
-            "    for (int64_t i = lo; i < hi; ++i) {\n";
-      for (size_t k = 0; k < operands.size(); ++k)
-        index[k] = std::all_of(operands[k].vdims.begin(), operands[k].vdims.end(), is_one) ? "0" : "i";
-      out_index = "i";
+            "    const int64_t lo = blk * 16384, hi = lo + 16384 < n ? lo + 16384 : n;\n";
+      for (size_t k = 0; k < operands.size(); ++k) {
+        splat[k] = std::all_of(operands[k].vdims.begin(), operands[k].vdims.end(), is_one);
+        index[k] = splat[k] ? "0" : "i";
+      }
+      if (vector) vector_loop("iv", "lo", "hi", "const int64_t i = iv");
+      os << "#pragma omp simd\n    for (int64_t i = " << (vector ? "iv" : "lo") << "; i < hi; ++i) {\n";
     } else {
       os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
          << "#pragma omp parallel for schedule(static) if (n >= 65536)\n"
@@ -427,12 +444,23 @@ class Emitter {
       for (int d = int(rank) - 2; d >= 0; --d)
         os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
       row_bases(os, operands, space, index);
-      os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n";
+      for (size_t k = 0; k < operands.size(); ++k) splat[k] = index[k].find('j') == std::string::npos;
+      if (vector) vector_loop("jv", "0", "inner", "const int64_t j = jv, i = r * inner + j");
+      os << "#pragma omp simd\n    for (int64_t j = " << (vector ? "jv" : "0") << "; j < inner; ++j) {\n";
       os << "      const int64_t i = r * inner + j;\n";
-      out_index = "i";
     }
-    emit_body(os, operands, operand_of, index, [&](size_t) { return out_index; }, "      ");
+    emit_body(os, operands, operand_of, index, [](size_t) { return std::string("i"); }, "      ");
     os << "    }\n  }\n";
+  }
+
+  // True when the vector loop applies: the CPU dialect, every operand read and every output written as fp32.
+  bool vectorisable(const std::vector<Operand>& operands) const {
+    if (cuda_) return false;
+    for (const Operand& o : operands)
+      if (loaded_type(o.value) != DType::Float) return false;
+    for (const Value* v : body_.outputs())
+      if (v->type.dtype != DType::Float) return false;
+    return true;
   }
 
   // The row form's per-operand base offsets from the row coordinates q<d> (index[k]: b<k> + j, or b<k> for an
@@ -508,7 +536,10 @@ class Emitter {
   template <class OutIndex>
   void emit_body(std::ostream& os, const std::vector<Operand>& operands,
                  const std::map<std::pair<const Node*, int>, int>& operand_of, const std::vector<std::string>& index,
-                 OutIndex out_index, const std::string& ind) {
+                 OutIndex out_index, const std::string& ind, const std::vector<bool>* splat = nullptr) {
+    // splat: the vector form (gaf_v values, see vectorisable()); splat[k] says operand k is one element per
+    // vector (a scalar or a row's broadcast value), set on every lane.
+    const bool vec = splat != nullptr;
     std::map<int, std::string> loaded;
     for (const Node* n : body_.nodes()) {
       std::vector<std::string> args;
@@ -528,7 +559,13 @@ class Emitter {
         int k = operand_of.at({n, i});
         if (!loaded.count(k)) {
           std::string name = fmt::format("a{}", k);
-          os << ind << decl(scalar_type(v->type.dtype)) << " " << name << " = " << load_expr(v, index[k]) << ";\n";
+          if (vec)
+            os << ind << "const gaf_v " << name << " = "
+               << ((*splat)[k] ? fmt::format("gaf_vec({}[{}])", ptr_.at(v), index[k])
+                               : fmt::format("gaf_vload({} + ({}))", ptr_.at(v), index[k]))
+               << ";\n";
+          else
+            os << ind << decl(scalar_type(v->type.dtype)) << " " << name << " = " << load_expr(v, index[k]) << ";\n";
           loaded[k] = name;
         }
         args.push_back(loaded[k]);
@@ -536,13 +573,16 @@ class Emitter {
       }
       ScalarExpr e = node_expr(*n, args, types);
       std::string name = var_name(n->output(0));
-      os << ind << decl(e.type) << " " << name << " = " << e.expr << ";\n";
+      os << ind << (vec ? "const auto" : decl(e.type)) << " " << name << " = " << e.expr << ";\n";
       var_[n->output(0)] = name;
       var_type_[n->output(0)] = e.type;
     }
     for (size_t o = 0; o < body_.outputs().size(); ++o) {
       const Value* v = body_.outputs()[o];
-      os << ind << "out" << o << "[" << out_index(o) << "] = " << store(v->type.dtype, var_.at(v)) << ";\n";
+      if (vec)
+        os << ind << "gaf_vstore(out" << o << " + (" << out_index(o) << "), gaf_vec(" << var_.at(v) << "));\n";
+      else
+        os << ind << "out" << o << "[" << out_index(o) << "] = " << store(v->type.dtype, var_.at(v)) << ";\n";
     }
     var_.clear();
     var_type_.clear();
@@ -550,6 +590,33 @@ class Emitter {
 
   // ---- rows ----
   void emit_rows(std::ostream& os);
+  // Declares `sum` = the sum over the row of exp(x - mx) (x the row's element j, mx its maximum), each term
+  // stored to `buf`[j] when `buf` is named: a softmax's or log-sum-exp's heaviest loop. On the CPU, where x is
+  // an fp32 array element, whole vectors first (gaf_exp_nonpos on gaf_v, partial sums per lane), then the rest.
+  void exp_sum(std::ostream& os, const std::string& ind, const std::string& jl, const std::string& x,
+               const std::string& mx, const std::string& sum, const std::string& buf) {
+    const std::string store = buf.empty() ? "" : buf + "[j] = e; ";
+    std::string loop = jl;
+    const size_t open = x.find('[');
+    const bool vector = !cuda_ && open != std::string::npos && x.back() == ']' && x.find_first_of("([ ") == open &&
+                        (x.rfind("buf", 0) == 0 || x.find("gaf_") == std::string::npos);
+    os << ind << "float " << sum << " = 0.0f;\n";
+    if (vector) {
+      // x is `array[index]` (a row buffer or an fp32 operand): its vector load is gaf_vload(array + (index)).
+      const std::string vx =
+          fmt::format("gaf_vload({} + ({}))", x.substr(0, open), x.substr(open + 1, x.size() - open - 2));
+      const std::string jv = "j" + sum;
+      os << ind << "int64_t " << jv << " = 0;\n#if defined(GAF_VECTOR)\n"
+         << ind << "{ gaf_v acc = gaf_vec(0.0f); const gaf_v mv = gaf_vec(" << mx << ");\n"
+         << ind << "  for (; " << jv << " + gaf_vw <= L; " << jv << " += gaf_vw) { const int64_t j = " << jv
+         << "; const gaf_v e = gaf_exp_nonpos(" << vx << " - mv); "
+         << (buf.empty() ? "" : "gaf_vstore(" + buf + " + j, e); ") << "acc += e; }\n"
+         << ind << "  " << sum << " = gaf::simd::reduce_add(acc); }\n#endif\n";
+      loop = fmt::format("for (int64_t j = {}; j < L; ++j)", jv);
+    }
+    os << omp(ind, "simd reduction(+:" + sum + ")") << ind << loop << " { const float e = gaf_exp_nonpos(" << x
+       << " - " << mx << "); " << store << sum << " += e; }\n";
+  }
 
   // ---- indexed (injective ops) ----
   using Index = std::vector<std::string>;  // one C++ index expression per dim of a value
@@ -761,9 +828,7 @@ void Emitter::emit_rows(std::ostream& os) {
         os << ind << "float " << mx << " = -__builtin_inff();\n" << omp(ind, "simd reduction(max:" + mx + ")")
            << ind << jl << " { const float v = " << x << "; " << mx << " = v > " << mx << " ? v : " << mx << "; }\n";
         block_total("gaf_block_max", mx);
-        os << ind << "float " << sum << " = 0.0f;\n" << omp(ind, "simd reduction(+:" + sum + ")")
-           << ind << jl << " { const float e = gaf_exp_nonpos(" << x << " - " << mx << "); "
-           << (op == "Softmax" ? fmt::format("buf{}[j] = e; ", b) : "") << sum << " += e; }\n";
+        exp_sum(os, ind, jl, x, mx, sum, op == "Softmax" ? fmt::format("buf{}", b) : "");
         block_total("gaf_block_sum", sum);
         if (op == "Softmax" && out_slot.count(out)) {  // scale and store in one pass
           os << ind << "{ const float inv = 1.0f / " << sum << ";\n" << omp(ind, "simd")
@@ -843,8 +908,7 @@ void Emitter::emit_rows(std::ostream& os) {
         block_total("gaf_block_or", nan);
         if (combine == 'L') {
           std::string sum = fmt::format("s{}", sv++);
-          os << ind << "float " << sum << " = 0.0f;\n" << omp(ind, "simd reduction(+:" + sum + ")")
-             << ind << jl << " " << sum << " += gaf_exp_nonpos(" << x << " - " << ext << ");\n";
+          exp_sum(os, ind, jl, x, ext, sum, "");
           block_total("gaf_block_sum", sum);
           os << ind << "const float " << acc << " = " << nan << " ? __builtin_nanf(\"\") : (" << ext << " - " << ext
              << " != 0.0f ? " << ext << " : " << ext << " + gaf_log(" << sum << "));\n";

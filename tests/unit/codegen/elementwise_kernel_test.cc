@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "gaf/codegen.h"
 #include "gaf/op_registry.h"
 #include "test_util.h"
 
@@ -183,6 +184,99 @@ TEST(ElementwiseKernel, RowOpsOnSpecialValues) {
       return fmt::format("row {}, element {}", i / (want.numel() / nrows), i);
     });
   }
+}
+
+// The vector loops of fp32 groups (AVX-512 or AVX2: whole vectors of 16 or 8 lanes, then the scalar loop for the
+// rest): rows of 37 run both in every row. Random values with special ones (NaN, infinities, signed zeros,
+// exp's overflow and underflow ranges) at columns that fall in vector lanes (0, 5, 17) and in the tail (33, 36).
+std::vector<float> row_values(int64_t rows, int64_t cols, uint32_t seed) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> special = {nan, inf, -inf, 0.0f, -0.0f, 89.0f, -88.0f, -104.0f, 1e-30f, 30.0f, -0.3f};
+  std::vector<float> v(size_t(rows * cols));
+  uint32_t state = seed;
+  size_t k = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      state = state * 1664525u + 1013904223u;
+      float x = (float(state >> 8) / float(1 << 24) - 0.5f) * 8.0f;
+      if (c == 0 || c == 5 || c == 17 || c == 33 || c == 36) x = special[k++ % special.size()];
+      v[size_t(r * cols + c)] = x;
+    }
+  return v;
+}
+
+TEST(ElementwiseKernel, VectorLoopAndTailAgreeInEveryLoopForm) {
+  const int64_t R = 40, C = 37;
+  const std::vector<Tensor> in = {Tensor::from<float>({R, C}, row_values(R, C, 1)),
+                                  Tensor::from<float>({R, C}, row_values(R, C, 2)),
+                                  Tensor::from<float>({C}, row_values(1, C, 3)),
+                                  Tensor::from<float>({R, 1}, row_values(R, 1, 4))};
+  // Flat (every operand the whole space), then the row form with an operand varying along the row (b) and one
+  // per row (c); every transcendental's vector form, Where and comparisons, Max/Min with NaN.
+  const std::string bodies[] = {
+      "t = Mul(x, z)  u = Sigmoid(t)  w = Tanh(x)  e = Exp(z)  l = Log(u)  s = Erf(w)  m = Max(e, l)  p = Add(m, s) "
+      "q = Softplus(x)  k = Less(x, z)  y0 = Where(k, p, q)  el = Elu(z)  y = Sub(y0, el)",
+      "t = Mul(x, b)  u = Add(t, c)  w = Tanh(u)  e = Exp(w)  m = Min(e, x)  n = Sqrt(z)  y0 = Div(m, n) "
+      "f = Floor(y0)  h = Selu(f)  y = Mul(h, c)"};
+  for (const std::string& body : bodies) {
+    SCOPED_TRACE(body);
+    auto [want, got] = unfused_and_fused(
+        fmt::format("g (float[{0},{1}] x, float[{0},{1}] z, float[{1}] b, float[{0},1] c) => (float[{0},{1}] y) "
+                    "{{ {2} }}",
+                    R, C, body),
+        in);
+    expect_agree(want, got, [&](int64_t i) { return fmt::format("row {}, column {}", i / C, i % C); });
+  }
+}
+
+// Softmax, LogSoftmax and ReduceLogSumExp sum exp(x - max) over whole vectors first: rows of 37 with special
+// values in vector lanes and in the tail.
+TEST(ElementwiseKernel, ExpSumsOverVectorsAndTail) {
+  const int64_t R = 40, C = 37;
+  const std::vector<Tensor> in = {Tensor::from<float>({R, C}, row_values(R, C, 5))};
+  for (const std::string op : {"Softmax <axis = -1>", "LogSoftmax <axis = -1>", "ReduceLogSumExp <axes = [-1]>"}) {
+    SCOPED_TRACE(op);
+    const std::string out =
+        op.rfind("Reduce", 0) == 0 ? fmt::format("float[{},1]", R) : fmt::format("float[{},{}]", R, C);
+    auto [want, got] = unfused_and_fused(
+        fmt::format("g (float[{0},{1}] x) => ({2} y) {{ a = Mul(x, x)  b = Sub(x, a)  y = {3}(b) }}", R, C, out, op),
+        in);
+    expect_agree(want, got, [&](int64_t i) { return fmt::format("element {}", i); });
+  }
+}
+
+// Which kernels get the vector loop: fp32 groups (flat, row form, exp sums); a float16 group keeps the scalar
+// loop only (its loads convert).
+TEST(ElementwiseKernel, OnlyFp32GroupsGetTheVectorLoop) {
+  auto source_of = [](const std::string& text) {
+    Model m = testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]> )" + text);
+    tools::FuseOptions opts;
+    opts.fusion.opt_level = 3;
+    Model f = testing::fused_copy(m, opts);
+    for (const Node* n : f.graph->nodes())
+      if (n->body) {
+        std::string why;
+        auto k = codegen::emit_kernel(*n, "k", codegen::EmitOptions{}, &why);
+        EXPECT_TRUE(k) << why;
+        return k ? k->source : std::string();
+      }
+    ADD_FAILURE() << "no fused node: " << f.graph->to_string();
+    return std::string();
+  };
+  const std::string flat =
+      source_of("g (float[64,37] x, float[64,37] z) => (float[64,37] y) { a = Mul(x, z)  y = Tanh(a) }");
+  EXPECT_NE(flat.find("gaf_vload(in0 + (i))"), std::string::npos) << flat;
+  EXPECT_NE(flat.find("#if defined(GAF_VECTOR)"), std::string::npos);
+  const std::string rows =
+      source_of("g (float[64,37] x, float[37] b) => (float[64,37] y) { a = Mul(x, b)  y = Tanh(a) }");
+  EXPECT_NE(rows.find("gaf_vload(in1 + (b1 + j))"), std::string::npos) << rows;
+  const std::string softmax =
+      source_of("g (float[64,37] x) => (float[64,37] y) { a = Mul(x, x)  y = Softmax <axis = -1> (a) }");
+  EXPECT_NE(softmax.find("gaf_exp_nonpos(gaf_vload("), std::string::npos) << softmax;
+  const std::string half = source_of(
+      "g (float16[64,37] x, float16[64,37] z) => (float16[64,37] y) { a = Mul(x, z)  y = Tanh(a) }");
+  EXPECT_EQ(half.find("gaf_vload"), std::string::npos) << half;
+  EXPECT_NE(half.find("gaf_load_half"), std::string::npos) << half;
 }
 
 }  // namespace

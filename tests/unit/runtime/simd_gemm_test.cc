@@ -13,10 +13,10 @@
 namespace {
 
 #if defined(GAF_SIMD)
-using gaf::runtime::simd::AddToC;
-using gaf::runtime::simd::kPanel;
-using gaf::runtime::simd::gemm_bcast;
-using gaf::runtime::simd::pack_transposed_panels;
+using gaf::simd::AddToC;
+using gaf::simd::kPanel;
+using gaf::simd::gemm_bcast;
+using gaf::simd::pack_transposed_panels;
 
 TEST(SimdGemm, PackedPanelsHoldTheTransposeAndZeros) {
   for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 33, 64, 65, 130})

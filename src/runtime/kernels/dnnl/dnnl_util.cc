@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "runtime/kernels/fast/simd_exp.h"
+#include "ops/simd_math.h"
 
 namespace gaf::runtime::dnnl_detail {
 

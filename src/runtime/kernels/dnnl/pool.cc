@@ -13,7 +13,7 @@
 #include "runtime/kernels/dnnl/dnnl_kernels.h"
 #include "runtime/kernels/dnnl/plain_conv.h"
 #include "runtime/kernels/dnnl/dnnl_util.h"
-#include "runtime/kernels/fast/simd_vec.h"
+#include "ops/simd_vec.h"
 
 namespace gaf::runtime::dnnl_detail {
 

@@ -13,7 +13,7 @@
 // O (fp32), rescaled by exp(m_old - m_new) when the maximum grows (online softmax; m and the scores are kept in
 // log2 units). The [Lq, Lk] score matrix is never materialised, only one [kBlockQ, kBlockK] tile per thread.
 // Tasks are claimed by the OpenMP threads as they finish (parallel_tasks); each runs single-threaded. With
-// AVX-512 or AVX2 (simd_vec.h) the two products per tile are simd::gemm_bcast's register tiles: Kᵀ is packed
+// AVX-512 or AVX2 (ops/simd_vec.h) the two products per tile are simd::gemm_bcast's register tiles: Kᵀ is packed
 // once per key tile, Q, the probabilities and V are read in place, and the scores' epilogue adds the mask and
 // keeps each row's maximum as it stores them, so the softmax reads the tile once; with a single key tile (up to
 // kBlockK keys) the second product's epilogue writes the normalised output rows. Elsewhere (or with V stored
@@ -35,7 +35,7 @@
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/onnx/reduce_util.h"
-#include "runtime/kernels/fast/simd_exp.h"
+#include "ops/simd_math.h"
 #include "runtime/kernels/fast/simd_gemm.h"
 
 namespace gaf::runtime {

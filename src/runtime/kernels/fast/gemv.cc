@@ -6,7 +6,7 @@
 #include "gaf/dtype.h"
 #include "runtime/kernels/common.h"
 
-#include "runtime/kernels/fast/simd_vec.h"
+#include "ops/simd_vec.h"
 
 #if defined(GAF_SIMD)
 #pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)

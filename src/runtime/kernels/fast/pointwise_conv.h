@@ -1,4 +1,4 @@
-// A 1x1 convolution over channels-last fp32 activations, with its epilogue, on register tiles (simd_vec.h):
+// A 1x1 convolution over channels-last fp32 activations, with its epilogue, on register tiles (ops/simd_vec.h):
 //   y[p, n] = ops(b[n] + sum_k x[p, k] w[n, k])   for p < pixels, n < N   (x [pixels, K], y [pixels, N])
 // ops: clamp(act(clamp(v, lo, hi)) + addend, lo2, hi2), act an activation (Swish, HardSwish or none), the addend a
 // residual [pixels, N] like y (or none): Relu, Clip, SiLU, HardSwish, a residual Add, and clamps on either side.
@@ -19,7 +19,7 @@
 
 #include "gaf/graph.h"
 #include "runtime/kernels/fast/line_vector.h"
-#include "runtime/kernels/fast/simd_exp.h"
+#include "ops/simd_math.h"
 
 namespace gaf::runtime {
 

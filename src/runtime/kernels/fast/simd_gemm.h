@@ -10,7 +10,7 @@
 // sgemm's 170-180 us, 105 GFLOP/s, the core's peak for fp32 FMA. Sums run in k order in fp32, as a GEMM's do.
 #pragma once
 
-#include "runtime/kernels/fast/simd_vec.h"
+#include "ops/simd_vec.h"
 
 #if defined(GAF_SIMD)
 #include <algorithm>
@@ -22,7 +22,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-namespace gaf::runtime::simd {
+namespace gaf::simd {
 
 // Columns per chunk of B (and per panel of a packed Kᵀ), and the vectors in one.
 inline constexpr int kPanelVecs = kW == 16 ? 4 : 2;
@@ -245,7 +245,7 @@ inline void gemm_bcast(int64_t m, int64_t n, int64_t k, float alpha, const float
   }
 }
 
-}  // namespace gaf::runtime::simd
+}  // namespace gaf::simd
 
 #pragma GCC diagnostic pop
 #endif

@@ -8,7 +8,7 @@
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
 
-#include "runtime/kernels/fast/simd_vec.h"
+#include "ops/simd_vec.h"
 
 #if defined(GAF_SIMD)
 #pragma GCC diagnostic push  // GCC 12's intrinsics headers trip -Wmaybe-uninitialized (_mm512_undefined_ps)

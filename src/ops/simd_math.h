@@ -1,15 +1,18 @@
-// 2^t on the fp32 lanes of a simd::vf (simd_vec.h: 16 with AVX-512, 8 with AVX2), shared by the kernels that
-// need a fast exp (attention's softmax, the swish pass after convolutions, the convolution epilogues'
-// activations): 2^round(t) by simd::scale2 (gradual underflow towards 0, NaN propagates) times a degree-5
+// Vector math on the fp32 lanes of a simd::vf (simd_vec.h: 16 with AVX-512, 8 with AVX2), shared by the hand-
+// written kernels (attention's softmax, the swish pass after convolutions, the convolution epilogues'
+// activations) and, as text, by every generated CPU kernel (codegen's prelude embeds this file and simd_vec.h).
+//
+// exp2v: 2^round(t) by simd::scale2 (gradual underflow towards 0, NaN propagates) times a degree-5
 // polynomial for 2^f, f = t - round(t) in [-1/2, 1/2]: a minimax fit of 2^f's relative error (9e-8 in exact
 // arithmetic; measured in fp32 1.7e-7 at most over t in [-126, 127), tests/unit/runtime/simd_exp_test.cc), one
 // FMA cheaper than Cephes' degree-6 exp2f (7.9e-8); the attention bench case ran about 1% faster with it.
-// exp(x) is exp2v(x * log2(e)): the rounding of that product adds a relative error of about |t| 6e-8.
+// exp(x) as exp2v(x * log2(e)) adds a relative error of about |t| 6e-8 (the rounding of that product); expv is
+// the accurate exp (1-2 ulp) for where that matters.
 #pragma once
 
 #include <cmath>
 
-namespace gaf::runtime::simd {
+namespace gaf::simd {
 
 // x * sigmoid(alpha x) with swish16's limits, for scalar tails and reference paths: 0 once exp(-alpha x) passes
 // 2^126.
@@ -18,12 +21,28 @@ inline float swish(float x, float alpha) {
   return t > 126.0 * 0.69314718055994531 ? 0.f : float(double(x) / (1.0 + std::exp(t)));
 }
 
-}  // namespace gaf::runtime::simd
+}  // namespace gaf::simd
 
-#include "runtime/kernels/fast/simd_vec.h"
+#include "ops/simd_vec.h"
 
 #if defined(GAF_SIMD)
-namespace gaf::runtime::simd {
+namespace gaf::simd {
+
+// e^x to 1-2 ulp, Cephes' expf on the vector (the generated kernels' gaf_exp, ops' fastmath::exp on a lane): x =
+// n ln2 + r with n = round(x log2(e)) and ln2 in two parts, e^r = 1 + r + r^2 P(r) (degree 5), times 2^n by
+// simd::scale2. x is clamped to [-104, 89] first, which keeps NaN: below -103.97 the result is 0, above 88.73
+// it overflows to inf, in between gradual underflow as scale2 gives it.
+inline vf expv(vf x) {
+  const vf xc = clamp(x, set1(-104.f), set1(89.f));
+  const vf n = round_nearest(mul(xc, set1(1.44269504088896341f)));
+  const vf r = fmadd(n, set1(2.12194440e-4f), fmadd(n, set1(-0.693359375f), xc));
+  vf p = fmadd(set1(1.9875691500e-4f), r, set1(1.3981999507e-3f));
+  p = fmadd(p, r, set1(8.3334519073e-3f));
+  p = fmadd(p, r, set1(4.1665795894e-2f));
+  p = fmadd(p, r, set1(1.6666665459e-1f));
+  p = fmadd(p, r, set1(5.0000001201e-1f));
+  return scale2(add(fmadd(p, mul(r, r), r), set1(1.f)), n);
+}
 
 // Callers clamp t from below (t >= -150 flushes to 0 anyway) and from above where overflow matters (t < 128).
 inline vf exp2v(vf t) {
@@ -86,5 +105,5 @@ inline vf hard_swishv(vf x) {
   return mul(x, min(max(gate, zero()), set1(1.f)));
 }
 
-}  // namespace gaf::runtime::simd
+}  // namespace gaf::simd
 #endif

@@ -2,6 +2,8 @@
 // (__m512, lane masks __mmask16), 8 lanes with AVX2 + FMA (__m256, lane masks as all-ones lanes of a __m256).
 // A kernel written on these functions and kW compiles to either; where neither ISA is there (GAF_SIMD unset) the
 // kernels keep their portable paths. The AVX2 forms cost what the AVX-512 ones do per lane except where noted.
+// Generated CPU kernels include this file's text too (codegen's prelude), so it holds only what a standalone
+// C++17 translation unit compiles: standard and intrinsics headers.
 #pragma once
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
@@ -16,7 +18,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-namespace gaf::runtime::simd {
+namespace gaf::simd {
 
 #if defined(__AVX512F__)
 using vf = __m512;
@@ -52,6 +54,9 @@ inline vf max(vf a, vf b) { return _mm512_max_ps(a, b); }
 inline vf min(vf a, vf b) { return _mm512_min_ps(a, b); }
 inline vf abs(vf a) { return _mm512_abs_ps(a); }
 inline vf round_nearest(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline vf floorv(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+inline vf ceilv(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC); }
+inline vf sqrtv(vf a) { return _mm512_sqrt_ps(a); }
 
 // Comparisons: ordered (false where either is NaN) except nle (true where a <= b fails, NaN included).
 inline lanes_t gt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
@@ -109,6 +114,9 @@ inline vf max(vf a, vf b) { return _mm256_max_ps(a, b); }
 inline vf min(vf a, vf b) { return _mm256_min_ps(a, b); }
 inline vf abs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.f), a); }
 inline vf round_nearest(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline vf floorv(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+inline vf ceilv(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC); }
+inline vf sqrtv(vf a) { return _mm256_sqrt_ps(a); }
 
 inline lanes_t gt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
 inline lanes_t lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
@@ -153,7 +161,7 @@ inline vf clamp(vf v, vf lo, vf hi) { return min(hi, max(lo, v)); }
 // The lanes of the last of ceil(n / kW) vectors that hold one of n elements.
 inline lanes_t tail_lanes(int64_t n) { return first(n % kW == 0 ? kW : n % kW); }
 
-}  // namespace gaf::runtime::simd
+}  // namespace gaf::simd
 
 #pragma GCC diagnostic pop
 #endif

@@ -132,6 +132,9 @@ struct GroupSummary {
   std::string scope;  // "" in the main graph; in a subgraph, where it is: "node 'loop' (Loop) body"
   std::vector<std::string> ops, nodes;
   double bytes_saved = 0, benefit_s = 0;
+  // The cost model's time of the members run one kernel each and of the group as one kernel (benefit_s is
+  // their difference).
+  double modeled_unfused_s = 0, modeled_fused_s = 0;
 };
 
 struct FusionPlan {

@@ -1,6 +1,7 @@
 // Library side of the CLI tools: everything the commands do lives here so tests and the CLI share one path.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -145,6 +146,30 @@ struct BenchResult {
 // timings that do not depend on what the thread chooser saw).
 BenchResult bench_fusion(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
                          int iterations, const runtime::SessionOptions& session = {});
+
+// Each fused group's modeled and measured time, unfused (its members one kernel each) and fused (one kernel):
+// whether the cost model's sign of the benefit is the measured one. The unfused side is the graph the planner saw
+// (after the rewrites, so the members are its nodes), both sides profiled node by node on OpenMP's thread count
+// (`iterations` runs each after one warm-up, alternating; a node's time is its mean per run). Groups inside subgraphs are
+// listed, not timed (their bodies run per iteration of their Loop or Scan).
+struct GroupTiming {
+  std::string name, scope;
+  std::vector<std::string> ops;
+  double modeled_unfused_s = 0, modeled_fused_s = 0;
+  double measured_unfused_s = 0, measured_fused_s = 0;
+  bool timed = false;  // the fused node and every member were found in the profiles
+  double modeled_benefit_s() const { return modeled_unfused_s - modeled_fused_s; }
+  double measured_benefit_s() const { return measured_unfused_s - measured_fused_s; }
+  bool signs_agree() const { return (modeled_benefit_s() > 0) == (measured_benefit_s() > 0); }
+  // Fused and unfused measured within 5% of each other: closer than per-node timings repeat on a shared
+  // machine, so no sign is judged.
+  bool within_noise() const { return std::abs(measured_benefit_s()) < 0.05 * measured_unfused_s; }
+};
+std::vector<GroupTiming> time_groups(const Model& model, const FuseOptions& opts, const std::vector<Tensor>& inputs,
+                                     int iterations);
+// The table of time_groups (one line per group: modeled and measured unfused / fused time, their ratios, and
+// "DISAGREES" where the signs differ) and a line counting agreements.
+std::string group_timing_text(const std::vector<GroupTiming>& groups);
 
 // Per-node time of `model` unfused and fused with `opts` (`iterations` profiled runs each after one warm-up):
 // the `top` most expensive nodes of each (every node in run order when `top` is 0) and totals by op type, as a

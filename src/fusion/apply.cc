@@ -42,7 +42,9 @@ std::vector<GroupSummary> apply_fusion(Graph& g, const FusionPlan& plan, const C
     }
     KernelStats fk = group_stats(gr.nodes, g);
     s.bytes_saved = unfused_bytes - fk.bytes;
-    s.benefit_s = unfused_time - cm.kernel_time(fk);
+    s.modeled_unfused_s = unfused_time;
+    s.modeled_fused_s = cm.kernel_time(fk);
+    s.benefit_s = unfused_time - s.modeled_fused_s;
 
     std::vector<const Value*> inputs, escaping;
     std::unique_ptr<Graph> body = group_body(gr.nodes, g, s.name, &inputs, &escaping);

@@ -37,6 +37,9 @@ check report-subgraph-scope 0 '"scope": "node .y. \(Loop\) body"' -- bash -c \
   "$models/gru_loop/model.onnx" "$tmp"
 check bench-subgraph-kernels 0 "4 generated kernels, 0 fused groups run op by op" -- "$bin" bench \
   "$models/gru_loop/model.onnx" -n 3
+# bench --per-group: each group's modeled and measured times and the count of agreeing signs.
+check bench-per-group 0 "benefit signs \(modeled vs measured\): [0-9]+ of [0-9]+ timed groups agree" -- "$bin" \
+  bench "$models/mlp/model.onnx" -n 2 --per-group --quiet
 check emit-subgraph-kernels 0 "wrote 1 kernel source" -- "$bin" fuse "$models/gru_loop/model.onnx" \
   -o "$tmp/gru_emit.onnx" --emit-code "$tmp/gru_code"
 # A sequence in and out (seq_scores): read from its SequenceProto, printed item by item, the SequenceMap body

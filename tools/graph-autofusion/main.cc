@@ -388,8 +388,9 @@ int cmd_explain(const FuseArgs& a, const std::string& node) {
   return 0;
 }
 
-int cmd_bench(const FuseArgs& a, const RunArgs& io) {
+int cmd_bench(const FuseArgs& a, const RunArgs& io, bool per_group) {
   if (a.device == "cuda") {
+    GAF_CHECK(!per_group, "--per-group times the CPU runtime's groups; it does not apply to --device cuda");
     tools::FuseOptions opts = cuda_fuse_options(a);
     Model m = tools::read_model(a.input);
     auto r = tools::bench_cuda(m, opts, inputs_for(m, io), std::max(io.iterations, 1));
@@ -399,8 +400,12 @@ int cmd_bench(const FuseArgs& a, const RunArgs& io) {
   }
   tools::FuseOptions opts = fuse_options(a);
   Model m = tools::read_model(a.input);
-  auto r = tools::bench_fusion(m, opts, inputs_for(m, io), std::max(io.iterations, 1));
+  const std::vector<Tensor> inputs = inputs_for(m, io);
+  auto r = tools::bench_fusion(m, opts, inputs, std::max(io.iterations, 1));
   std::cout << r.text();
+  if (per_group)
+    std::cout << "\n== per fused group: the cost model's time and the measured one (profiled node by node)\n"
+              << tools::group_timing_text(tools::time_groups(m, opts, inputs, std::max(io.iterations, 1)));
   return 0;
 }
 
@@ -588,6 +593,10 @@ int main(int argc, char** argv) {
   add_fuse_options(bench, bench_args, true);
   add_input_options(bench, bench_io);
   bench->add_option("--iterations,-n", bench_io.iterations, "runs of each variant");
+  bool per_group = false;
+  bench->add_flag("--per-group", per_group,
+                  "also time each fused group against its members run one by one, beside the cost model's times, "
+                  "and say where the signs of the benefit differ");
   bench->add_option("--device", bench_args.device, "cpu | cuda: cuda times the model op by op, fused, and fused in "
                     "one CUDA graph on the GPU")->check(CLI::IsMember({"cpu", "cuda"}));
   bench->add_option("--json", bench_args.json, "with --device cuda: also write the result as JSON to this file");
@@ -697,7 +706,7 @@ int main(int argc, char** argv) {
     }
     if (*verify) return cmd_verify(verify_args, verify_io, rtol, atol);
     if (*explain) return cmd_explain(explain_args, explain_node);
-    if (*bench) return cmd_bench(bench_args, bench_io);
+    if (*bench) return cmd_bench(bench_args, bench_io, per_group);
     if (*profile) return cmd_profile(profile_args, profile_io, profile_top, profile_trace);
     if (*compare) return cmd_compare(cmp_actual, cmp_expected, cmp_rtol, cmp_atol);
     if (*generate) return cmd_generate(gen_args);

@@ -91,58 +91,6 @@ inline float gaf_log(float x) {
   return x != x ? x : res;
 }
 
-// erf: odd Taylor series below 0.5, Abramowitz-Stegun 7.1.26 above (|error| < 1.5e-7).
-inline float gaf_erf(float x) {
-  float a = gaf_abs(x);
-  float a2 = a * a;
-  float taylor = a * (1.1283791670955126f + a2 * (-0.37612638903183754f + a2 * (0.11283791670955126f +
-                 a2 * (-0.026866170645131252f + a2 * (0.005223977625442188f + a2 * -0.0008548327023450852f)))));
-  float t = 1.0f / (1.0f + 0.3275911f * a);
-  float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  float as = 1.0f - poly * gaf_exp(-a2);
-  float r = a < 0.5f ? taylor : as;
-  r = a > 9.0f ? 1.0f : r;
-  r = x < 0.0f ? -r : r;
-  return x != x ? x : r;
-}
-
-inline float gaf_tanh(float x) {
-  float a = gaf_abs(x);
-  float a2 = a * a;
-  float series = a * (1.0f + a2 * (-0.333333333333f + a2 * (0.133333333333f + a2 * (-0.053968253968f +
-                 a2 * 0.021869488536f))));
-  float e = gaf_exp(2.0f * gaf_min(a, 20.0f));
-  float big = 1.0f - 2.0f / (e + 1.0f);
-  float r = a < 0.4f ? series : big;
-  r = x < 0.0f ? -r : r;
-  return x != x ? x : r;
-}
-
-inline float gaf_sigmoid(float x) { return 1.0f / (1.0f + gaf_exp(-x)); }
-// e^x - 1, accurate near 0 too: (u - 1) x / log(u) for u = e^x rounded (Kahan), x itself where u rounds to 1.
-inline float gaf_expm1(float x) {
-  float u = gaf_exp(x);
-  float d = u - 1.0f;
-  float r = d * (x / gaf_log(u));
-  r = d == -1.0f ? -1.0f : r;
-  r = u == 1.0f ? x : r;
-  return x > 80.0f ? u : r;
-}
-// log(1 + y) for y >= 0, accurate for small y too: log(u) scaled by y / (u - 1), the rounding of u = 1 + y
-// (Goldberg's correction).
-inline float gaf_log1p_pos(float y) {
-  float u = 1.0f + y;
-  float d = u - 1.0f;
-  return d == 0.0f ? y : gaf_log(u) * (y / d);
-}
-// log(1 + e^x) = max(x, 0) + log1p(e^-|x|): log(1 + e^x) directly loses the relative precision of small results
-// (x = -9.5: 1.5e-4 relative).
-inline float gaf_softplus(float x) {
-  float r = gaf_max(x, 0.0f) + gaf_log1p_pos(gaf_exp(-gaf_abs(x)));
-  r = x > 20.0f ? x : r;
-  return x < -15.0f ? gaf_exp(x) : r;
-}
-
 inline float gaf_load_half(uint16_t h) { return _cvtsh_ss(h); }
 inline uint16_t gaf_store_half(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 inline float gaf_round_half(float f) { return gaf_load_half(gaf_store_half(f)); }
@@ -166,7 +114,8 @@ const char* const kSimd =
 const char* const kVector = R"PRELUDE(
 // ---- the vector forms: one fp32 vector (gaf::simd::vf, 16 or 8 lanes) per step of a vectorised loop ----
 // Every helper above has an overload on gaf_v computing what it computes on each lane (the same polynomials and
-// special cases, so a vectorised element and a scalar tail element agree), and the formulas of the op
+// special cases, so a vectorised element and a scalar tail element agree; the helpers built on them, below the
+// vector forms, are templates written once for both), and the formulas of the op
 // definitions, written with operators, ?: and these helpers, compile on gaf_v unchanged (GCC's vector
 // extensions: a comparison gives an integer vector of 0 / -1, which ?: selects with).
 #if defined(GAF_SIMD)
@@ -260,59 +209,80 @@ inline gaf_v gaf_log(gaf_v x) {
   return x != x ? x : res;
 }
 
-inline gaf_v gaf_erf(gaf_v x) {
-  const gaf_v a = gaf_abs(x);
-  const gaf_v a2 = a * a;
-  const gaf_v taylor = a * (1.1283791670955126f + a2 * (-0.37612638903183754f + a2 * (0.11283791670955126f +
-                       a2 * (-0.026866170645131252f + a2 * (0.005223977625442188f + a2 * -0.0008548327023450852f)))));
-  const gaf_v t = 1.0f / (1.0f + 0.3275911f * a);
-  const gaf_v poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f +
-                     t * 1.061405429f))));
-  const gaf_v as = 1.0f - poly * gaf_exp(-a2);
-  gaf_v r = a < 0.5f ? taylor : as;
-  r = a > 9.0f ? gaf_vec(1.0f) : r;
+}  // namespace
+#endif
+)PRELUDE";
+
+
+const char* const kComposite = R"PRELUDE(
+// ---- helpers built on those above, one text for a float and (where the machine has one) a gaf_v ----
+namespace {
+
+// erf: odd Taylor series below 0.5, Abramowitz-Stegun 7.1.26 above (|error| < 1.5e-7).
+template <class T>
+inline T gaf_erf(T x) {
+  T a = gaf_abs(x);
+  T a2 = a * a;
+  T taylor = a * (1.1283791670955126f + a2 * (-0.37612638903183754f + a2 * (0.11283791670955126f +
+                 a2 * (-0.026866170645131252f + a2 * (0.005223977625442188f + a2 * -0.0008548327023450852f)))));
+  T t = 1.0f / (1.0f + 0.3275911f * a);
+  T poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  T as = 1.0f - poly * gaf_exp(-a2);
+  T r = a < 0.5f ? taylor : as;
+  r = a > 9.0f ? 1.0f : r;
   r = x < 0.0f ? -r : r;
   return x != x ? x : r;
 }
 
-inline gaf_v gaf_tanh(gaf_v x) {
-  const gaf_v a = gaf_abs(x);
-  const gaf_v a2 = a * a;
-  const gaf_v series = a * (1.0f + a2 * (-0.333333333333f + a2 * (0.133333333333f + a2 * (-0.053968253968f +
-                       a2 * 0.021869488536f))));
-  const gaf_v e = gaf_exp(2.0f * gaf_min(a, 20.0f));
-  const gaf_v big = 1.0f - 2.0f / (e + 1.0f);
-  gaf_v r = a < 0.4f ? series : big;
+template <class T>
+inline T gaf_tanh(T x) {
+  T a = gaf_abs(x);
+  T a2 = a * a;
+  T series = a * (1.0f + a2 * (-0.333333333333f + a2 * (0.133333333333f + a2 * (-0.053968253968f +
+                 a2 * 0.021869488536f))));
+  T e = gaf_exp(2.0f * gaf_min(a, 20.0f));
+  T big = 1.0f - 2.0f / (e + 1.0f);
+  T r = a < 0.4f ? series : big;
   r = x < 0.0f ? -r : r;
   return x != x ? x : r;
 }
 
-inline gaf_v gaf_sigmoid(gaf_v x) { return 1.0f / (1.0f + gaf_exp(-x)); }
-inline gaf_v gaf_expm1(gaf_v x) {
-  const gaf_v u = gaf_exp(x);
-  const gaf_v d = u - 1.0f;
-  gaf_v r = d * (x / gaf_log(u));
-  r = d == -1.0f ? gaf_vec(-1.0f) : r;
+template <class T>
+inline T gaf_sigmoid(T x) {
+  return 1.0f / (1.0f + gaf_exp(-x));
+}
+// e^x - 1, accurate near 0 too: (u - 1) x / log(u) for u = e^x rounded (Kahan), x itself where u rounds to 1.
+template <class T>
+inline T gaf_expm1(T x) {
+  T u = gaf_exp(x);
+  T d = u - 1.0f;
+  T r = d * (x / gaf_log(u));
+  r = d == -1.0f ? -1.0f : r;
   r = u == 1.0f ? x : r;
   return x > 80.0f ? u : r;
 }
-inline gaf_v gaf_log1p_pos(gaf_v y) {
-  const gaf_v u = 1.0f + y;
-  const gaf_v d = u - 1.0f;
+// log(1 + y) for y >= 0, accurate for small y too: log(u) scaled by y / (u - 1), the rounding of u = 1 + y
+// (Goldberg's correction).
+template <class T>
+inline T gaf_log1p_pos(T y) {
+  T u = 1.0f + y;
+  T d = u - 1.0f;
   return d == 0.0f ? y : gaf_log(u) * (y / d);
 }
-inline gaf_v gaf_softplus(gaf_v x) {
-  gaf_v r = gaf_max(x, 0.0f) + gaf_log1p_pos(gaf_exp(-gaf_abs(x)));
+// log(1 + e^x) = max(x, 0) + log1p(e^-|x|): log(1 + e^x) directly loses the relative precision of small results
+// (x = -9.5: 1.5e-4 relative).
+template <class T>
+inline T gaf_softplus(T x) {
+  T r = gaf_max(x, 0.0f) + gaf_log1p_pos(gaf_exp(-gaf_abs(x)));
   r = x > 20.0f ? x : r;
   return x < -15.0f ? gaf_exp(x) : r;
 }
 
 }  // namespace
-#endif
 )PRELUDE";
 
 }  // namespace
 
-std::string prelude() { return std::string(kScalar) + kSimd + kVector; }
+std::string prelude() { return std::string(kScalar) + kSimd + kVector + kComposite; }
 
 }  // namespace gaf::codegen

@@ -410,6 +410,8 @@ TEST(reducenorm_Reduce, LargeTensorsOnEveryPathMatchReference) {
       {{64, 100, 48}, {false, true, false}},  // column mode, K = 48, parallel pieces
       {{100000, 5}, {false, true}},           // short reduction, many outputs
       {{9, 500, 70}, {true, true, false}},    // column mode, one piece: split
+      {{8, 49, 2048}, {false, true, false}},  // column mode, 16 pieces of 1024: parallel pieces
+      {{5, 49, 1100}, {false, true, false}},  // column mode, 10 pieces of 1024 and 76
       {{20, 40, 30, 20}, {true, false, true, false}}};
   uint32_t seed = 100;
   for (const auto& c : cases) {

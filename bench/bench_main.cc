@@ -1,5 +1,7 @@
-// Micro-benchmarks: the demo block through the runtime, and planning a 1,000-node synthetic graph (the fusion
-// issue asks for well under a second).
+// Micro-benchmarks: the demo block through the runtime, planning a 1,000-node synthetic graph (the fusion issue
+// asks for well under a second), and a decoder's products of 1 to 128 rows on Gemv's packed weights beside a
+// static-shape MatMul of the same size (the runtime's choice there: Gemv up to 8 rows, above that oneDNN on
+// weights it packed for itself).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -8,6 +10,7 @@
 #include "gaf/fusion.h"
 #include "gaf/session.h"
 #include "gaf/tools.h"
+#include "runtime/kernels/fast/gemv.h"
 
 namespace {
 
@@ -46,6 +49,51 @@ void BM_Plan1000Nodes(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(gaf::plan_fusion(*m.graph, cm, o));
 }
 BENCHMARK(BM_Plan1000Nodes)->Unit(benchmark::kMillisecond);
+
+// Args: rows, K, N. GPT-2 small's products: [768, 2304] (QKV), [768, 3072] (MLP up), [3072, 768] (MLP down).
+void gemv_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t rows : {1, 16, 128})
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{768, 3072}, {3072, 768}}) b->Args({rows, k, n});
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+void BM_GemvPacked(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const std::vector<float> w = random_floats(size_t(k * n), 1), a = random_floats(size_t(m * k), 2);
+  std::vector<float> y(size_t(m * n));
+  gaf::runtime::Gemv g(w.data(), k, n, false);
+  for (auto _ : state) {
+    g.run(a.data(), m, k, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(m * k * n), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemvPacked)->Apply(gemv_shapes)->Unit(benchmark::kMicrosecond);
+
+void BM_MatMulStatic(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  gaf::Model model;
+  gaf::GraphBuilder b(model);
+  gaf::Value* a = b.input("a", gaf::DType::Float, {m, k});
+  gaf::Value* wv = b.random_constant("w", {k, n}, 1.f);
+  b.output(b.op("MatMul", {a, wv}));
+  b.finish();
+  gaf::runtime::Session s(*model.graph);
+  const std::vector<float> av = random_floats(size_t(m * k), 2);
+  std::vector<gaf::Tensor> in = {gaf::Tensor::from<float>({m, k}, av)};
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(in));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(m * k * n), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MatMulStatic)->Apply(gemv_shapes)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

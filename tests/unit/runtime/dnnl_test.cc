@@ -1397,10 +1397,9 @@ namespace gaf {
 namespace {
 
 // A product whose rows are known only at run time, against weights Gemv packs at session start (a decoder's
-// prompt): oneDNN reads the model's weights as they are for the first runs of a row count and packs its own
-// copy on the third. Every run, before and after, gives the plain product.
-// Rows known only at run time against constant weights: 64 rows run on Gemv's copy packed at session start,
-// 300 (past the 256 it takes) on oneDNN over the model's weights, which it packs on the third run of that count.
+// prompt): 64 rows run on Gemv's copy; 300 (past the 256 Gemv takes) on oneDNN, which reads the model's weights
+// as they are for the first runs of that row count and packs its own copy on the third. Every run, before and
+// after, gives the plain product.
 TEST(DnnlMatMul, DynamicRowsReadPlainWeightsThenPackThem) {
   constexpr int64_t K = 256, N = 512;
   Graph g;

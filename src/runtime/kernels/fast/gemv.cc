@@ -36,11 +36,12 @@ simd::vf load_w(const W* p) {
 // Rows [0, R) of a against one group of a panel, w [K][kPanel] from the group's first column: R x 4
 // accumulators, and U sets of them over alternate k (so that one or two rows still keep eight FMAs in flight).
 // cols: the group's columns that exist (the last one is short); scale: the group's column scales, or null.
-// Meanwhile prefetches npf cache lines from pf into L2, `per` of them a step.
+// Meanwhile prefetches npf cache lines from pf into L2, spread over its steps.
 template <class W, int R, int U>
 void group_rows(const float* a, int64_t lda, const W* w, int64_t k, float* y, int64_t ldy, int64_t cols,
-                const float* scale, const char* pf, int64_t npf, int64_t per) {
+                const float* scale, const char* pf, int64_t npf) {
   using namespace simd;
+  const int64_t steps = std::max<int64_t>(1, k / U), per = (npf + steps - 1) / steps;
   vf acc[U][R][4];
   for (int u = 0; u < U; ++u)
     for (int r = 0; r < R; ++r)
@@ -88,7 +89,7 @@ void group_rows(const float* a, int64_t lda, const W* w, int64_t k, float* y, in
 
 template <class W>
 using GroupFn = void (*)(const float*, int64_t, const W*, int64_t, float*, int64_t, int64_t, const float*,
-                         const char*, int64_t, int64_t);
+                         const char*, int64_t);
 #if defined(__AVX512F__)
 template <class W>
 constexpr GroupFn<W> kGroupFns[4] = {group_rows<W, 1, 2>, group_rows<W, 2, 2>, group_rows<W, 3, 1>,
@@ -123,11 +124,9 @@ void run_panel(const W* packed, const float* scales, int64_t p, int64_t panels, 
   for (int64_t r0 = 0, gi = 0; r0 < m; r0 += kRowsAtOnce, ++gi) {
     const int64_t rows = std::min(kRowsAtOnce, m - r0);
     const int64_t npf = std::max<int64_t>(0, std::min(share, lines - gi * share));
-    const int64_t steps = std::max<int64_t>(1, k / (rows <= 2 ? 2 : 1));
     for (int64_t g = 0; g < cols; g += kGroup)
       kGroupFns<W>[rows - 1](a + r0 * lda, lda, w + g, k, y + r0 * n + c0 + g, n, std::min(kGroup, cols - g),
-                             sc ? sc + g : nullptr, next + gi * share * 64, g == 0 ? npf : 0,
-                             (npf + steps - 1) / steps);
+                             sc ? sc + g : nullptr, next + gi * share * 64, g == 0 ? npf : 0);
   }
 #else
   (void)panels;

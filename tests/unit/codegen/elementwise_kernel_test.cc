@@ -205,8 +205,11 @@ std::vector<float> row_values(int64_t rows, int64_t cols, uint32_t seed) {
   return v;
 }
 
+// Rows of 37 run one vector per step and a scalar tail; rows of 85 (these formulas are heavy: four vectors per
+// step) also run the unrolled loop, then one vector, then the tail, with 16 lanes as with 8.
 TEST(ElementwiseKernel, VectorLoopAndTailAgreeInEveryLoopForm) {
-  const int64_t R = 40, C = 37;
+  for (const int64_t C : {37, 85}) {
+  const int64_t R = 40;
   const std::vector<Tensor> in = {Tensor::from<float>({R, C}, row_values(R, C, 1)),
                                   Tensor::from<float>({R, C}, row_values(R, C, 2)),
                                   Tensor::from<float>({C}, row_values(1, C, 3)),
@@ -219,13 +222,14 @@ TEST(ElementwiseKernel, VectorLoopAndTailAgreeInEveryLoopForm) {
       "t = Mul(x, b)  u = Add(t, c)  w = Tanh(u)  e = Exp(w)  m = Min(e, x)  n = Sqrt(z)  y0 = Div(m, n) "
       "f = Floor(y0)  h = Selu(f)  y = Mul(h, c)"};
   for (const std::string& body : bodies) {
-    SCOPED_TRACE(body);
+    SCOPED_TRACE(fmt::format("rows of {}: {}", C, body));
     auto [want, got] = unfused_and_fused(
         fmt::format("g (float[{0},{1}] x, float[{0},{1}] z, float[{1}] b, float[{0},1] c) => (float[{0},{1}] y) "
                     "{{ {2} }}",
                     R, C, body),
         in);
     expect_agree(want, got, [&](int64_t i) { return fmt::format("row {}, column {}", i / C, i % C); });
+  }
   }
 }
 
@@ -267,6 +271,16 @@ TEST(ElementwiseKernel, OnlyFp32GroupsGetTheVectorLoop) {
       source_of("g (float[64,37] x, float[64,37] z) => (float[64,37] y) { a = Mul(x, z)  y = Tanh(a) }");
   EXPECT_NE(flat.find("gaf_vload(in0 + (i))"), std::string::npos) << flat;
   EXPECT_NE(flat.find("#if defined(GAF_VECTOR)"), std::string::npos);
+  // Tanh is heavy (its exp and division): four vectors per step, each statement for all four in turn, then one
+  // vector per step; a Mul and an Add stream at one.
+  EXPECT_NE(flat.find("iv + 4 * gaf_vw <= hi"), std::string::npos) << flat;
+  EXPECT_NE(flat.find("const auto t0_3 = (a0_3 * a1_3);"), std::string::npos) << flat;
+  EXPECT_NE(flat.find("gaf_vstore(out0 + (i + 3 * gaf_vw), gaf_vec("), std::string::npos) << flat;
+  EXPECT_NE(flat.find("iv + gaf_vw <= hi"), std::string::npos) << flat;
+  const std::string light =
+      source_of("g (float[64,37] x, float[64,37] z) => (float[64,37] y) { a = Mul(x, z)  y = Add(a, x) }");
+  EXPECT_NE(light.find("iv + gaf_vw <= hi"), std::string::npos) << light;
+  EXPECT_EQ(light.find("* gaf_vw"), std::string::npos) << light;
   const std::string rows =
       source_of("g (float[64,37] x, float[37] b) => (float[64,37] y) { a = Mul(x, b)  y = Tanh(a) }");
   EXPECT_NE(rows.find("gaf_vload(in1 + (b1 + j))"), std::string::npos) << rows;

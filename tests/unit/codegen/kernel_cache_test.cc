@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,9 +25,10 @@ class KernelCache : public ::testing::Test {
     if (old) old_ = old;
     // A quote, a space and a command substitution: through a shell this would not compile or would run
     // `touch`.
-    root_ = fs::temp_directory_path() /
-            fmt::format("gaf cache's $(touch PWNED) {}_{}", getpid(),
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    // A parameterised test's name has a '/' (IsReportedAndRebuilt/0): one folder, so TearDown removes it all.
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    root_ = fs::temp_directory_path() / fmt::format("gaf cache's $(touch PWNED) {}_{}", getpid(), name);
     fs::remove_all(root_);
     setenv("XDG_CACHE_HOME", root_.c_str(), 1);
   }

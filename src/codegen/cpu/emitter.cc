@@ -468,9 +468,12 @@ class Emitter {
   static constexpr int kUnroll = 4;
   double formula_flops() const {
     double f = 0;
-    for (const Node* n : body_.nodes())
-      if (const OpInfo* info = find_op(*n)) f += info->flops_per_element;
+    for (const Node* n : body_.nodes()) f += formula_flops(*n);
     return f;
+  }
+  static double formula_flops(const Node& n) {
+    const OpInfo* info = find_op(n);
+    return info ? info->flops_per_element : 0;
   }
 
   // True when the vector loop applies: the CPU dialect, every operand read and every output written as fp32.
@@ -629,6 +632,48 @@ class Emitter {
 
   // ---- rows ----
   void emit_rows(std::ostream& os);
+  // For row-shaped elementwise node n on the CPU: opens `{ int64_t jv = 0;` and prints the vector loops over the
+  // row (kUnroll vectors per step for a heavy formula, then one), each computing n's formula from vector_arg(n,
+  // i, u) and handing the result and its offset to store(value, offset); returns false, printing nothing, where
+  // an input or the output is not fp32. The caller's scalar loop starts at jv and closes the brace.
+  template <class VectorArg, class Store>
+  bool row_vector_loops(std::ostream& os, const Node& n, const std::string& ind, VectorArg vector_arg, Store store) {
+    if (cuda_ || n.output(0)->type.dtype != DType::Float) return false;
+    const int lanes = formula_flops(n) >= kHeavyFlops ? kUnroll : 1;
+    std::vector<std::vector<std::string>> loads(static_cast<size_t>(lanes));
+    for (int u = 0; u < lanes; ++u)
+      for (int i = 0; i < n.num_inputs(); ++i) {
+        std::optional<std::string> a = vector_arg(n, i, u);
+        if (!a) return false;
+        loads[size_t(u)].push_back(*a);
+      }
+    std::vector<ScalarType> types(size_t(n.num_inputs()), ScalarType::F32);
+    os << ind << "{ int64_t jv = 0;\n#if defined(GAF_VECTOR)\n";
+    for (int step : lanes > 1 ? std::vector<int>{lanes, 1} : std::vector<int>{1}) {
+      const std::string width = step > 1 ? fmt::format("{} * gaf_vw", step) : "gaf_vw";
+      os << ind << "for (; jv + " << width << " <= L; jv += " << width << ") {\n" << ind << "  const int64_t j = jv;\n";
+      std::vector<std::string> results;
+      for (int u = 0; u < step; ++u) {
+        std::vector<std::string> args;
+        for (int i = 0; i < n.num_inputs(); ++i) {
+          if (loads[size_t(u)][size_t(i)].empty()) {
+            args.emplace_back();
+            continue;
+          }
+          args.push_back(fmt::format("a{}_{}", i, u));
+          os << ind << "  const gaf_v " << args.back() << " = " << loads[size_t(u)][size_t(i)] << ";\n";
+        }
+        ScalarExpr e = node_expr(n, args, types);
+        if (e.type != ScalarType::F32) reject("{}: boolean row values are not staged", n.describe());
+        results.push_back(fmt::format("y_{}", u));
+        os << ind << "  const gaf_v " << results.back() << " = gaf_vec(" << e.expr << ");\n";
+      }
+      for (int u = 0; u < step; ++u) store(results[size_t(u)], u ? fmt::format("j + {} * gaf_vw", u) : "j");
+      os << ind << "}\n";
+    }
+    os << "#endif\n";
+    return true;
+  }
   // Declares `sum` = the sum over the row of exp(x - mx) (x the row's element j, mx its maximum), each term
   // stored to `buf`[j] when `buf` is named: a softmax's or log-sum-exp's heaviest loop. On the CPU, where x is
   // an fp32 array element, whole vectors first (gaf_exp_nonpos on gaf_v, partial sums per lane), then the rest.
@@ -849,6 +894,22 @@ void Emitter::emit_rows(std::ostream& os) {
       reject("{} reads a row inside a per-row computation", n.describe());
     return load_expr(v, idx);
   };
+  // The vector form of input i of n (vector u of a step, j its first element) for the CPU's vector loops; nullopt
+  // where the input is not read as fp32.
+  auto vector_arg = [&](const Node& n, int i, int u) -> std::optional<std::string> {
+    const Value* v = n.input(i);
+    if (!v) return std::string();
+    if (scalar_var.count(v)) {
+      if (scalar_type_of[v] != ScalarType::F32) return std::nullopt;
+      return fmt::format("gaf_vec({})", scalar_var[v]);
+    }
+    const std::string off = u ? fmt::format(" + {} * gaf_vw", u) : "";
+    if (buffer.count(v)) return fmt::format("gaf_vload(buf{} + j{})", buffer[v], off);
+    if (loaded_type(v) != DType::Float) return std::nullopt;
+    const std::string idx = operand_index(n, i);
+    if (idx.ends_with("j")) return fmt::format("gaf_vload({} + ({}{}))", ptr_.at(v), idx, off);
+    return fmt::format("gaf_vec({}[{}])", ptr_.at(v), idx);
+  };
   for (size_t b = 0; b < buffer.size(); ++b)  // in buffer order, not the map's (pointer) order: the same text each time
     os << ind << "float* buf" << b << " = " << (cuda_ ? "gaf_smem" : "scratch") << " + size_t(L) * " << b << ";\n";
   int sv = 0;
@@ -982,10 +1043,19 @@ void Emitter::emit_rows(std::ostream& os) {
       continue;
     }
     if (e.type == ScalarType::Bool) reject("{}: boolean row values are not staged", n->describe());
-    os << omp(ind, "simd") << ind << jl << " { const float v = " << e.expr
+    // On the CPU, where every input reads as fp32 (and an output is fp32), whole vectors first, as in the
+    // elementwise kernel (four per step for a heavy formula); the scalar loop takes the rest of the row.
+    std::string loop = jl;
+    if (row_vector_loops(os, *n, ind, vector_arg, [&](const std::string& v, const std::string& at) {
+          os << ind << "  gaf_vstore(buf" << buffer.at(out) << " + " << at << ", " << v << ");\n";
+          if (out_slot.count(out)) os << ind << "  gaf_vstore(out" << out_slot[out] << " + r * L + " << at << ", " << v << ");\n";
+        }))
+      loop = "for (int64_t j = jv; j < L; ++j)";
+    os << omp(ind, "simd") << ind << loop << " { const float v = " << e.expr
        << "; buf" << buffer.at(out) << "[j] = v;";
     if (out_slot.count(out)) os << " out" << out_slot[out] << "[r * L + j] = " << store(out->type.dtype, "v") << ";";
     os << " }\n";
+    if (loop != jl) os << ind << "}\n";
   }
   // CUDA: rows end at a barrier, so a stage reading row entries other threads wrote could not race with the next
   // row (today each thread reads back only its own).

@@ -25,17 +25,17 @@ std::pair<Tensor, Tensor> unfused_and_fused(const std::string& text, const std::
   return {su.run(in)[0], sf.run(in)[0]};
 }
 
-// Element by element: NaN where the unfused output has NaN, the same infinities, finite values within 2e-6
-// relative (1e-30 absolute). `label(i)` names element i in a failure.
+// Element by element: NaN where the unfused output has NaN, the same infinities, finite values within `rel`
+// (2e-6) relative (1e-30 absolute). `label(i)` names element i in a failure.
 template <class Label>
-void expect_agree(const Tensor& want, const Tensor& got, Label label) {
+void expect_agree(const Tensor& want, const Tensor& got, Label label, double rel = 2e-6) {
   ASSERT_EQ(want.numel(), got.numel());
   for (int64_t i = 0; i < want.numel(); ++i) {
     const float w = want.data<float>()[i], g = got.data<float>()[i];
     if (std::isnan(w) || std::isnan(g) || std::isinf(w) || std::isinf(g)) {
       EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g) << label(i) << ": unfused " << w << ", fused " << g;
     } else {
-      EXPECT_NEAR(g, w, 1e-30 + 2e-6 * std::abs(w)) << label(i);
+      EXPECT_NEAR(g, w, 1e-30 + rel * std::abs(w)) << label(i);
     }
   }
 }
@@ -233,6 +233,33 @@ TEST(ElementwiseKernel, VectorLoopAndTailAgreeInEveryLoopForm) {
   }
 }
 
+// A row kernel's row-shaped elementwise stages run on vectors too (a heavy formula four per step): inputs read
+// whole (x), along the row (b), once per row (c) and a row's reduction broadcast back (m), in rows of 37 (one
+// vector per step, then the tail) and of 85 (four, one, then the tail).
+TEST(ElementwiseKernel, RowKernelStagesRunOnVectors) {
+  for (const int64_t C : {37, 85}) {
+    const int64_t R = 40;
+    // b finite: a NaN in it would reach every row's mean and leave nothing to compare.
+    std::vector<float> b = row_values(1, C, 7);
+    for (float& v : b) v = std::isfinite(v) ? v : 0.5f;
+    const std::vector<Tensor> in = {Tensor::from<float>({R, C}, row_values(R, C, 6)), Tensor::from<float>({C}, b),
+                                    Tensor::from<float>({R, 1}, row_values(R, 1, 8))};
+    const std::string text = fmt::format(
+        "g (float[{0},{1}] x, float[{1}] b, float[{0},1] c) => (float[{0},{1}] y) {{ t = Mul(x, b)  u = Tanh(t) "
+        "e = Exp(u)  m = ReduceMean <axes = [-1]> (e)  d = Sub(e, m)  s = Sigmoid(d)  w = Add(s, c) "
+        "y = Softmax <axis = -1> (w) }}",
+        R, C);
+    SCOPED_TRACE(text);
+    auto [want, got] = unfused_and_fused(text, in);
+    int64_t finite = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) finite += std::isfinite(want.data<float>()[i]);
+    EXPECT_GT(finite, want.numel() / 4);
+    // Eight ops in a chain, the softmax's exp of sums near 4 (one rounding there is 2.4e-7 of its argument):
+    // 2e-5 relative; a lane computed from the wrong elements is off by far more.
+    expect_agree(want, got, [&](int64_t i) { return fmt::format("row {}, column {}", i / C, i % C); }, 2e-5);
+  }
+}
+
 // Softmax, LogSoftmax and ReduceLogSumExp sum exp(x - max) over whole vectors first: rows of 37 with special
 // values in vector lanes and in the tail.
 TEST(ElementwiseKernel, ExpSumsOverVectorsAndTail) {
@@ -287,6 +314,12 @@ TEST(ElementwiseKernel, OnlyFp32GroupsGetTheVectorLoop) {
   const std::string softmax =
       source_of("g (float[64,37] x) => (float[64,37] y) { a = Mul(x, x)  y = Softmax <axis = -1> (a) }");
   EXPECT_NE(softmax.find("gaf_exp_nonpos(gaf_vload("), std::string::npos) << softmax;
+  // The row kernel's stages: Mul on one vector per step, Tanh (heavy) on four.
+  const std::string staged = source_of(
+      "g (float[64,37] x, float[37] b) => (float[64,37] y) { a = Mul(x, b)  t = Tanh(a)  y = Softmax <axis = -1> (t) }");
+  EXPECT_NE(staged.find("const gaf_v a1_0 = gaf_vload(in1 + (j));"), std::string::npos) << staged;
+  EXPECT_NE(staged.find("jv + 4 * gaf_vw <= L"), std::string::npos) << staged;
+  EXPECT_NE(staged.find("const gaf_v y_3 = gaf_vec(gaf_tanh(a0_3));"), std::string::npos) << staged;
   const std::string half = source_of(
       "g (float16[64,37] x, float16[64,37] z) => (float16[64,37] y) { a = Mul(x, z)  y = Tanh(a) }");
   EXPECT_EQ(half.find("gaf_vload"), std::string::npos) << half;

@@ -29,6 +29,8 @@ enum OpFlag : uint32_t {
   kMatrixFlops = 1u << 3,         // an opaque op whose flops are products (runs at the matrix peak): attention
   kIndexable = 1u << 4,           // data movement a fused kernel folds into its index arithmetic (Transpose,
                                   // Reshape, Slice, Concat...); other injective ops (Gather, Pad) run alone
+  kView = 1u << 5,                // the input's elements in the same order under new dims (Reshape, Flatten,
+                                  // Squeeze, Unsqueeze): run alone, a contiguous input is taken as is, no copy
 };
 
 // A fused kernel computes a Concat along an outer axis by reading every operand at each element and selecting

@@ -24,8 +24,9 @@ double resize_flops(const Node& n) {
 }  // namespace
 
 void register_data_movement_ops(OpRegistry& r) {
-  for (const char* name :
-       {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Expand"})
+  for (const char* name : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+    movement(r, name, OpKind::Injective, kIndexable | kView);
+  for (const char* name : {"Transpose", "Concat", "Split", "Slice", "Expand"})
     movement(r, name, OpKind::Injective, kIndexable);
   for (const char* name : {"Tile", "Pad", "ReverseSequence", "DepthToSpace", "SpaceToDepth", "Gather",
                            "GatherElements", "GatherND", "Trilu"})

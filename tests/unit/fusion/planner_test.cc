@@ -2,6 +2,8 @@
 // fusion at opt level 3, determinism, and the fused model's ONNX form.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "gaf/fusion.h"
 #include "test_util.h"
 
@@ -53,6 +55,37 @@ TEST(Planner, ForceOverridesCostButNotLegality) {
     }
   }
   EXPECT_EQ(fused, 1);
+}
+
+// A Reshape alone is a view (the runtime takes its input under the new dims): the cost model gives it no bytes,
+// so a projection's bias Add goes into the MatMul before it rather than into a kernel with the Reshape (the Q/K/V
+// projections of an attention layer). A Transpose moves its data and keeps its bytes.
+TEST(Planner, ViewsCostNothingAloneSoTheBiasJoinsTheMatMul) {
+  Model m = parse(std::string(kHeader) + R"(g (float[512,768] x, float[768,768] w, float[768] b)
+      => (float[512,12,64] y, float[768,512] t) {
+      s = Constant <value = int64[3] {512, 12, 64}> ()
+      p = MatMul(x, w)  a = Add(p, b)  y = Reshape(a, s)  t = Transpose <perm = [1, 0]> (x) })");
+  auto node = [&](const std::string& op) {
+    for (const Node* n : m.graph->nodes())
+      if (n->op_type == op) return n;
+    ADD_FAILURE() << "no " << op;
+    return static_cast<const Node*>(nullptr);
+  };
+  EXPECT_EQ(node_stats(*node("Reshape")).bytes, 0.0);
+  EXPECT_EQ(node_stats(*node("Transpose")).bytes, 2.0 * 512 * 768 * 4);
+  // Fused with the Add, the Reshape's output is written by the kernel: its bytes count.
+  EXPECT_GT(group_stats({node("Add"), node("Reshape")}, *m.graph).bytes, 0.0);
+
+  CostModel real(Target::cpu_host());
+  FusionPlan p = plan_fusion(*m.graph, real, FusionOptions{});
+  bool bias_in_matmul = false;
+  for (const Group& gr : p.groups) {
+    std::vector<std::string> ops;
+    for (const Node* n : gr.nodes) ops.push_back(n->op_type);
+    if (ops == std::vector<std::string>{"MatMul", "Add"}) bias_in_matmul = true;
+    EXPECT_FALSE(std::count(ops.begin(), ops.end(), "Reshape") && ops.size() > 1) << p.to_string();
+  }
+  EXPECT_TRUE(bias_in_matmul) << p.to_string();
 }
 
 TEST(Planner, SiblingFusionAtOptLevelThree) {

@@ -320,6 +320,22 @@ TEST(ElementwiseKernel, OnlyFp32GroupsGetTheVectorLoop) {
   EXPECT_NE(staged.find("const gaf_v a1_0 = gaf_vload(in1 + (j));"), std::string::npos) << staged;
   EXPECT_NE(staged.find("jv + 4 * gaf_vw <= L"), std::string::npos) << staged;
   EXPECT_NE(staged.find("const gaf_v y_3 = gaf_vec(gaf_tanh(a0_3));"), std::string::npos) << staged;
+  // A light stage that only a reduction over the row reads streams in the reduction's loop: no row buffer, no
+  // scratch. Softmax reads its input twice and keeps it staged, and so does a heavy stage (Exp: its vector form).
+  const std::string streamed = source_of(
+      "g (float[64,37] x) => (float[64,1] y) { a = Relu(x)  b = Mul(a, a)  y = ReduceMean <axes = [-1]> (b) }");
+  EXPECT_NE(streamed.find("s0 += (((gaf_max(in0[r * L + j], 0.0f)) * (gaf_max(in0[r * L + j], 0.0f))));"),
+            std::string::npos)
+      << streamed;
+  EXPECT_EQ(streamed.find("buf0"), std::string::npos) << streamed;
+  EXPECT_EQ(streamed.find("malloc"), std::string::npos) << streamed;
+  const std::string softmax_staged =
+      source_of("g (float[64,37] x) => (float[64,37] y) { a = Relu(x)  y = Softmax <axis = -1> (a) }");
+  EXPECT_NE(softmax_staged.find("gaf_vstore(buf0 + j, y_0);"), std::string::npos) << softmax_staged;
+  const std::string exp_staged =
+      source_of("g (float[64,37] x) => (float[64,1] y) { a = Exp(x)  ax = Constant <value = int64[1] {-1}> () "
+                "y = ReduceSum(a, ax) }");
+  EXPECT_NE(exp_staged.find("s0 += buf0[j];"), std::string::npos) << exp_staged;
   const std::string half = source_of(
       "g (float16[64,37] x, float16[64,37] z) => (float16[64,37] y) { a = Mul(x, z)  y = Tanh(a) }");
   EXPECT_EQ(half.find("gaf_vload"), std::string::npos) << half;

@@ -425,8 +425,8 @@ class Emitter {
     const int unroll = vector && formula_flops() >= kHeavyFlops ? kUnroll : 1;
     auto vector_loop = [&](const char* var, const char* from, const char* to, const char* element) {
       os << fmt::format("    int64_t {} = {};\n#if defined(GAF_VECTOR)\n", var, from);
-      for (int u : unroll > 1 ? std::vector<int>{unroll, 1} : std::vector<int>{1}) {
-        const std::string step = u > 1 ? fmt::format("{} * gaf_vw", u) : "gaf_vw";
+      for (int u : vector_steps(unroll)) {
+        const std::string step = step_width(u);
         os << fmt::format("    for (; {} + {} <= {}; {} += {}) {{\n      {};\n", var, step, to, var, step, element);
         emit_body(os, operands, operand_of, index, [](size_t) { return std::string("i"); }, "      ", &splat, u);
         os << "    }\n";
@@ -466,6 +466,15 @@ class Emitter {
   // more, an add 1).
   static constexpr double kHeavyFlops = 10;
   static constexpr int kUnroll = 4;
+  // The vector loops' steps (`unroll` vectors a step, then one), a step's width, and index `idx` moved to
+  // vector u of a step.
+  static std::vector<int> vector_steps(int unroll) {
+    return unroll > 1 ? std::vector<int>{unroll, 1} : std::vector<int>{1};
+  }
+  static std::string step_width(int step) { return step > 1 ? fmt::format("{} * gaf_vw", step) : "gaf_vw"; }
+  static std::string vector_at(const std::string& idx, int u) {
+    return u ? fmt::format("{} + {} * gaf_vw", idx, u) : idx;
+  }
   double formula_flops() const {
     double f = 0;
     for (const Node* n : body_.nodes()) f += formula_flops(*n);
@@ -568,7 +577,6 @@ class Emitter {
     const bool vec = splat != nullptr;
     const int lanes = vec ? unroll : 1;
     auto named = [&](const std::string& name, int u) { return lanes > 1 ? fmt::format("{}_{}", name, u) : name; };
-    auto at = [&](const std::string& idx, int u) { return u ? fmt::format("{} + {} * gaf_vw", idx, u) : idx; };
     std::map<int, std::string> loaded;
     for (const Node* n : body_.nodes()) {
       std::vector<std::string> args;
@@ -592,7 +600,7 @@ class Emitter {
             if (vec)
               os << ind << "const gaf_v " << named(name, u) << " = "
                  << ((*splat)[k] ? fmt::format("gaf_vec({}[{}])", ptr_.at(v), index[k])
-                                 : fmt::format("gaf_vload({} + ({}))", ptr_.at(v), at(index[k], u)))
+                                 : fmt::format("gaf_vload({} + ({}))", ptr_.at(v), vector_at(index[k], u)))
                  << ";\n";
             else
               os << ind << decl(scalar_type(v->type.dtype)) << " " << name << " = " << load_expr(v, index[k])
@@ -620,7 +628,7 @@ class Emitter {
       const Value* v = body_.outputs()[o];
       for (int u = 0; u < lanes; ++u) {
         if (vec)
-          os << ind << "gaf_vstore(out" << o << " + (" << at(out_index(o), u) << "), gaf_vec("
+          os << ind << "gaf_vstore(out" << o << " + (" << vector_at(out_index(o), u) << "), gaf_vec("
              << named(var_.at(v), u) << "));\n";
         else
           os << ind << "out" << o << "[" << out_index(o) << "] = " << store(v->type.dtype, var_.at(v)) << ";\n";
@@ -649,8 +657,8 @@ class Emitter {
       }
     std::vector<ScalarType> types(size_t(n.num_inputs()), ScalarType::F32);
     os << ind << "{ int64_t jv = 0;\n#if defined(GAF_VECTOR)\n";
-    for (int step : lanes > 1 ? std::vector<int>{lanes, 1} : std::vector<int>{1}) {
-      const std::string width = step > 1 ? fmt::format("{} * gaf_vw", step) : "gaf_vw";
+    for (int step : vector_steps(lanes)) {
+      const std::string width = step_width(step);
       os << ind << "for (; jv + " << width << " <= L; jv += " << width << ") {\n" << ind << "  const int64_t j = jv;\n";
       std::vector<std::string> results;
       for (int u = 0; u < step; ++u) {
@@ -668,7 +676,7 @@ class Emitter {
         results.push_back(fmt::format("y_{}", u));
         os << ind << "  const gaf_v " << results.back() << " = gaf_vec(" << e.expr << ");\n";
       }
-      for (int u = 0; u < step; ++u) store(results[size_t(u)], u ? fmt::format("j + {} * gaf_vw", u) : "j");
+      for (int u = 0; u < step; ++u) store(results[size_t(u)], vector_at("j", u));
       os << ind << "}\n";
     }
     os << "#endif\n";
@@ -841,8 +849,12 @@ void Emitter::emit_rows(std::ostream& os) {
   // writing a buffer and reading it back ([4096, 4096] Relu -> ReduceMean: 1.44-2.1 -> 1.0-1.1 ms, at the
   // machine's read rate). Softmax and the norms read their input more than once and keep it staged, as do heavy
   // formulas (an exp's vector stage is faster than the compiler's simd form of the scalar helper) and outputs.
+  // A value's formula is written once per place that reads it, through the chain of inlined readers: a value
+  // read in more than kMaxInlineCopies places is staged, so chains of x * x stay linear in text, not 2^depth.
+  constexpr int kMaxInlineCopies = 8;
   const std::set<const Value*> group_outputs(body_.outputs().begin(), body_.outputs().end());
   std::set<const Value*> inlined;
+  std::map<const Value*, int> copies;  // an inlined value: the places its formula is written
   const auto body_nodes = body_.nodes();
   for (auto it = body_nodes.rbegin(); it != body_nodes.rend(); ++it) {
     const Node& n = **it;
@@ -852,11 +864,18 @@ void Emitter::emit_rows(std::ostream& os) {
         out->uses().empty())
       continue;
     bool only_reductions = true;
-    for (const Use& u : out->uses())
-      only_reductions &= u.node->graph() == &body_ && (inlined.count(u.node->output(0)) ||
-                                                       (op_kind(*u.node) == OpKind::Reduction &&
-                                                        u.node->op_type.rfind("Reduce", 0) == 0 && u.index == 0));
-    if (only_reductions) inlined.insert(out);
+    int places = 0;
+    for (const Use& u : out->uses()) {
+      const bool by_inlined = inlined.count(u.node->output(0)) > 0;
+      only_reductions &= u.node->graph() == &body_ &&
+                         (by_inlined || (op_kind(*u.node) == OpKind::Reduction &&
+                                         u.node->op_type.rfind("Reduce", 0) == 0 && u.index == 0));
+      places += by_inlined ? copies[u.node->output(0)] : 1;
+    }
+    if (only_reductions && places <= kMaxInlineCopies) {
+      inlined.insert(out);
+      copies[out] = places;
+    }
   }
   std::map<const Value*, std::string> inline_expr;  // an inlined value's formula, parenthesised
   // Row buffers for the other row-shaped intermediates.
@@ -927,11 +946,10 @@ void Emitter::emit_rows(std::ostream& os) {
       if (scalar_type_of[v] != ScalarType::F32) return std::nullopt;
       return fmt::format("gaf_vec({})", scalar_var[v]);
     }
-    const std::string off = u ? fmt::format(" + {} * gaf_vw", u) : "";
-    if (buffer.count(v)) return fmt::format("gaf_vload(buf{} + j{})", buffer[v], off);
+    if (buffer.count(v)) return fmt::format("gaf_vload(buf{} + {})", buffer[v], vector_at("j", u));
     if (loaded_type(v) != DType::Float) return std::nullopt;
     const std::string idx = operand_index(n, i);
-    if (idx.ends_with("j")) return fmt::format("gaf_vload({} + ({}{}))", ptr_.at(v), idx, off);
+    if (idx.ends_with("j")) return fmt::format("gaf_vload({} + ({}))", ptr_.at(v), vector_at(idx, u));
     return fmt::format("gaf_vec({}[{}])", ptr_.at(v), idx);
   };
   for (size_t b = 0; b < buffer.size(); ++b)  // in buffer order, not the map's (pointer) order: the same text each time

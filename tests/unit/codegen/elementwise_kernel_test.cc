@@ -260,6 +260,21 @@ TEST(ElementwiseKernel, RowKernelStagesRunOnVectors) {
   }
 }
 
+// Light stages streamed into a reduction's loop, and a stage read in too many places staged instead: against op
+// by op on rows with special values.
+TEST(ElementwiseKernel, StreamedAndStagedReductionInputsAgree) {
+  const int64_t R = 40, C = 37;
+  const std::vector<Tensor> in = {Tensor::from<float>({R, C}, row_values(R, C, 9))};
+  for (const std::string body : {"a = Relu(x)  b = Mul(a, a)  y = ReduceMean <axes = [-1]> (b)",
+                                 "a = Relu(x)  b = Mul(a, a)  c = Mul(b, b)  d = Mul(c, c)  e = Mul(d, d) "
+                                 "y = ReduceMax <axes = [-1]> (e)"}) {
+    SCOPED_TRACE(body);
+    auto [want, got] = unfused_and_fused(
+        fmt::format("g (float[{0},{1}] x) => (float[{0},1] y) {{ {2} }}", R, C, body), in);
+    expect_agree(want, got, [&](int64_t i) { return fmt::format("row {}", i); });
+  }
+}
+
 // Softmax, LogSoftmax and ReduceLogSumExp sum exp(x - max) over whole vectors first: rows of 37 with special
 // values in vector lanes and in the tail.
 TEST(ElementwiseKernel, ExpSumsOverVectorsAndTail) {
@@ -329,6 +344,19 @@ TEST(ElementwiseKernel, OnlyFp32GroupsGetTheVectorLoop) {
       << streamed;
   EXPECT_EQ(streamed.find("buf0"), std::string::npos) << streamed;
   EXPECT_EQ(streamed.find("malloc"), std::string::npos) << streamed;
+  // A chain of squares would write Relu's formula 16 times: more than 8 places, so Relu is staged and the squares
+  // read its buffer (16 reads) in the reduction's loop.
+  const std::string squares = source_of(
+      "g (float[64,37] x) => (float[64,1] y) { a = Relu(x)  b = Mul(a, a)  c = Mul(b, b)  d = Mul(c, c) "
+      "e = Mul(d, d)  y = ReduceMean <axes = [-1]> (e) }");
+  EXPECT_NE(squares.find("gaf_vstore(buf0 + j, y_0);"), std::string::npos) << squares;
+  EXPECT_EQ(squares.find("buf1"), std::string::npos) << squares;
+  const size_t reduce_line = squares.find("s0 += ");
+  ASSERT_NE(reduce_line, std::string::npos) << squares;
+  const std::string loop = squares.substr(reduce_line, squares.find('\n', reduce_line) - reduce_line);
+  size_t reads = 0;
+  for (size_t p = loop.find("buf0[j]"); p != std::string::npos; p = loop.find("buf0[j]", p + 1)) ++reads;
+  EXPECT_EQ(reads, 16u) << loop;
   const std::string softmax_staged =
       source_of("g (float[64,37] x) => (float[64,37] y) { a = Relu(x)  y = Softmax <axis = -1> (a) }");
   EXPECT_NE(softmax_staged.find("gaf_vstore(buf0 + j, y_0);"), std::string::npos) << softmax_staged;

@@ -68,6 +68,13 @@ class Kernel {
   // Whether run() reads its inputs through Tensor::strides(), so a strided view (Tensor::view) may be passed
   // as it is; otherwise the session passes a contiguous copy.
   virtual bool reads_strided_inputs() const { return false; }
+  // Whether the kernel keeps constant input i in a form of its own (a product's weights packed for Gemv) and
+  // reads that tensor's data no more once release_constant(i) has been called: a session that owns its graph
+  // then releases the graph's copy, so the weight is held once (Session(std::unique_ptr<Graph>)).
+  virtual bool keeps_own_copy(int i) const { return false; }
+  // Drops the kernel's references to constant input i's data (keeps_own_copy(i) said so); later runs pass a
+  // tensor of its dtype and dims without data (Tensor::without_data) in its place.
+  virtual void release_constant(int i) {}
   // The sessions running the node's subgraphs (If, Loop, Scan, SequenceMap), built with the kernel.
   virtual std::vector<const Session*> subgraph_sessions() const { return {}; }
 };

@@ -99,6 +99,13 @@ class Session {
   // Creates a kernel for every node; throws gaf::UnsupportedError naming the first node whose op, opset or
   // dtype has no kernel.
   explicit Session(const Graph& graph, SessionOptions options = {});
+  // A session that owns its graph (a model loaded for it alone: the CLI's generate, the Python Session). It holds
+  // a weight once: where every kernel reading a constant keeps it in a form of its own (a decoder's products on
+  // weights packed for Gemv, Kernel::keeps_own_copy), the graph's copy is released as soon as the last of those
+  // kernels is made, so a model's weights are not held twice (nor, while the session is built, more than one
+  // matrix over). graph() then still names every value with its type and shape, but such a constant has no data
+  // (Tensor::has_data()).
+  explicit Session(std::unique_ptr<Graph> graph, SessionOptions options = {});
   ~Session();
 
   // Inputs by graph-input name; a graph input with an initializer may be omitted. Returns graph outputs in order.
@@ -138,6 +145,8 @@ class Session {
   // How the generated kernels were built when the session was made: translation units, how many of them were
   // compiled (the others came from the kernel cache), wall seconds.
   const codegen::CompileStats& compile_stats() const { return compile_stats_; }
+  // The bytes of the graph's constants released because kernels hold them in their own form (an owned graph).
+  size_t released_weight_bytes() const { return released_bytes_; }
 
  private:
   struct Step;
@@ -145,6 +154,8 @@ class Session {
                                 const std::map<std::string, Tensor>& outputs);
   void kv_append(const Step& step, const std::vector<const Tensor*>& ins, std::vector<Tensor>& outs);
   void check_memory(const std::map<std::string, int64_t>& symbols);
+  Session(std::unique_ptr<Graph> owned, const Graph* graph, SessionOptions options);
+  std::unique_ptr<Graph> owned_;  // the graph when the session owns it (then graph_ is *owned_)
   const Graph& graph_;
   SessionOptions options_;
   std::vector<Step> steps_;
@@ -159,6 +170,7 @@ class Session {
   RunStats stats_;
   std::map<std::string, std::string> fallbacks_;
   size_t generated_ = 0;
+  size_t released_bytes_ = 0;
   codegen::CompileStats compile_stats_;
   std::vector<KvCachePair> kv_pairs_;
   std::vector<Tensor> kv_buffers_;  // per pair: the past's dims with room for the capacity along the axis

@@ -25,6 +25,10 @@ class Allocator {
   // Returns at least `bytes` bytes aligned to 64; released when the last reference goes.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
   static Allocator& heap();  // plain aligned heap allocation
+  // For a model's weights, long-lived and large: from 1 MiB on, each buffer a mapping of its own, whose memory
+  // goes back to the system the moment it is freed (a weight a session keeps packed, Kernel::keeps_own_copy);
+  // the heap would keep it as free blocks. Smaller ones from the heap.
+  static Allocator& weights();
 };
 
 int64_t numel_of(std::span<const int64_t> dims);
@@ -102,6 +106,10 @@ class Tensor {
   // copy). `owner` is kept alive with the tensor and its copies; with none, the caller keeps `data` valid while
   // any copy lives. Any alignment (the CPU kernels load unaligned); not String.
   static Tensor wrap(DType dtype, std::vector<int64_t> dims, void* data, std::shared_ptr<void> owner = nullptr);
+  // A type and dims without data (raw() is null): a weight whose session keeps it in a form of its own leaves
+  // this in the graph it owns (runtime::Session(std::unique_ptr<Graph>)). Not String.
+  static Tensor without_data(DType dtype, std::vector<int64_t> dims);
+  bool has_data() const { return data_ != nullptr || numel_ == 0 || kind_ != Kind::Dense; }
   bool is_contiguous() const { return strides_.empty(); }
   // Element strides: the view's own, or the row-major strides of dims.
   std::vector<int64_t> strides() const;

@@ -247,6 +247,8 @@ struct GenerateResult {
   size_t pool_bytes = 0;           // the session's buffer pool after the last step
   size_t kv_pairs = 0;             // past/present pairs kept in place (0: pasts fed as tensors)
   size_t kv_cache_bytes = 0;       // their buffers
+  size_t weights_bytes = 0;        // the model's constants
+  size_t released_bytes = 0;       // of those, held only in kernels' own form (Session::released_weight_bytes)
   int threads = 0;  // the threads the last step ran on (the session adapts them to the machine's load)
   double tokens_per_s() const;     // decode steps over their total time
   double median_step_s() const;

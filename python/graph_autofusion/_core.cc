@@ -173,13 +173,16 @@ class PySession {
     }
     GAF_CHECK(device == "cpu", "device '{}': use 'cpu' or 'cuda'", device);
     if (opt_level > 0) tools::fuse_model(*model_, options(opt_level, rules, "cpu-host"));
-    session_ = std::make_unique<runtime::Session>(*model_->graph, session_options);
+    // The session owns the graph: a weight a kernel keeps packed is held once (runtime::Session's owning form).
+    session_ = std::make_unique<runtime::Session>(std::move(model_->graph), session_options);
   }
+  // The model's graph, in the CPU session once it owns it.
+  const Graph& graph() const { return session_ ? session_->graph() : *model_->graph; }
   py::dict run(const py::dict& feeds) {
     std::map<std::string, Tensor> in;
     for (auto [k, v] : feeds) {
       const std::string name = py::str(k).cast<std::string>();
-      in.emplace(name, from_python(model_->graph->find_value(name), name, v));
+      in.emplace(name, from_python(graph().find_value(name), name, v));
     }
     std::vector<Tensor> out;
     if (cuda_) {  // the CUDA session takes the inputs in graph order
@@ -196,7 +199,7 @@ class PySession {
       out = session_->run(in);
     }
     py::dict r;
-    const auto& outs = model_->graph->outputs();
+    const auto& outs = graph().outputs();
     for (size_t i = 0; i < out.size(); ++i) r[py::str(outs[i]->name())] = to_python(out[i]);
     return r;
   }
@@ -204,7 +207,7 @@ class PySession {
   std::vector<const Value*> required() const {
     if (session_) return session_->required_inputs();
     std::vector<const Value*> r;
-    for (const Value* v : model_->graph->inputs())
+    for (const Value* v : graph().inputs())
       if (!v->is_constant()) r.push_back(v);
     return r;
   }
@@ -233,7 +236,7 @@ class PySession {
   }
   std::vector<std::string> output_names() const {
     std::vector<std::string> n;
-    for (const Value* v : model_->graph->outputs()) n.push_back(v->name());
+    for (const Value* v : graph().outputs()) n.push_back(v->name());
     return n;
   }
   py::dict generate(const std::vector<int64_t>& prompt, int tokens) {
@@ -254,6 +257,8 @@ class PySession {
     d["peak_rss_mb"] = double(r.peak_rss_bytes) / 1e6;
     d["kv_pairs"] = r.kv_pairs;
     d["kv_cache_mb"] = double(r.kv_cache_bytes) / 1e6;
+    d["weights_mb"] = double(r.weights_bytes) / 1e6;
+    d["weights_packed_only_mb"] = double(r.released_bytes) / 1e6;
     return d;
   }
   size_t generated_kernels() const { return session_ ? session_->generated_kernels() : cuda_->generated_kernels(); }

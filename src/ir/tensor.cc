@@ -1,5 +1,7 @@
 #include "gaf/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <new>
 #include <sstream>
@@ -16,11 +18,27 @@ class HeapAllocator final : public Allocator {
     return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   }
 };
+class WeightsAllocator final : public Allocator {
+ public:
+  static constexpr size_t kMapFrom = size_t(1) << 20;
+  std::shared_ptr<void> allocate(size_t bytes) override {
+    if (bytes < kMapFrom) return Allocator::heap().allocate(bytes);
+    const size_t length = (bytes + 4095) / 4096 * 4096;
+    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return std::shared_ptr<void>(p, [length](void* q) { munmap(q, length); });
+  }
+};
 }  // namespace
 
 Allocator& Allocator::heap() {
   static HeapAllocator heap;
   return heap;
+}
+
+Allocator& Allocator::weights() {
+  static WeightsAllocator weights;
+  return weights;
 }
 
 int64_t numel_of(std::span<const int64_t> dims) {
@@ -127,6 +145,14 @@ Tensor Tensor::view(const Tensor& base, std::vector<int64_t> dims, std::vector<i
   t.data_ = static_cast<char*>(base.data_) + offset * int64_t(dtype_size(base.dtype_));
   t.dims_ = std::move(dims);
   if (strides != contiguous_strides(t.dims_)) t.strides_ = std::move(strides);
+  return t;
+}
+
+Tensor Tensor::without_data(DType dtype, std::vector<int64_t> dims) {
+  char probe = 0;
+  Tensor t = wrap(dtype, std::move(dims), &probe);  // the dims checked as for any tensor
+  t.storage_.reset();
+  t.data_ = nullptr;
   return t;
 }
 

@@ -256,6 +256,11 @@ void Rewriter::erase_unused(const std::vector<Node*>& pattern) {
   }
 }
 
+void Rewriter::drop_if_unused(Value* v) {
+  if (v && v->is_constant() && v->uses().empty() && !g_.is_graph_output(v))
+    v->set_constant(Tensor::without_data(v->constant().dtype(), v->constant().dims()));
+}
+
 Node* Rewriter::add_node(const std::string& op_type, const std::vector<Value*>& inputs,
                          const std::vector<const Value*>& like, std::string_view domain, int opset) {
   std::vector<std::string> names;

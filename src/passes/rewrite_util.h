@@ -112,6 +112,9 @@ class Rewriter {
   void replace(Value* from, Value* to, bool take_name = true);
   // Removes the nodes of `pattern` whose outputs are no longer read, consumers first.
   void erase_unused(const std::vector<Node*>& pattern);
+  // Drops the data of constant v when nothing reads it any more (the round's end removes the value): a weight a
+  // rule replaced by a merged or compressed copy is not held beside it until then.
+  void drop_if_unused(Value* v);
 
   // A new node with outputs typed like `like` (one per element), named after them.
   Node* add_node(const std::string& op_type, const std::vector<Value*>& inputs,

@@ -34,7 +34,7 @@ Tensor concat_last(const std::vector<const Tensor*>& parts) {
   int64_t rows = parts[0]->numel() / dims.back(), total = 0;
   for (const Tensor* p : parts) total += p->dims().back();
   dims.back() = total;
-  Tensor out(parts[0]->dtype(), dims);
+  Tensor out(parts[0]->dtype(), dims, Allocator::weights());
   size_t es = dtype_size(out.dtype());
   auto* dst = static_cast<char*>(out.raw());
   int64_t offset = 0;
@@ -154,12 +154,15 @@ class SiblingMatMulMerge final : public Pass {
     split->attrs["axis"] = int64_t(-1);
     if (first->opset < 13) split->attrs["split"] = sizes;
     std::vector<Node*> pattern;
+    std::vector<Value*> parts;  // the weights now merged
+    for (const Sibling& s : sibs) parts.push_back(s.matmul->input(1));
     for (size_t i = 0; i < sibs.size(); ++i) {
       rw.replace(results[i], split->output(int(i)));
       pattern.push_back(sibs[i].matmul);
       if (sibs[i].add) pattern.push_back(sibs[i].add);
     }
     rw.erase_unused(pattern);
+    for (Value* p : parts) rw.drop_if_unused(p);  // a decoder's Q, K and V weights not held beside their merge
     return true;
   }
 };

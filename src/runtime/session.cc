@@ -234,11 +234,19 @@ class ThreadsForRun {
 };
 }  // namespace
 
-Session::Session(const Graph& graph, SessionOptions options)
-    : graph_(graph),
+Session::Session(const Graph& graph, SessionOptions options) : Session(nullptr, &graph, options) {}
+
+Session::Session(std::unique_ptr<Graph> graph, SessionOptions options) : Session(std::move(graph), nullptr, options) {
+}
+
+Session::Session(std::unique_ptr<Graph> owned, const Graph* borrowed, SessionOptions options)
+    : owned_(std::move(owned)),
+      graph_(borrowed ? *borrowed : *owned_),
       options_(options),
       pool_(std::make_unique<PoolAllocator>()),
       threads_(std::make_unique<ThreadChooser>(omp_get_max_threads())) {
+  GAF_CHECK(borrowed || owned_, "Session: no graph given");
+  const Graph& graph = graph_;
   auto slot = [&](const Value* v) {
     auto [it, inserted] = slot_of_.emplace(v, num_slots_);
     if (inserted) ++num_slots_;
@@ -259,6 +267,27 @@ Session::Session(const Graph& graph, SessionOptions options)
     generated_ = generated.factories.size();
     compile_stats_ = generated.compile;
   }
+  // An owned graph's weights: the uses whose kernels are still to be made, and whether every kernel made so far
+  // keeps its own copy (then the last one made releases the graph's).
+  std::map<Value*, std::pair<size_t, bool>> weight_uses;
+  std::map<const Node*, size_t> step_of;
+  if (owned_)
+    for (Value* v : graph.initializers())
+      if (!v->uses().empty() && !graph.is_graph_output(v) && v->constant().nbytes() > 0)
+        weight_uses[v] = {v->uses().size(), true};
+  auto release_if_kept = [&](const Node* n, Kernel& kernel) {
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      auto it = weight_uses.find(n->input(i));
+      if (it == weight_uses.end()) continue;
+      auto& [left, kept] = it->second;
+      kept = kept && kernel.keeps_own_copy(i);
+      if (--left > 0 || !kept) continue;
+      Value* v = it->first;
+      released_bytes_ += v->constant().nbytes();
+      for (const Use& u : v->uses()) steps_[step_of.at(u.node)].kernel->release_constant(u.index);
+      v->set_constant(Tensor::without_data(v->constant().dtype(), v->constant().dims()));
+    }
+  };
   for (const Node* n : graph.nodes()) {
     const runtime::KernelFactory* make = KernelRegistry::cpu().find(*n);
     if (!make) {
@@ -278,7 +307,9 @@ Session::Session(const Graph& graph, SessionOptions options)
       generated_ += sub->generated_kernels();
       fallbacks_.insert(sub->codegen_fallbacks().begin(), sub->codegen_fallbacks().end());
     }
+    step_of[n] = steps_.size();
     steps_.push_back(std::move(s));
+    release_if_kept(n, *steps_.back().kernel);
   }
   for (const Value* v : graph.outputs()) graph_output_slots_.push_back(slot(v));
   required_ = required_inputs();

@@ -159,6 +159,8 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts) 
   r.pool_bytes = session.stats().pool_bytes;
   r.kv_cache_bytes = session.stats().kv_cache_bytes;
   r.threads = session.stats().threads;
+  r.weights_bytes = session.memory_plan().weights;
+  r.released_bytes = session.released_weight_bytes();
   return r;
 }
 
@@ -179,10 +181,12 @@ std::string GenerateResult::json() const {
   return fmt::format(
       "{{\"prefill_ms\": {:.3f}, \"tokens_per_s\": {:.2f}, \"median_step_ms\": {:.3f}, "
       "\"first_step_ms\": {:.3f}, \"last_step_ms\": {:.3f}, \"peak_rss_mb\": {:.1f}, "
-      "\"pool_mb\": {:.1f}, \"kv_pairs\": {}, \"kv_cache_mb\": {:.1f}, \"threads\": {}, \"ids\": [{}]}}\n",
+      "\"pool_mb\": {:.1f}, \"kv_pairs\": {}, \"kv_cache_mb\": {:.1f}, \"weights_mb\": {:.1f}, "
+      "\"weights_packed_only_mb\": {:.1f}, \"threads\": {}, \"ids\": [{}]}}\n",
       prefill_s * 1e3, tokens_per_s(), median_step_s() * 1e3, step_s.empty() ? 0 : step_s.front() * 1e3,
       step_s.empty() ? 0 : step_s.back() * 1e3, double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6,
-      kv_pairs, double(kv_cache_bytes) / 1e6, threads, fmt::join(ids, ","));
+      kv_pairs, double(kv_cache_bytes) / 1e6, double(weights_bytes) / 1e6, double(released_bytes) / 1e6, threads,
+      fmt::join(ids, ","));
 }
 
 std::string GenerateResult::text() const {
@@ -195,6 +199,10 @@ std::string GenerateResult::text() const {
   }
   s += fmt::format("peak resident memory: {:.1f} MB (session buffer pool {:.1f} MB)\n",
                    double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6);
+  s += fmt::format("weights: {:.1f} MB", double(weights_bytes) / 1e6);
+  if (released_bytes)
+    s += fmt::format(", {:.1f} MB of them held once, in the products' packed form", double(released_bytes) / 1e6);
+  s += "\n";
   if (kv_pairs)
     s += fmt::format("KV cache in place: {} past/present pairs, {:.1f} MB\n", kv_pairs, double(kv_cache_bytes) / 1e6);
   else

@@ -216,7 +216,7 @@ std::vector<int64_t> parse_ids(const std::string& text) {
 
 int cmd_generate(const GenerateArgs& a) {
   Model m = load_fused(a.model, a.opt_level, a.rules, a.json);
-  runtime::Session session(*m.graph);
+  runtime::Session session(std::move(m.graph));  // owned: the weights a kernel keeps packed are held once
   tools::GenerateOptions g;
   g.prompt = parse_ids(a.prompt);
   g.tokens = a.tokens;

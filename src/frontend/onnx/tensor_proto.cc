@@ -133,7 +133,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
               "tensor '{}': dims {} need more bytes than 64 bits count", p.name(), dims_to_string(dims));
     external = read_external(p, base_dir, size_t(bytes));
   }
-  Tensor t(dt, dims);
+  Tensor t(dt, dims, Allocator::weights());  // a weight a session keeps packed is given back when released
   if (dt == DType::String) {
     for (int64_t i = 0; i < n; ++i) t.strings()[i] = p.string_data(int(i));
     return t;

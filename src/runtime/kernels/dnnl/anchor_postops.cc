@@ -102,6 +102,27 @@ class AnchorPostOpKernel final : public Kernel {
     outs_.clear();
   }
 
+  // A weight of the fused node's the anchor keeps in a form of its own, read by nothing else of the group.
+  bool keeps_own_copy(int i) const override {
+    bool any = false;
+    for (size_t j = 0; j < sources_.size(); ++j)
+      if (sources_[j].fused_input == i) {
+        if (!inner_->keeps_own_copy(int(j))) return false;
+        any = true;
+      }
+    return any;
+  }
+  void release_constant(int i) override {
+    if (!keeps_own_copy(i)) return;
+    for (size_t j = 0; j < sources_.size(); ++j)
+      if (sources_[j].fused_input == i) {
+        inner_->release_constant(int(j));
+        Value* w = anchor_.input(int(j));  // the anchor's own graph held it as a constant too
+        if (w && w->is_constant())
+          w->set_constant(Tensor::without_data(w->constant().dtype(), w->constant().dims()));
+      }
+  }
+
  private:
   std::shared_ptr<Graph> graph_;
   const Node& anchor_;

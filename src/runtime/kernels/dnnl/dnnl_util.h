@@ -158,6 +158,7 @@ class ShapeCache {
     entries_.emplace_back(std::make_pair(std::move(key), omp_get_max_threads()), std::move(e));
     return *entries_.back().second;
   }
+  bool empty() const { return entries_.empty(); }
 
  private:
   static constexpr size_t kMaxEntries = 8;

@@ -177,6 +177,18 @@ class MatMulKernel final : public Kernel {
     prepack_gemv();
   }
 
+  // Weights Gemv holds packed (a decoder's products) are read from that copy alone: then every row count runs
+  // on Gemv, a prompt of more rows than kGemvChunkRows too. Unpacking the weights for oneDNN took a 300-token
+  // prompt on the 174 MB GPT-2-style decoder from 137-151 to 311-348 ms, most of it the fresh pages' faults.
+  bool keeps_own_copy(int i) const override {
+    return i == 1 && gemv_ && !b_released_ && cache_.empty() && packed_.empty();
+  }
+  void release_constant(int i) override {
+    if (!keeps_own_copy(i)) return;
+    b_const_ = Tensor();
+    b_released_ = true;
+  }
+
   void run(KernelContext& ctx) override {
     const Tensor& A = ctx.in(0);
     const Tensor& B = ctx.in(1);
@@ -244,10 +256,11 @@ class MatMulKernel final : public Kernel {
   // 256 tokens 131-144 -> 120-132 ms).
   static constexpr int64_t kGemvChunkRows = 256;
   bool gemv_pays(const Problem& p) const {
-    if (!b_const_.defined() || p.src.size() != 2 || p.src_strides != Dims{p.K, 1}) return false;
+    if ((!b_const_.defined() && !gemv_) || p.src.size() != 2 || p.src_strides != Dims{p.K, 1}) return false;
     const bool transposed = p.wei_strides == Dims{1, p.K};
     if (!transposed && p.wei_strides != Dims{p.N, 1}) return false;
-    return (p.src[0] <= Gemv::kMaxRows || (gemv_ && p.src[0] <= kGemvChunkRows)) && p.K * p.N >= (int64_t(1) << 16);
+    return (p.src[0] <= Gemv::kMaxRows || (gemv_ && (p.src[0] <= kGemvChunkRows || b_released_))) &&
+           p.K * p.N >= (int64_t(1) << 16);
   }
 
   // A product whose rows are only known at run time (a decoder's tokens: the prompt, then one per step) against
@@ -435,7 +448,15 @@ class MatMulKernel final : public Kernel {
     } else {
       Tensor Af = to_float(A, ctx.allocator());
       Tensor Bf;
-      if (!e.packed) Bf = to_float(B, ctx.allocator());
+      if (b_released_) {
+        // Weights held only packed for Gemv (release_constant) and a problem Gemv does not take (an addend that
+        // keeps the product from folding its rows): unpacked for this run, from the heap, not the pool, which
+        // would keep the block.
+        Bf = Tensor(DType::Float, B.dims());
+        gemv_->unpack(Bf.data<float>());
+      } else if (!e.packed) {
+        Bf = to_float(B, ctx.allocator());
+      }
       ArgCache& args = e.args;
       args.bind(DNNL_ARG_SRC, e.src_md, Af.raw());
       if (e.packed)
@@ -532,6 +553,7 @@ class MatMulKernel final : public Kernel {
   float alpha_ = 1.f, beta_ = 1.f;
   bool trans_a_ = false, trans_b_ = false, use_c_ = false;
   Tensor b_const_;   // constant B as fp32
+  bool b_released_ = false;  // B's data released (release_constant): gemv_ holds the only copy, for all rows
   std::shared_ptr<const Gemv> gemv_;  // B packed for Gemv, shared by the entries of every row count
   Tensor c_scaled_;  // constant beta * C as fp32
   std::vector<std::pair<memory::desc, memory>> packed_;

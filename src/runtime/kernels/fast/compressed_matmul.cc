@@ -38,6 +38,9 @@ class CompressedMatMul final : public Kernel {
     }
   }
 
+  // W and its scale live on in Gemv's packed copy alone.
+  bool keeps_own_copy(int i) const override { return i == 1 || i == 2; }
+
   void run(KernelContext& ctx) override {
     const Tensor& a = ctx.in(0);
     GAF_CHECK(a.dtype() == DType::Float && a.rank() >= 1 && a.dim(-1) == k_,

@@ -157,7 +157,7 @@ Gemv::Gemv(const float* b, int64_t k, int64_t n, bool transposed)
     : Gemv(Storage::F32, b, nullptr, k, n, transposed) {}
 
 Gemv::Gemv(Storage storage, const void* raw, const float* scale, int64_t k, int64_t n, bool transposed)
-    : storage_(storage), k_(k), n_(n), panels_((n + kPanel - 1) / kPanel) {
+    : storage_(storage), k_(k), n_(n), panels_((n + kPanel - 1) / kPanel), transposed_(transposed) {
   const size_t elems = size_t(panels_ * k * kPanel);
   if (storage == Storage::F32) {
     packed_.assign(elems * sizeof(float), 0);
@@ -171,6 +171,23 @@ Gemv::Gemv(Storage storage, const void* raw, const float* scale, int64_t k, int6
     scale_.assign(size_t(panels_ * kPanel), 0.f);
     std::copy(scale, scale + n, scale_.begin());
   }
+}
+
+void Gemv::unpack(float* out) const {
+  GAF_ASSERT(storage_ == Storage::F32, "Gemv::unpack: fp32 weights only");
+  const float* w = reinterpret_cast<const float*>(packed_.data());
+  parallel_for(panels_, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c0 = p * kPanel, cols = std::min(kPanel, n_ - c0);
+      for (int64_t i = 0; i < k_; ++i) {
+        const float* row = w + (p * k_ + i) * kPanel;
+        if (transposed_)
+          for (int64_t j = 0; j < cols; ++j) out[(c0 + j) * k_ + i] = row[j];
+        else
+          std::copy(row, row + cols, out + i * n_ + c0);
+      }
+    }
+  });
 }
 
 void Gemv::run(const float* a, int64_t m, int64_t lda, float* y) const {

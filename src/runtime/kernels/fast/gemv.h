@@ -33,12 +33,16 @@ class Gemv {
   // packed ahead, and prompts up to 256 rows when the weights were (dnnl/matmul.cc).
   void run(const float* a, int64_t m, int64_t lda, float* y) const;
 
+  // The weights as they were given (b: [K, N], or [N, K] transposed) into out; F32 storage only.
+  void unpack(float* out) const;
+
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
 
  private:
   Storage storage_ = Storage::F32;
   int64_t k_, n_, panels_;
+  bool transposed_ = false;
   // [panel][K][64] elements of the storage type, columns past N zero; on whole cache lines, so that no vector
   // load of a weight row straddles two (a std::vector's buffer is 16-byte aligned; [768, 3072] with the
   // weights in cache, 1 row: 0.094-0.099 -> 0.062-0.067 ms).

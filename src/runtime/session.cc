@@ -239,13 +239,19 @@ Session::Session(const Graph& graph, SessionOptions options) : Session(nullptr, 
 Session::Session(std::unique_ptr<Graph> graph, SessionOptions options) : Session(std::move(graph), nullptr, options) {
 }
 
+namespace {
+const Graph& given(const Graph* borrowed, const std::unique_ptr<Graph>& owned) {
+  GAF_CHECK(borrowed || owned, "Session: no graph given (a null std::unique_ptr<Graph>)");
+  return borrowed ? *borrowed : *owned;
+}
+}  // namespace
+
 Session::Session(std::unique_ptr<Graph> owned, const Graph* borrowed, SessionOptions options)
     : owned_(std::move(owned)),
-      graph_(borrowed ? *borrowed : *owned_),
+      graph_(given(borrowed, owned_)),
       options_(options),
       pool_(std::make_unique<PoolAllocator>()),
       threads_(std::make_unique<ThreadChooser>(omp_get_max_threads())) {
-  GAF_CHECK(borrowed || owned_, "Session: no graph given");
   const Graph& graph = graph_;
   auto slot = [&](const Value* v) {
     auto [it, inserted] = slot_of_.emplace(v, num_slots_);

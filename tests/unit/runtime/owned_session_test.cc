@@ -90,6 +90,7 @@ TEST(OwnedSession, HoldsTheWeightsItPacksOnce) {
   EXPECT_FALSE(has_data(owned.graph(), "w2"));
   EXPECT_TRUE(has_data(owned.graph(), "w3")) << "the ReduceSum reads it: kept";
   for (const char* w : {"w1", "w2", "w3"}) EXPECT_TRUE(has_data(p.g, w)) << "a borrowed graph is left as it is";
+  EXPECT_THROW(runtime::Session(std::unique_ptr<Graph>()), Error);
   const Value* w1 = owned.graph().find_value("w1");
   EXPECT_EQ(w1->constant().dims(), (std::vector<int64_t>{K, N}));  // still typed and shaped
 

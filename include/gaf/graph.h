@@ -94,6 +94,9 @@ class Value {
   bool is_constant() const { return constant_ != nullptr; }
   const Tensor& constant() const { return *constant_; }
   void set_constant(Tensor t);
+  // A constant whose data another holder keeps (a kernel's packed copy) or nothing reads any more: its dtype and
+  // dims stay, its data goes (Tensor::without_data). No effect on a value that is not a constant.
+  void drop_constant_data();
   std::string doc_string;
   // An optional node output the model left unnamed (ONNX ""): the kernel may skip it; export writes "" again.
   bool absent_output = false;

@@ -244,6 +244,9 @@ struct GenerateResult {
   double prefill_s = 0;            // time to the first token
   std::vector<double> step_s;      // each decode step after the prefill
   size_t peak_rss_bytes = 0;       // of the process, at the end
+  // The process's resident memory at the end (Linux; 0 elsewhere): anonymous pages (the data: weights, cache,
+  // activations, the heap) and pages of mapped files (the program's code and libraries, shared between processes).
+  size_t rss_anon_bytes = 0, rss_file_bytes = 0;
   size_t pool_bytes = 0;           // the session's buffer pool after the last step
   size_t kv_pairs = 0;             // past/present pairs kept in place (0: pasts fed as tensors)
   size_t kv_cache_bytes = 0;       // their buffers
@@ -252,6 +255,11 @@ struct GenerateResult {
   int threads = 0;  // the threads the last step ran on (the session adapts them to the machine's load)
   double tokens_per_s() const;     // decode steps over their total time
   double median_step_s() const;
+  // The median of `count` steps from step `first` (fewer where there are fewer; 0 for none), of the first n and
+  // of the last n: a loop that slows as its past grows shows it as last over first.
+  double median_step_s(size_t first, size_t count) const;
+  double median_first_steps_s(size_t n) const;
+  double median_last_steps_s(size_t n) const;
   std::string text() const;        // the summary generate prints
   std::string json() const;        // the same as one JSON object (generate --json)
 };

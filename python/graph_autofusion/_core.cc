@@ -254,7 +254,11 @@ class PySession {
     d["prefill_ms"] = r.prefill_s * 1e3;
     d["tokens_per_s"] = r.tokens_per_s();
     d["median_step_ms"] = r.median_step_s() * 1e3;
+    d["median_first32_ms"] = r.median_first_steps_s(32) * 1e3;
+    d["median_last32_ms"] = r.median_last_steps_s(32) * 1e3;
     d["peak_rss_mb"] = double(r.peak_rss_bytes) / 1e6;
+    d["rss_anon_mb"] = double(r.rss_anon_bytes) / 1e6;
+    d["rss_file_mb"] = double(r.rss_file_bytes) / 1e6;
     d["kv_pairs"] = r.kv_pairs;
     d["kv_cache_mb"] = double(r.kv_cache_bytes) / 1e6;
     d["weights_mb"] = double(r.weights_bytes) / 1e6;

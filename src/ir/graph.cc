@@ -42,6 +42,10 @@ std::string TensorType::to_string() const {
 
 void Value::set_constant(Tensor t) { constant_ = std::make_shared<const Tensor>(std::move(t)); }
 
+void Value::drop_constant_data() {
+  if (constant_) set_constant(Tensor::without_data(constant_->dtype(), constant_->dims()));
+}
+
 // ---- Node ----
 
 void Node::set_input(int i, Value* v) {

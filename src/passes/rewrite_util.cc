@@ -257,8 +257,7 @@ void Rewriter::erase_unused(const std::vector<Node*>& pattern) {
 }
 
 void Rewriter::drop_if_unused(Value* v) {
-  if (v && v->is_constant() && v->uses().empty() && !g_.is_graph_output(v))
-    v->set_constant(Tensor::without_data(v->constant().dtype(), v->constant().dims()));
+  if (v && v->uses().empty() && !g_.is_graph_output(v)) v->drop_constant_data();
 }
 
 Node* Rewriter::add_node(const std::string& op_type, const std::vector<Value*>& inputs,

@@ -291,7 +291,7 @@ Session::Session(std::unique_ptr<Graph> owned, const Graph* borrowed, SessionOpt
       Value* v = it->first;
       released_bytes_ += v->constant().nbytes();
       for (const Use& u : v->uses()) steps_[step_of.at(u.node)].kernel->release_constant(u.index);
-      v->set_constant(Tensor::without_data(v->constant().dtype(), v->constant().dims()));
+      v->drop_constant_data();
     }
   };
   for (const Node* n : graph.nodes()) {

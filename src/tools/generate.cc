@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <limits>
+#include <string>
 
 #include "gaf/status.h"
 #include "gaf/tools.h"
@@ -106,6 +109,20 @@ size_t peak_rss() {
   return size_t(u.ru_maxrss) * 1024;
 }
 
+// The process's resident memory now, split as Linux counts it (/proc/self/status): anonymous pages (the heap,
+// the weights' and the cache's mappings: the data) and pages of mapped files (the program's code and its
+// libraries, shared with every process that runs them). Zeros where the file is not there.
+void resident_now(size_t& anon, size_t& file) {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  size_t kb = 0;
+  while (status >> key) {
+    if ((key == "RssAnon:" || key == "RssFile:") && status >> kb)
+      (key == "RssAnon:" ? anon : file) = kb * 1024;
+    status.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+}
+
 }  // namespace
 
 GenerateResult generate(runtime::Session& session, const GenerateOptions& opts) {
@@ -156,6 +173,7 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts) 
     if (opts.on_token) opts.on_token(t + 1, std::chrono::duration<double>(clock::now() - start).count());
   }
   r.peak_rss_bytes = peak_rss();
+  resident_now(r.rss_anon_bytes, r.rss_file_bytes);
   r.pool_bytes = session.stats().pool_bytes;
   r.kv_cache_bytes = session.stats().kv_cache_bytes;
   r.threads = session.stats().threads;
@@ -170,41 +188,63 @@ double GenerateResult::tokens_per_s() const {
   return total > 0 ? double(step_s.size()) / total : 0;
 }
 
-double GenerateResult::median_step_s() const {
-  if (step_s.empty()) return 0;
-  std::vector<double> s = step_s;
+double GenerateResult::median_step_s(size_t first, size_t count) const {
+  first = std::min(first, step_s.size());
+  count = std::min(count, step_s.size() - first);
+  if (count == 0) return 0;
+  std::vector<double> s(step_s.begin() + long(first), step_s.begin() + long(first + count));
   std::nth_element(s.begin(), s.begin() + long(s.size() / 2), s.end());
   return s[s.size() / 2];
+}
+
+double GenerateResult::median_step_s() const { return median_step_s(0, step_s.size()); }
+
+double GenerateResult::median_first_steps_s(size_t n) const { return median_step_s(0, n); }
+
+double GenerateResult::median_last_steps_s(size_t n) const {
+  return median_step_s(step_s.size() - std::min(n, step_s.size()), n);
 }
 
 std::string GenerateResult::json() const {
   return fmt::format(
       "{{\"prefill_ms\": {:.3f}, \"tokens_per_s\": {:.2f}, \"median_step_ms\": {:.3f}, "
-      "\"first_step_ms\": {:.3f}, \"last_step_ms\": {:.3f}, \"peak_rss_mb\": {:.1f}, "
-      "\"pool_mb\": {:.1f}, \"kv_pairs\": {}, \"kv_cache_mb\": {:.1f}, \"weights_mb\": {:.1f}, "
+      "\"first_step_ms\": {:.3f}, \"last_step_ms\": {:.3f}, \"median_first32_ms\": {:.3f}, "
+      "\"median_last32_ms\": {:.3f}, \"peak_rss_mb\": {:.1f}, "
+      "\"rss_anon_mb\": {:.1f}, \"rss_file_mb\": {:.1f}, \"pool_mb\": {:.1f}, \"kv_pairs\": {}, "
+      "\"kv_cache_mb\": {:.1f}, \"weights_mb\": {:.1f}, "
       "\"weights_packed_only_mb\": {:.1f}, \"threads\": {}, \"ids\": [{}]}}\n",
       prefill_s * 1e3, tokens_per_s(), median_step_s() * 1e3, step_s.empty() ? 0 : step_s.front() * 1e3,
-      step_s.empty() ? 0 : step_s.back() * 1e3, double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6,
-      kv_pairs, double(kv_cache_bytes) / 1e6, double(weights_bytes) / 1e6, double(released_bytes) / 1e6, threads,
-      fmt::join(ids, ","));
+      step_s.empty() ? 0 : step_s.back() * 1e3, median_first_steps_s(32) * 1e3, median_last_steps_s(32) * 1e3,
+      double(peak_rss_bytes) / 1e6, double(rss_anon_bytes) / 1e6, double(rss_file_bytes) / 1e6,
+      double(pool_bytes) / 1e6, kv_pairs, double(kv_cache_bytes) / 1e6, double(weights_bytes) / 1e6,
+      double(released_bytes) / 1e6, threads, fmt::join(ids, ","));
 }
 
 std::string GenerateResult::text() const {
   std::string s = fmt::format("time to first token: {:.2f} ms\n", prefill_s * 1e3);
   if (!step_s.empty()) {
-    const double first = step_s.front(), last = step_s.back();
     s += fmt::format(
-        "decode: {} steps, {:.1f} tokens/s (median step {:.2f} ms; first {:.2f} ms, last {:.2f} ms)\n",
-        step_s.size(), tokens_per_s(), median_step_s() * 1e3, first * 1e3, last * 1e3);
+        "decode: {} steps, {:.1f} tokens/s (median step {:.2f} ms; of the first 32 steps {:.2f} ms, of the "
+        "last 32 "
+        "{:.2f} ms)\n",
+        step_s.size(), tokens_per_s(), median_step_s() * 1e3, median_first_steps_s(32) * 1e3,
+        median_last_steps_s(32) * 1e3);
   }
   s += fmt::format("peak resident memory: {:.1f} MB (session buffer pool {:.1f} MB)\n",
                    double(peak_rss_bytes) / 1e6, double(pool_bytes) / 1e6);
+  if (rss_anon_bytes || rss_file_bytes)
+    s += fmt::format(
+        "resident at the end: {:.1f} MB of data (weights, cache, activations, heap), {:.1f} MB of "
+        "mapped program code and libraries\n",
+        double(rss_anon_bytes) / 1e6, double(rss_file_bytes) / 1e6);
   s += fmt::format("weights: {:.1f} MB", double(weights_bytes) / 1e6);
   if (released_bytes)
-    s += fmt::format(", {:.1f} MB of them held once, in the products' packed form", double(released_bytes) / 1e6);
+    s += fmt::format(", {:.1f} MB of them held once, in the products' packed form",
+                     double(released_bytes) / 1e6);
   s += "\n";
   if (kv_pairs)
-    s += fmt::format("KV cache in place: {} past/present pairs, {:.1f} MB\n", kv_pairs, double(kv_cache_bytes) / 1e6);
+    s += fmt::format("KV cache in place: {} past/present pairs, {:.1f} MB\n", kv_pairs,
+                     double(kv_cache_bytes) / 1e6);
   else
     s += "KV cache: pasts fed as tensors (each step copies the past)\n";
   s += "ids:";

@@ -32,6 +32,10 @@ TEST_P(Generate, FusedLoopPicksWhatAFullPrefillPicks) {
   EXPECT_EQ(r.step_s.size(), 23u);
   EXPECT_GT(r.tokens_per_s(), 0);
   EXPECT_GT(r.peak_rss_bytes, 0u);
+  // Now's split of the resident memory: both parts there, and together not over the peak.
+  EXPECT_GT(r.rss_anon_bytes, 0u);
+  EXPECT_GT(r.rss_file_bytes, 0u);
+  EXPECT_LE(r.rss_anon_bytes + r.rss_file_bytes, r.peak_rss_bytes);
 
   // The unfused model on prompt + generated tokens in one run, no past.
   std::vector<int64_t> seq = g.prompt;
@@ -85,6 +89,24 @@ TEST(Generate, RefusesModelsWithoutTheLoopsInputs) {
 
 namespace gaf {
 namespace {
+
+// The medians generate reports for the start and the end of a run (item 3: the last 32 steps against the first).
+TEST(GenerateResult, MediansOfTheFirstAndLastSteps) {
+  tools::GenerateResult r;
+  EXPECT_EQ(r.median_first_steps_s(32), 0);  // no steps
+  EXPECT_EQ(r.median_last_steps_s(32), 0);
+  r.step_s = {5, 1, 3, 100, 300, 200, 7};
+  EXPECT_EQ(r.median_first_steps_s(3), 3);
+  EXPECT_EQ(r.median_last_steps_s(3), 200);
+  EXPECT_EQ(r.median_step_s(1, 2), 3);       // {1, 3}: the upper middle
+  EXPECT_EQ(r.median_first_steps_s(32), 7);  // fewer steps than asked: all of them
+  EXPECT_EQ(r.median_last_steps_s(32), 7);
+  EXPECT_EQ(r.median_step_s(), 7);
+  EXPECT_EQ(r.median_step_s(9, 3), 0);  // past the end
+  const std::string j = r.json();
+  EXPECT_NE(j.find("\"median_first32_ms\": 7000.000"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"median_last32_ms\": 7000.000"), std::string::npos) << j;
+}
 
 // 1,000 tokens through the loop (a one-layer LLaMA-style decoder with room for 1,040 positions). With the KV
 // cache in place, the session's memory is the cache at full length (allocated once, for prompt + tokens

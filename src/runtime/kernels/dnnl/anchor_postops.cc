@@ -117,9 +117,7 @@ class AnchorPostOpKernel final : public Kernel {
     for (size_t j = 0; j < sources_.size(); ++j)
       if (sources_[j].fused_input == i) {
         inner_->release_constant(int(j));
-        Value* w = anchor_.input(int(j));  // the anchor's own graph held it as a constant too
-        if (w && w->is_constant())
-          w->set_constant(Tensor::without_data(w->constant().dtype(), w->constant().dims()));
+        if (Value* w = anchor_.input(int(j))) w->drop_constant_data();  // the anchor's own graph held it too
       }
   }
 

@@ -181,13 +181,14 @@ class MatMulKernel final : public Kernel {
   // on Gemv, a prompt of more rows than kGemvChunkRows too. Unpacking the weights for oneDNN took a 300-token
   // prompt on the 174 MB GPT-2-style decoder from 137-151 to 311-348 ms, most of it the fresh pages' faults.
   bool keeps_own_copy(int i) const override {
-    return i == 1 && gemv_ && !b_released_ && cache_.empty() && packed_.empty();
+    return i == 1 && gemv_ && b_const_.defined() && cache_.empty() && packed_.empty();
   }
   void release_constant(int i) override {
     if (!keeps_own_copy(i)) return;
     b_const_ = Tensor();
-    b_released_ = true;
   }
+  // B's data released (release_constant): gemv_ holds the only copy, for every row count.
+  bool b_released() const { return gemv_ && !b_const_.defined(); }
 
   void run(KernelContext& ctx) override {
     const Tensor& A = ctx.in(0);
@@ -259,7 +260,7 @@ class MatMulKernel final : public Kernel {
     if ((!b_const_.defined() && !gemv_) || p.src.size() != 2 || p.src_strides != Dims{p.K, 1}) return false;
     const bool transposed = p.wei_strides == Dims{1, p.K};
     if (!transposed && p.wei_strides != Dims{p.N, 1}) return false;
-    return (p.src[0] <= Gemv::kMaxRows || (gemv_ && (p.src[0] <= kGemvChunkRows || b_released_))) &&
+    return (p.src[0] <= Gemv::kMaxRows || (gemv_ && (p.src[0] <= kGemvChunkRows || b_released()))) &&
            p.K * p.N >= (int64_t(1) << 16);
   }
 
@@ -448,7 +449,7 @@ class MatMulKernel final : public Kernel {
     } else {
       Tensor Af = to_float(A, ctx.allocator());
       Tensor Bf;
-      if (b_released_) {
+      if (b_released()) {
         // Weights held only packed for Gemv (release_constant) and a problem Gemv does not take (an addend that
         // keeps the product from folding its rows): unpacked for this run, from the heap, not the pool, which
         // would keep the block.
@@ -553,7 +554,6 @@ class MatMulKernel final : public Kernel {
   float alpha_ = 1.f, beta_ = 1.f;
   bool trans_a_ = false, trans_b_ = false, use_c_ = false;
   Tensor b_const_;   // constant B as fp32
-  bool b_released_ = false;  // B's data released (release_constant): gemv_ holds the only copy, for all rows
   std::shared_ptr<const Gemv> gemv_;  // B packed for Gemv, shared by the entries of every row count
   Tensor c_scaled_;  // constant beta * C as fp32
   std::vector<std::pair<memory::desc, memory>> packed_;

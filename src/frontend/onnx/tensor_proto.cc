@@ -68,31 +68,43 @@ void check_external_data(const onnx::TensorProto& p, const std::string& base_dir
 
 namespace {
 
-std::string read_external(const onnx::TensorProto& p, const std::string& base_dir, size_t expected) {
+// Where a tensor's external data lies: the file (confined to the model's folder) and the offset of `expected`
+// bytes in it, checked against the file's size before any memory is taken for them.
+struct ExternalSpan {
+  std::filesystem::path path;
+  int64_t offset = 0, length = 0;
+};
+
+ExternalSpan external_span(const onnx::TensorProto& p, const std::string& base_dir, size_t expected) {
   std::string location;
-  int64_t offset = 0, length = -1;
+  ExternalSpan s;
+  s.length = -1;
   for (const auto& kv : p.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = external_number(p, kv.key(), kv.value());
-    else if (kv.key() == "length") length = external_number(p, kv.key(), kv.value());
+    else if (kv.key() == "offset") s.offset = external_number(p, kv.key(), kv.value());
+    else if (kv.key() == "length") s.length = external_number(p, kv.key(), kv.value());
   }
   GAF_CHECK(!location.empty(), "tensor '{}': external data has no location", p.name());
-  std::filesystem::path path = confined_location(p, location, base_dir);
-  if (length < 0) length = int64_t(expected);
-  GAF_CHECK(uint64_t(length) == expected, "tensor '{}': external data length {} where its type needs {} bytes",
-            p.name(), length, expected);
+  s.path = confined_location(p, location, base_dir);
+  if (s.length < 0) s.length = int64_t(expected);
+  GAF_CHECK(uint64_t(s.length) == expected, "tensor '{}': external data length {} where its type needs {} bytes",
+            p.name(), s.length, expected);
   std::error_code ec;
-  uint64_t file_size = std::filesystem::file_size(path, ec);
-  GAF_CHECK(!ec && uint64_t(offset) <= file_size && uint64_t(length) <= file_size - uint64_t(offset),
+  uint64_t file_size = std::filesystem::file_size(s.path, ec);
+  GAF_CHECK(!ec && uint64_t(s.offset) <= file_size && uint64_t(s.length) <= file_size - uint64_t(s.offset),
             "tensor '{}': external data file '{}' is truncated: {} bytes at offset {} needed, the file has {}",
-            p.name(), path.string(), length, offset, file_size);
-  std::ifstream f(path, std::ios::binary);
-  GAF_CHECK(f, "tensor '{}': cannot open external data file '{}'", p.name(), path.string());
-  std::string bytes(size_t(length), '\0');
-  f.seekg(offset);
-  f.read(bytes.data(), length);
-  GAF_CHECK(f.gcount() == length, "tensor '{}': external data file '{}' is truncated", p.name(), path.string());
-  return bytes;
+            p.name(), s.path.string(), s.length, s.offset, file_size);
+  return s;
+}
+
+// The span's bytes read straight into the tensor's memory (no staging copy of the weights).
+void read_external(const onnx::TensorProto& p, const ExternalSpan& s, void* out) {
+  std::ifstream f(s.path, std::ios::binary);
+  GAF_CHECK(f, "tensor '{}': cannot open external data file '{}'", p.name(), s.path.string());
+  f.seekg(s.offset);
+  f.read(static_cast<char*>(out), s.length);
+  GAF_CHECK(f.gcount() == s.length, "tensor '{}': external data file '{}' is truncated", p.name(),
+            s.path.string());
 }
 
 template <class Src, class T>
@@ -126,25 +138,24 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
                                                                       : p.int32_data_size();
     GAF_CHECK(have == n, "tensor '{}': holds {} values, its dims {} say {}", p.name(), have, dims_to_string(dims), n);
   }
-  std::string external;  // read before the tensor is allocated: read_external checks the length and file size first
-  if (dt != DType::String && p.data_location() == onnx::TensorProto::EXTERNAL) {
+  const bool external = dt != DType::String && p.data_location() == onnx::TensorProto::EXTERNAL;
+  ExternalSpan span;  // checked against the file before the tensor is allocated
+  if (external) {
     int64_t bytes = 0;
     GAF_CHECK(!__builtin_mul_overflow(n, int64_t(dtype_size(dt)), &bytes),
               "tensor '{}': dims {} need more bytes than 64 bits count", p.name(), dims_to_string(dims));
-    external = read_external(p, base_dir, size_t(bytes));
+    span = external_span(p, base_dir, size_t(bytes));
   }
   Tensor t(dt, dims, Allocator::weights());  // a weight a session keeps packed is given back when released
   if (dt == DType::String) {
     for (int64_t i = 0; i < n; ++i) t.strings()[i] = p.string_data(int(i));
     return t;
   }
-  const std::string* raw = nullptr;
-  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-    raw = &external;
-  } else if (p.has_raw_data()) {
-    raw = &p.raw_data();
+  if (external) {
+    if (n) read_external(p, span, t.raw());
+    return t;
   }
-  if (raw) {
+  if (const std::string* raw = p.has_raw_data() ? &p.raw_data() : nullptr) {
     GAF_CHECK(raw->size() == t.nbytes(), "tensor '{}': raw data has {} bytes, {} expected for {}{}", p.name(),
               raw->size(), t.nbytes(), dtype_name(dt), dims_to_string(dims));
     if (n) std::memcpy(t.raw(), raw->data(), raw->size());

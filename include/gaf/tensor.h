@@ -25,10 +25,17 @@ class Allocator {
   // Returns at least `bytes` bytes aligned to 64; released when the last reference goes.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
   static Allocator& heap();  // plain aligned heap allocation
-  // For a model's weights, long-lived and large: from 1 MiB on, each buffer a mapping of its own, whose memory
-  // goes back to the system the moment it is freed (a weight a session keeps packed, Kernel::keeps_own_copy);
-  // the heap would keep it as free blocks. Smaller ones from the heap.
+  // For a model's weights, long-lived, large and written whole as soon as taken: from 1 MiB on, each buffer a
+  // mapping of its own with its pages in place (weight_pages), whose memory goes back to the system the moment
+  // it is freed (a weight a session keeps packed, Kernel::keeps_own_copy); the heap would keep it as free
+  // blocks. Smaller ones from the heap.
   static Allocator& weights();
+  // What weights() does for a buffer of its own, for holders that free by pointer and size (the kernels' packed
+  // copies of weights): from 1 MiB on, a private mapping with its pages in place (MAP_POPULATE: one call where a
+  // page faulted in by its first write costs ~10 us on a VM) that goes back to the system when freed; smaller
+  // ones from the heap. Aligned to 64; free with the same size. Throws std::bad_alloc.
+  static void* weight_pages(size_t bytes);
+  static void free_weight_pages(void* p, size_t bytes);
 };
 
 int64_t numel_of(std::span<const int64_t> dims);

@@ -9,27 +9,44 @@
 namespace gaf {
 
 namespace {
+constexpr size_t kMapFrom = size_t(1) << 20;
+size_t page_length(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+
+void* aligned_heap(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
 class HeapAllocator final : public Allocator {
  public:
   std::shared_ptr<void> allocate(size_t bytes) override {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (!p) throw std::bad_alloc();
-    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+    return std::shared_ptr<void>(aligned_heap(bytes), [](void* q) { std::free(q); });
   }
 };
 class WeightsAllocator final : public Allocator {
  public:
-  static constexpr size_t kMapFrom = size_t(1) << 20;
   std::shared_ptr<void> allocate(size_t bytes) override {
-    if (bytes < kMapFrom) return Allocator::heap().allocate(bytes);
-    const size_t length = (bytes + 4095) / 4096 * 4096;
-    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    return std::shared_ptr<void>(p, [length](void* q) { munmap(q, length); });
+    return std::shared_ptr<void>(weight_pages(bytes), [bytes](void* q) { free_weight_pages(q, bytes); });
   }
 };
 }  // namespace
+
+void* Allocator::weight_pages(size_t bytes) {
+  if (bytes < kMapFrom) return aligned_heap(bytes);
+  void* p = mmap(nullptr, page_length(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                 -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return p;
+}
+
+void Allocator::free_weight_pages(void* p, size_t bytes) {
+  if (bytes < kMapFrom)
+    std::free(p);
+  else if (p)
+    munmap(p, page_length(bytes));
+}
 
 Allocator& Allocator::heap() {
   static HeapAllocator heap;

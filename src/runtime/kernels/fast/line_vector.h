@@ -8,6 +8,8 @@
 #include <new>
 #include <vector>
 
+#include "gaf/tensor.h"
+
 namespace gaf::runtime {
 
 template <class T>
@@ -16,12 +18,9 @@ struct LineAllocator {
   LineAllocator() = default;
   template <class U>
   LineAllocator(const LineAllocator<U>&) {}
-  T* allocate(size_t n) {
-    void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    return static_cast<T*>(p);
-  }
-  void deallocate(T* p, size_t) { std::free(p); }
+  // Packed weights, written whole as soon as they are taken: large ones in populated mappings of their own.
+  T* allocate(size_t n) { return static_cast<T*>(Allocator::weight_pages(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { Allocator::free_weight_pages(p, n * sizeof(T)); }
   template <class U>
   bool operator==(const LineAllocator<U>&) const { return true; }
 };

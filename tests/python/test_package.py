@@ -56,8 +56,8 @@ g0 = gaf.Session(dec, opt_level=0).generate([5, 17, 3], tokens=8)
 check("generate", g1["ids"] == g0["ids"] and len(g1["ids"]) == 8, (g1, g0))
 check("generate-kv", g1["kv_pairs"] == 4 and g0["kv_pairs"] == 4, (g1, g0))
 check("generate-weights", g1["weights_mb"] > 0 and 0 <= g1["weights_packed_only_mb"] <= g1["weights_mb"], g1)
-check("generate-rss", g1["rss_anon_mb"] > 0 and g1["rss_file_mb"] > 0
-      and g1["rss_anon_mb"] + g1["rss_file_mb"] <= g1["peak_rss_mb"] + 0.2, g1)
+check("generate-rss", g1["rss_anon_mb"] >= g1["weights_mb"] - g1["weights_packed_only_mb"] > 0.1
+      and g1["rss_file_mb"] > 0 and g1["rss_anon_mb"] + g1["rss_file_mb"] <= g1["peak_rss_mb"] + 1e-6, g1)
 
 # A decode loop written in Python with the KV cache in place: the same logits as a loop fed plain arrays; each
 # present is a strided view of one buffer that stays where it is, and fed back it crosses without a copy.

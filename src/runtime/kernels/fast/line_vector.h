@@ -4,8 +4,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
 #include "gaf/tensor.h"

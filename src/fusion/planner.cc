@@ -72,7 +72,6 @@ class Planner {
   struct Candidate {
     double priority;
     int a, b;  // producer group, consumer group
-    int va, vb;
     int pos;   // tie-break: earliest member position
     bool operator<(const Candidate& o) const {
       if (priority != o.priority) return priority < o.priority;
@@ -155,7 +154,7 @@ class Planner {
     Eval e = evaluate(a, b);
     if (!e.decision.ok()) return;
     int pos = std::min(index_.position(groups_.at(a).nodes.front()), index_.position(groups_.at(b).nodes.front()));
-    pq.push({e.forced ? 1e30 + e.benefit : e.benefit, a, b, 0, 0, pos});
+    pq.push({e.forced ? 1e30 + e.benefit : e.benefit, a, b, pos});
   }
 
   bool vertical() {

@@ -1,8 +1,8 @@
 // The shared head of every generated translation unit: includes and branch-free math helpers that GCC vectorises
 // inside `#pragma omp simd` loops (no libm calls in the hot transcendental paths; accuracy about 1-2 ulp, except
 // gaf_erf at ~3e-7 absolute); then, where the machine has AVX-512 or AVX2, the runtime's vector math
-// (src/ops/simd_vec.h and simd_math.h, their text as the build found it) and the helpers' forms on its vector,
-// which the emitter's vector loops use.
+// (src/ops/simd_vec.h and simd_math.h, their text as the build found it, with tanh_fit.h) and the helpers' forms
+// on its vector, which the emitter's vector loops use.
 #include "gaf/codegen.h"
 
 namespace gaf::codegen {
@@ -106,7 +106,8 @@ inline float gaf_round_bf16(float f) { return gaf_load_bf16(gaf_store_bf16(f)); 
 }  // namespace
 )PRELUDE";
 
-// src/ops/simd_vec.h and simd_math.h without their project #include lines (CMakeLists.txt writes the file).
+// src/ops/tanh_fit.h, simd_vec.h and simd_math.h without their project #include lines (CMakeLists.txt writes
+// the file).
 const char* const kSimd =
 #include "codegen/simd_source.inc"
     ;
@@ -234,17 +235,17 @@ inline T gaf_erf(T x) {
   return x != x ? x : r;
 }
 
+// fastmath::tanh's definition (src/ops/tanh_fit.h): the same rational function and clamps, so a fused Tanh
+// gives the op-by-op value.
+inline float gaf_splat(float, float k) { return k; }
+#if defined(GAF_VECTOR)
+inline gaf_v gaf_splat(gaf_v, float k) { return gaf_vec(k); }
+#endif
 template <class T>
 inline T gaf_tanh(T x) {
-  T a = gaf_abs(x);
-  T a2 = a * a;
-  T series = a * (1.0f + a2 * (-0.333333333333f + a2 * (0.133333333333f + a2 * (-0.053968253968f +
-                 a2 * 0.021869488536f))));
-  T e = gaf_exp(2.0f * gaf_min(a, 20.0f));
-  T big = 1.0f - 2.0f / (e + 1.0f);
-  T r = a < 0.4f ? series : big;
-  r = x < 0.0f ? -r : r;
-  return x != x ? x : r;
+  return gaf::tanh_fit::eval(
+      x, [](T a, T b, T c) { return gaf_fma(a, b, c); }, [](float k) { return gaf_splat(T(), k); },
+      [](T v, float lo, float hi) { return gaf_min(gaf_max(v, lo), hi); });
 }
 
 template <class T>

@@ -168,6 +168,28 @@ TEST(elementwise_math, TanhAccuracy) {
   check_accuracy(
       "Tanh", [](double x) { return std::tanh(x); }, 5);
 }
+// tanh never leaves [-1, 1] (its rational fit, evaluated in fp32, rises 2 ulp above 1 near 8.6) and is exactly
+// +-1 from |x| = 8.9 on, infinities included; -0 stays -0, NaN stays NaN.
+TEST(elementwise_math, TanhStaysWithinOne) {
+  std::vector<float> xs;
+  for (float x = 6.0f; x <= 10.0f; x = std::nextafter(x, 11.0f)) xs.push_back(x), xs.push_back(-x);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float x : {inf, -inf, 1e30f, -0.0f, std::numeric_limits<float>::quiet_NaN()}) xs.push_back(x);
+  Tensor y = run_node("Tanh", {make<float>({int64_t(xs.size())}, xs)});
+  const float* py = y.data<float>();
+  for (size_t i = 0; i + 5 < xs.size(); ++i) {
+    ASSERT_LE(std::abs(py[i]), 1.0f) << "tanh(" << xs[i] << ")";
+    if (std::abs(xs[i]) >= 8.9f) {
+      ASSERT_EQ(py[i], std::copysign(1.0f, xs[i])) << "tanh(" << xs[i] << ")";
+    }
+  }
+  const size_t n = xs.size();
+  EXPECT_EQ(py[n - 5], 1.0f);
+  EXPECT_EQ(py[n - 4], -1.0f);
+  EXPECT_EQ(py[n - 3], 1.0f);
+  EXPECT_TRUE(py[n - 2] == 0.0f && std::signbit(py[n - 2]));
+  EXPECT_TRUE(std::isnan(py[n - 1]));
+}
 TEST(elementwise_math, SigmoidAccuracy) {
   check_accuracy(
       "Sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, 3);

@@ -14,6 +14,8 @@
 #include <limits>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include "gaf/builder.h"
@@ -101,6 +103,21 @@ Case reduce_mean() {
   b.finish();
   return c;
 }
+
+// Relu -> ReduceSum over `axes` of a 64 MB tensor: the reductions that are not over the trailing row (#28:
+// at >= 70% of the copy bandwidth), and one over everything.
+Case reduce_sum(std::vector<int64_t> dims, std::vector<int64_t> axes, const char* what) {
+  Case c{fmt::format("Relu->ReduceSum {} [{}]", what, fmt::join(dims, ",")), {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, std::vector<Dim>(dims.begin(), dims.end()));
+  b.output(b.op("ReduceSum", {b.op("Relu", {x}), b.constant(Tensor::from<int64_t>({int64_t(axes.size())}, axes), "axes")},
+                {{"keepdims", int64_t(1)}}));
+  b.finish();
+  return c;
+}
+Case reduce_outer() { return reduce_sum({4096, 4096}, {0}, "outer axis"); }
+Case reduce_middle() { return reduce_sum({64, 512, 512}, {1}, "middle axis"); }
+Case reduce_all() { return reduce_sum({4096, 4096}, {0, 1}, "all axes"); }
 
 // The tail of an EfficientNet-B0 block as it exports: a 3x3 depthwise convolution and SiLU (x * Sigmoid(x)), the
 // squeeze-excitation (global average, 1x1 convolution to R channels, SiLU, 1x1 back to C, Sigmoid, the Mul scaling
@@ -298,7 +315,8 @@ int main(int argc, char** argv) {
                            omp_get_max_threads(), bw / 1e9);
   std::cout << fmt::format("{:<46} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>4} {:>8}\n", "case", "kernels", "unfused",
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
-  std::vector<Case (*)()> cases = {elementwise_chain, transcendental_chain, add_relu_mul, reduce_mean, softmax_rows, layernorm_rows,
+  std::vector<Case (*)()> cases = {elementwise_chain, transcendental_chain, add_relu_mul, reduce_mean, reduce_outer,
+                                   reduce_middle, reduce_all, softmax_rows, layernorm_rows,
                                    matmul_bias_gelu, attention_core, attention_padded, attention_causal,
                                    attention_layer, bert_layer_dynamic, se_late, se_early};
   for (const auto& make : cases) {

@@ -40,7 +40,8 @@ compgen -G "$models/*/model.onnx" >/dev/null || die "no models under $models"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gaf-peers.XXXXXX")
 loaders=()
-trap 'kill "${loaders[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+# (kill with no process is an error, which set -e would make the script's exit status and stop the trap at)
+trap 'if ((${#loaders[@]})); then kill "${loaders[@]}" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
 if [[ ${LOADED:-0} == 1 ]]; then
   for ((i = 1; i < $(nproc); i++)); do
     (while :; do :; done) &

@@ -1546,14 +1546,25 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   const std::string acc_t = sum_like ? "double" : "float";
   const std::string init = op == "ReduceMax" ? "-__builtin_inff()" : op == "ReduceMin" ? "__builtin_inff()"
                            : op == "ReduceProd" ? "1.0f" : "0.0";
-  // Work items are blocks of up to kRedBlock consecutive output elements along the innermost output dim, each
-  // with its own accumulators: the reduced loops run outside an omp simd loop over the block, so column
-  // reductions (NHWC global pooling: [1, H, W, C] -> [1, 1, 1, C]) vectorise across contiguous channels and
-  // split over the threads even when the output is one row. Each output element still accumulates its inputs
-  // in the same order. Parallel from 16384 elements read: a reduction's element costs a load, a conversion
-  // and an add on one thread, about 1 ns on an input another core wrote (ResNet-18's NHWC global pool,
-  // [1, 7, 7, 512]: 28 us on one thread, 11 on two; the op-by-op Relu and ReduceMean took 11).
-  constexpr int kRedBlock = 64;
+  // Work items are blocks of up to W consecutive output elements along the innermost output dim, each with its
+  // own accumulators: the reduced loops run outside an omp simd loop over the block, so column reductions (NHWC
+  // global pooling: [1, H, W, C] -> [1, 1, 1, C]) vectorise across contiguous channels and split over the
+  // threads even when the output is one row. Each output element still accumulates its inputs in the same
+  // order, whatever W is. W is the widest of 1024, 512, ..., 64 that still gives each thread of this run
+  // kRedItemsPerThread items (and is not twice the row): wide blocks read longer contiguous runs of each reduced
+  // step ([4096, 4096] over axis 0: 3.1-3.3 ms with W = 64, 2.4-2.6 with 1024), narrow ones keep the threads busy
+  // on a short row. Parallel from
+  // 16384 elements read: a reduction's element costs a load, a conversion and an add on one thread, about 1 ns
+  // on an input another core wrote (ResNet-18's NHWC global pool, [1, 7, 7, 512]: 28 us on one thread, 11 on
+  // two; the op-by-op Relu and ReduceMean took 11).
+  //
+  // Sums of fp32 values (ReduceSum, ReduceMean, ReduceL1, ReduceLogSum) add kRedPartial steps of the innermost
+  // reduced loop in fp32 and each such partial into the double accumulator: converting every element to double
+  // and adding it there bound the loop by arithmetic ([4096, 4096] over axis 0: 2.42 -> 1.85 ms with partials of
+  // 64, 6e-8 apart). Squares (ReduceSumSquare, ReduceL2) stay in double: fp32 squares overflow from 1.8e19.
+  constexpr int kRedBlock = 1024, kRedItemsPerThread = 2, kRedPartial = 64;
+  const bool partial = !cuda_ && in->type.dtype == DType::Float &&
+                       (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceL1" || op == "ReduceLogSum");
   Index oidx;
   if (cuda_) {
     // One thread per output element, running the reduced loops serially.
@@ -1563,11 +1574,14 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
     os << "  {\n  const int64_t n = " << product(space, 0, orank) << ";\n  if (n > 0) {\n"
        << "  const int64_t inner = " << (orank ? text(space[orank - 1]) : std::string("1")) << ";\n"
        << "  const int64_t rows = n / inner;\n"
-       << "  const int64_t nblk = (inner + " << kRedBlock - 1 << ") / " << kRedBlock << ";\n"
+       << "  const int64_t items = " << kRedItemsPerThread << " * int64_t(omp_get_max_threads());\n"
+       << "  int64_t W = " << kRedBlock << ";\n"
+       << "  while (W > 64 && (W >= 2 * inner || rows * ((inner + W - 1) / W) < items)) W /= 2;\n"
+       << "  const int64_t nblk = (inner + W - 1) / W;\n"
        << "#pragma omp parallel for schedule(static) if (double(n) * (" << count << ") >= 16384.0)\n"
        << "  for (int64_t item = 0; item < rows * nblk; ++item) {\n"
-       << "    const int64_t r = item / nblk, j0 = item % nblk * " << kRedBlock << ";\n"
-       << "    const int64_t jn = inner - j0 < " << kRedBlock << " ? inner - j0 : " << kRedBlock << ";\n"
+       << "    const int64_t r = item / nblk, j0 = item % nblk * W;\n"
+       << "    const int64_t jn = inner - j0 < W ? inner - j0 : W;\n"
        << "    int64_t rem = r;\n";
     for (int d = int(orank) - 2; d >= 0; --d)
       os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
@@ -1576,6 +1590,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
     if (orank) oidx.push_back("j");
     os << "    (void)rem;\n    " << acc_t << " acc[" << kRedBlock << "];\n"
        << "    for (int64_t jj = 0; jj < jn; ++jj) acc[jj] = " << init << ";\n";
+    if (partial) os << "    float part[" << kRedBlock << "];\n";
   }
   Index iidx(static_cast<size_t>(rank));
   size_t o = 0;
@@ -1588,9 +1603,22 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
     }
   }
   ind_ = "    ";
+  int last_reduced = -1;
+  for (int a = 0; a < rank; ++a)
+    if (reduced[size_t(a)]) last_reduced = a;
   for (int a = 0; a < rank; ++a)
     if (reduced[size_t(a)]) {
-      os << ind_ << fmt::format("for (int64_t k{} = 0; k{} < {}; ++k{}) {{\n", a, a, text(id[size_t(a)]), a);
+      if (partial && a == last_reduced) {  // blocks of kRedPartial steps summed in fp32 into part[]
+        os << ind_ << fmt::format("for (int64_t b{} = 0; b{} < {}; b{} += {}) {{\n", a, a, text(id[size_t(a)]), a,
+                                  kRedPartial)
+           << ind_ << "  for (int64_t jj = 0; jj < jn; ++jj) part[jj] = 0.0f;\n"
+           << ind_ << fmt::format("  const int64_t e{} = b{} + {} < {} ? b{} + {} : {};\n", a, a, kRedPartial,
+                                  text(id[size_t(a)]), a, kRedPartial, text(id[size_t(a)]));
+        ind_ += "  ";
+        os << ind_ << fmt::format("for (int64_t k{} = b{}; k{} < e{}; ++k{}) {{\n", a, a, a, a, a);
+      } else {
+        os << ind_ << fmt::format("for (int64_t k{} = 0; k{} < {}; ++k{}) {{\n", a, a, text(id[size_t(a)]), a);
+      }
       ind_ += "  ";
     }
   if (!cuda_) {
@@ -1608,16 +1636,22 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   else if (op == "ReduceMin") os << ind_ << acc << " = (" << x << " < " << acc << " || " << x << " != " << x << ") ? " << x << " : " << acc << ";\n";
   else if (op == "ReduceProd") os << ind_ << acc << " *= " << x << ";\n";
   else if (op == "ReduceSumSquare" || op == "ReduceL2") os << ind_ << acc << " += double(" << x << ") * double(" << x << ");\n";
+  else if (partial) os << ind_ << "part[jj] += " << (op == "ReduceL1" ? "gaf_abs(" + x + ")" : x) << ";\n";
   else if (op == "ReduceL1") os << ind_ << acc << " += double(gaf_abs(" << x << "));\n";
   else os << ind_ << acc << " += double(" << x << ");\n";
   if (!cuda_) {
     ind_.resize(ind_.size() - 2);
     os << ind_ << "}\n";
   }
-  for (int a = 0; a < rank; ++a)
+  for (int a = rank - 1; a >= 0; --a)
     if (reduced[size_t(a)]) {
       ind_.resize(ind_.size() - 2);
       os << ind_ << "}\n";
+      if (partial && a == last_reduced) {
+        os << "#pragma omp simd\n" << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) acc[jj] += double(part[jj]);\n";
+        ind_.resize(ind_.size() - 2);
+        os << ind_ << "}\n";
+      }
     }
   computed_.clear();
   index_vars_.clear();

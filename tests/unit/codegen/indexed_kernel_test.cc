@@ -120,15 +120,34 @@ TEST(IndexedKernel, MiddleAxisMeanAndReductionBehindTranspose) {
 }
 
 TEST(IndexedKernel, ChannelsLastGlobalPoolInChannelBlocks) {
-  // NHWC global pooling, [1,14,14,200] -> [1,1,1,200]: one output row, so the work items are blocks of 64 channels
-  // (the last one 8 wide), parallel (39200 elements read), each a vector loop under the spatial loops; a SiLU
-  // producer computed per element read.
+  // NHWC global pooling, [1,14,14,200] -> [1,1,1,200]: one output row, so the work items are blocks of channels
+  // (on two threads 64 wide, the last one 8), parallel (39200 elements read), each a vector loop under the
+  // spatial loops; a SiLU producer computed per element read.
   expect_generated(R"(g (float[1,14,14,200] x) => (float[1,1,1,200] y) {
       s = Sigmoid(x)  m = Mul(x, s)  y = ReduceMean <axes = [1, 2]> (m) })",
                    1);
-  // A max without keepdims over two batch rows, 130 channels (blocks of 64, 64, 2).
+  // A max without keepdims over two batch rows, 130 channels (on two threads blocks of 128 and 2).
   expect_generated(R"(g (float[2,12,12,130] x) => (float[2,130] y) {
       n = Neg(x)  y = ReduceMax <axes = [1, 2], keepdims = 0> (n) })",
+                   1);
+}
+
+TEST(IndexedKernel, LongColumnSumsInFp32Partials) {
+  // Sums over more steps than a partial holds (64): three full partials and a short one (200 rows), blocks wider
+  // than 64 outputs (1100 columns: 1024-wide blocks where the threads still get two items each, and a short
+  // last block), two reduced axes (the partials run over the inner one, 70 steps), and L1 / LogSum forms.
+  expect_generated(R"(g (float[200,1100] x) => (float[1,1100] y) {
+      a = Abs(x)  ax = Constant <value = int64[1] {0}> ()  y = ReduceSum <keepdims = 1> (a, ax) })",
+                   1);
+  expect_generated(R"(g (float[3,130,2,70] x) => (float[3,1,2,1] y) {
+      e = Exp(x)  y = ReduceMean <axes = [1, 3], keepdims = 1> (e) })",
+                   1);
+  expect_generated(R"(g (float[300,70] x) => (float[70] y) {
+      n = Neg(x)  y = ReduceL1 <axes = [0], keepdims = 0> (n) })",
+                   1);
+  expect_generated(R"(g (float[300,70] x) => (float[70] z) {
+      r = Relu(x)  h = Constant <value = float {1.0}> ()  p = Add(r, h)
+      z = ReduceLogSum <axes = [0], keepdims = 0> (p) })",
                    1);
 }
 

@@ -1,8 +1,9 @@
 // tanh as one rational function, the one definition behind the runtime's Tanh (fastmath::tanh, which the
 // op-by-op kernels and Mish use) and the generated kernels' gaf_tanh (codegen's prelude embeds this file's text,
-// as it does simd_vec.h and simd_math.h): both compute tanh_fit::eval, so a fused Tanh gives the unfused one's
-// value, and on a vector no exp and no select are needed (the exp form, 1 - 2 / (e^2x + 1) with a series near
-// 0, cost the twelve-op transcendental chain about a quarter of its time).
+// as it does simd_vec.h and simd_math.h): the kernels call tanh_fit::eval, fastmath::tanh computes the same
+// value in a shape GCC vectorises, so a fused Tanh gives the unfused one's value; on a vector it needs no exp
+// and no branch (the exp form, 1 - 2 / (e^2x + 1) with a series near 0, cost the twelve-op transcendental chain
+// about a quarter of its time).
 //
 // tanh(x) = c P(c^2) / Q(c^2) with c = x clamped to [-kLimit, kLimit]: a rational least-squares fit of tanh(c)/c
 // in c^2 on [0, 81] (Loeb's iterated linear least squares on Chebyshev nodes, relative error 7.5e-9 before fp32

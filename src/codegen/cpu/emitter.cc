@@ -1553,10 +1553,9 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   // order, whatever W is. W is the widest of 1024, 512, ..., 64 that still gives each thread of this run
   // kRedItemsPerThread items (and is not twice the row): wide blocks read longer contiguous runs of each reduced
   // step ([4096, 4096] over axis 0: 3.1-3.3 ms with W = 64, 2.3-2.6 with 1024), narrow ones keep the threads busy
-  // on a short row. Parallel from
-  // 16384 elements read: a reduction's element costs a load, a conversion and an add on one thread, about 1 ns
-  // on an input another core wrote (ResNet-18's NHWC global pool, [1, 7, 7, 512]: 28 us on one thread, 11 on
-  // two; the op-by-op Relu and ReduceMean took 11).
+  // on a short row. Parallel from 16384 elements read: a reduction's element costs a load, a conversion and an
+  // add on one thread, about 1 ns on an input another core wrote (ResNet-18's NHWC global pool, [1, 7, 7, 512]:
+  // 28 us on one thread, 11 on two; the op-by-op Relu and ReduceMean took 11).
   //
   // Sums of fp32 values (ReduceSum, ReduceMean, ReduceL1, ReduceLogSum) add kRedPartial steps of the innermost
   // reduced loop in fp32 and each such partial into the double accumulator: converting every element to double

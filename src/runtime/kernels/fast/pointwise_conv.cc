@@ -136,11 +136,9 @@ PointwiseConv::PointwiseConv(const float* w, const float* bias, int64_t n, int64
   if (panel_width == 0) panel_width = kMaxPanel;
   GAF_ASSERT(panel_width > 0 && panel_width % kLanes == 0 && panel_width <= kMaxPanel, "PointwiseConv: panel width");
   // Taken once at its full size: line_vector's large buffers have all their pages in place, so a vector grown
-  // panel by panel would hold its spare capacity resident.
-  size_t total = 0;
-  for (int64_t s = 0; s < n; s += panel_width)
-    total += size_t(k * ((std::min(panel_width, n - s) + kLanes - 1) / kLanes * kLanes));
-  packed_.reserve(total);
+  // panel by panel would hold its spare capacity resident. The panels' widths add up to n rounded up to kLanes
+  // (every panel but the last is a multiple of kLanes wide).
+  packed_.reserve(size_t(k * ((n + kLanes - 1) / kLanes * kLanes)));
   for (int64_t s = 0; s < n; s += panel_width) {
     const int64_t cols = std::min(panel_width, n - s), width = (cols + kLanes - 1) / kLanes * kLanes;
     panel_start_.push_back(s);

@@ -1,10 +1,14 @@
 // Targets and the cost model.
 //
-//   time(kernel) = max(bytes / dram_bandwidth, flops / peak) + launch_overhead
-//   benefit(merge A+B) = time(A) + time(B) - time(A+B) - recompute - spill penalty
+//   time(kernel) = max(bytes / dram_bandwidth, flops / peak) + spill + launch_overhead
+//   benefit(merge A+B) = time(A) + time(B) - time(A+B)
 //
 // where bytes counts each distinct value a kernel reads or writes in DRAM once: intermediates internal to a fused
-// group cost nothing, which is the whole point of fusing.
+// group cost nothing, which is the whole point of fusing. Nothing is charged for recomputation because a group
+// recomputes nothing: legality refuses members of different element counts (SHAPE_MISMATCH), so no small op is
+// evaluated once per element of a larger one; a reduction's per-row values are computed once per row. (Generated
+// row kernels may evaluate a cheap row-shaped value inside each reduction that reads it instead of buffering it:
+// their own choice, made where it is cheaper.)
 #pragma once
 
 #include <memory>
@@ -57,7 +61,6 @@ struct KernelStats {
   double flops = 0;        // arithmetic on vector units
   double matrix_flops = 0; // arithmetic on matrix units (anchors)
   double working_set = 0;  // bytes that must stay on chip per tile for the kernel to stream once
-  double recompute_flops = 0;  // extra arithmetic from recomputing duplicated producers
   int num_ops = 0;
 };
 

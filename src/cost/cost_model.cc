@@ -56,7 +56,7 @@ bool is_free_node(const Node& n) { return n.domain.empty() && n.op_type == "Cons
 double CostModel::kernel_time(const KernelStats& k) const {
   const Target& t = target_;
   double mem = k.bytes / t.dram_bandwidth;
-  double compute = (k.flops + k.recompute_flops) / t.vector_flops + k.matrix_flops / t.matrix_flops;
+  double compute = k.flops / t.vector_flops + k.matrix_flops / t.matrix_flops;
   double spill = 0;
   if (k.working_set > t.onchip_bytes) spill = 2 * (k.working_set - t.onchip_bytes) / t.dram_bandwidth;
   return std::max(mem, compute) + spill + t.launch_overhead_s;

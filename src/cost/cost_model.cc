@@ -95,6 +95,32 @@ double streaming_working_set(const std::vector<const Node*>& nodes, const std::s
   return peak;
 }
 
+// A Reduce* that nothing in the group reads at more than its own output's size (a loss's mean, a pool at the
+// end of its group) folds its input as it streams by: no row waits on chip for the result, so the group's
+// working set is a streaming one ([2048, 4096] (x - t)^2 -> ReduceMean had a working set of the whole tensor,
+// 32 MB per row, and stayed two kernels). Softmax and the norms, and a reduction whose result is broadcast back
+// over its row, hold the row.
+bool streams(const Node& red, const std::set<const Node*>& members) {
+  if (red.op_type.rfind("Reduce", 0) != 0 || !red.domain.empty()) return false;
+  // Symbolic dims count as large: [B, S, C] outnumbers [B, 1, C] whatever S is.
+  constexpr int64_t kSymbolic = 4096;
+  const int64_t size = value_elements(red.output(0), kSymbolic);
+  std::vector<const Value*> work = {red.output(0)};
+  std::set<const Value*> seen(work.begin(), work.end());
+  while (!work.empty()) {
+    const Value* v = work.back();
+    work.pop_back();
+    for (const Use& u : v->uses()) {
+      if (!members.count(u.node)) continue;
+      for (const Value* o : u.node->outputs()) {
+        if (value_elements(o, kSymbolic) > size) return false;
+        if (seen.insert(o).second) work.push_back(o);
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 KernelStats group_stats(const std::vector<const Node*>& nodes, const Graph& g) {
@@ -128,7 +154,7 @@ KernelStats group_stats(const std::vector<const Node*>& nodes, const Graph& g) {
       by_numel[value_elements(o, 1)]++;
     }
     OpKind kind = op_kind(*n);
-    if (kind == OpKind::Reduction && n->input(0)) {
+    if (kind == OpKind::Reduction && n->input(0) && !streams(*n, members)) {
       // Row length: the product of the reduced dims (softmax-like ops keep their shape, so in/out won't do).
       double row = 0;
       if (auto sig = analysis::row_signature(*n)) {

@@ -197,19 +197,27 @@ class Emitter {
     declare_pointers(os);
     if (has_reduction) {
       // Trailing-axis rows (softmax, layer-norm shapes) first; a single reduction over other axes, or behind
-      // injective ops, as an indexed reduction.
+      // injective ops, as an indexed reduction. A lone reduction over a few long rows goes the indexed way first:
+      // the row kernel runs a row on one thread, the indexed one splits the reduced range over them.
       std::ostringstream rows;
-      try {
+      auto by_rows = [&](std::ostream& s) {
         if (has_injective) reject("injective ops in a reduction group: the row kernel reads its rows contiguously");
-        emit_rows(rows);
-      } catch (const Unsupported& why_rows) {
+        emit_rows(s);
+      };
+      auto by_index = [&](std::ostream& s) { emit_indexed_reduction(s); };
+      const bool split_first = !has_injective && few_long_rows();
+      try {
+        split_first ? by_index(rows) : by_rows(rows);
+      } catch (const Unsupported& why_first) {
         rows.str("");
         var_.clear();
         var_type_.clear();
+        computed_.clear();
+        index_vars_.clear();
         try {
-          emit_indexed_reduction(rows);
+          split_first ? by_rows(rows) : by_index(rows);
         } catch (const Unsupported& why) {
-          reject("{}; {}", why_rows.why(), why.why());
+          reject("{}; {}", why_first.why(), why.why());
         }
       }
       os << rows.str();
@@ -719,6 +727,7 @@ class Emitter {
   void mark_params();
   void emit_indexed(std::ostream& os, std::vector<size_t> outs = {});
   void emit_indexed_reduction(std::ostream& os);
+  bool few_long_rows() const;
   Index open_space(std::ostream& os, const Dims& space, int64_t parallel_from);
   Index open_rows(std::ostream& os, const Dims& space, int64_t parallel_from);
   void close_space(std::ostream& os, size_t rank);
@@ -1483,69 +1492,141 @@ bool Emitter::emit_segmented(std::ostream& out, const std::vector<size_t>& outs,
   return true;
 }
 
-// One reduction (any axes) at the end of the group, its producers computed at each reduced index: the output
-// space is the reduction's output, and for each output element nested loops run over the reduced axes. With
-// the reduced axes outside the innermost one (column reductions), the omp simd loop runs across contiguous
-// output elements. Sums accumulate in double.
-void Emitter::emit_indexed_reduction(std::ostream& os) {
+// Few outputs of a long reduction (a loss's mean over a whole tensor, a pool over a large map): fewer than
+// kSplitRows outputs, each folding at least kSplitReduced elements, all dims known. A group whose outputs are
+// all such Reduce* results (over the same row, as legality requires) runs as an indexed reduction, whose reduced
+// range splits over the threads.
+constexpr int64_t kSplitRows = 8, kSplitReduced = 32768;
+
+bool Emitter::few_long_rows() const {
+  if (cuda_) return false;
   const Node* red = nullptr;
   for (const Node* n : body_.nodes())
     if (op_kind(*n) == OpKind::Reduction) {
-      if (red) reject("more than one reduction over different axes");
-      red = n;
+      if (n->op_type.rfind("Reduce", 0) != 0) return false;
+      if (!red) red = n;
     }
-  const std::string& op = red->op_type;
+  if (!red || !red->input(0)->type.shape) return false;
+  for (const Value* v : body_.outputs())
+    if (!v->producer() || op_kind(*v->producer()) != OpKind::Reduction) return false;
+  int64_t read = 1, written = 1;
+  for (const DimExpr& d : dims_of(red->input(0))) {
+    if (d.value < 0) return false;
+    read *= d.value;
+  }
+  for (const DimExpr& d : dims_of(red->output(0))) {
+    if (d.value < 0) return false;
+    written *= d.value;
+  }
+  return written > 0 && written < kSplitRows && read / written >= kSplitReduced;
+}
+
+// Reductions (any axes, all over the same input space and axes) at the end of the group, their producers
+// computed at each reduced index: the output space is the reductions' output, and for each output element nested
+// loops run over the reduced axes. With the reduced axes outside the innermost one (column reductions), the omp
+// simd loop runs across contiguous output elements; with the innermost input axis reduced (a whole tensor, rows
+// behind a transpose), it runs along that axis, a vector reduction per output element. Sums accumulate in
+// double.
+//
+// Few outputs (fewer than 8 blocks of 64): the outermost reduced axis that is not 1 splits into chunks, up to
+// 64 of at least 32768 elements read each, which the threads fold as separate items into partial states; those
+// merge in chunk order. The chunk count depends only on the shape, so a result does not depend on the thread
+// count (the runtime's reduce engine splits the same way).
+void Emitter::emit_indexed_reduction(std::ostream& os) {
   static const std::set<std::string> kinds = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
                                               "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum"};
-  if (!kinds.count(op) || !red->domain.empty()) reject("{} has no indexed form", red->describe());
-  const Value* in = red->input(0);
-  if (in->type.dtype != DType::Float && in->type.dtype != DType::Float16 && in->type.dtype != DType::BFloat16)
-    reject("{}: element type {}", red->describe(), dtype_name(in->type.dtype));
-  // Outputs upstream of the reduction (a multi-output group also writes them) get loop nests of their own
-  // first; consumers of the reduction (reduce -> broadcast -> elementwise, e.g. x - mean(x) over a middle axis)
-  // read its result from a scratch buffer in nests after it.
-  size_t red_out = body_.outputs().size();
-  std::map<std::string, std::vector<size_t>> before, after;  // by shape
-  std::set<const Value*> downstream = {red->output(0)};
+  struct Red {
+    const Node* node;
+    std::string op, acc_t, init;
+    bool sum_like, squares, partial = false;
+    size_t out;    // output slot, or outputs().size()
+    bool scratch;  // its result read back by later nests (or not an output): a buffer redbuf<k>
+  };
+  std::vector<Red> reds;
   for (const Node* n : body_.nodes())
-    for (int i = 0; i < n->num_inputs(); ++i)
-      if (n->input(i) && downstream.count(n->input(i))) downstream.insert(n->output(0));
-  for (size_t o = 0; o < body_.outputs().size(); ++o) {
-    const Value* v = body_.outputs()[o];
-    if (v == red->output(0)) red_out = o;
-    else
-      (downstream.count(v) ? after : before)[shape_key(v)].push_back(o);
-  }
-  for (const auto& [shape, outs] : before) emit_indexed(os, outs);
-  // The reduction's result goes to a scratch buffer (fp32) when later nests read it back, and to its output
-  // when it is one.
-  const bool is_output = red_out < body_.outputs().size();
-  const bool scratch = !is_output || !after.empty();
-  if (cuda_ && (scratch || !before.empty()))
-    reject("{}: the CUDA dialect prints an indexed reduction only as the group's one loop nest (other outputs or "
-           "readers of its result would need a scratch buffer and a grid-wide barrier)", red->describe());
-  if (scratch) {
-    os << "  float* __restrict redbuf = static_cast<float*>(std::malloc(sizeof(float) * size_t(1 + "
-       << product(dims_of(red->output(0)), 0, dims_of(red->output(0)).size()) << ")));\n";
-  }
+    if (op_kind(*n) == OpKind::Reduction) {
+      const std::string& op = n->op_type;
+      if (!kinds.count(op) || !n->domain.empty()) reject("{} has no indexed form", n->describe());
+      const bool sum_like = op != "ReduceMax" && op != "ReduceMin" && op != "ReduceProd";
+      reds.push_back({n, op, sum_like ? "double" : "float",
+                      op == "ReduceMax"    ? "-__builtin_inff()"
+                      : op == "ReduceMin"  ? "__builtin_inff()"
+                      : op == "ReduceProd" ? "1.0f"
+                                           : "0.0",
+                      sum_like, op == "ReduceSumSquare" || op == "ReduceL2", false, body_.outputs().size(), false});
+    }
+  const Node* red = reds.front().node;
+  const Value* in = red->input(0);
   Dims id = dims_of(in);
   const int rank = int(id.size());
   const std::vector<int64_t> listed = reduce_axes(*red);
   const auto axes = ops::reduced_axes(*red, rank, &listed);
   if (!axes) reject("{}: reduces nothing, or an axis is out of range or listed twice", red->describe());
+  const bool keep = red->attr_int("keepdims", 1) != 0;
+  for (const Red& r : reds) {
+    const Value* x = r.node->input(0);
+    if (x->type.dtype != DType::Float && x->type.dtype != DType::Float16 && x->type.dtype != DType::BFloat16)
+      reject("{}: element type {}", r.node->describe(), dtype_name(x->type.dtype));
+    const std::vector<int64_t> l = reduce_axes(*r.node);
+    if (!same(dims_of(x), id) || ops::reduced_axes(*r.node, rank, &l) != axes ||
+        (r.node->attr_int("keepdims", 1) != 0) != keep)
+      reject("{} and {} reduce different spaces", red->describe(), r.node->describe());
+  }
   std::vector<bool> reduced(static_cast<size_t>(rank), false);
   for (int64_t a : *axes) reduced[size_t(a)] = true;
-  const bool keep = red->attr_int("keepdims", 1) != 0;
   Dims space = dims_of(red->output(0));
   const size_t orank = space.size();
-  const bool sum_like = op != "ReduceMax" && op != "ReduceMin" && op != "ReduceProd";
+  if (cuda_) {
+    if (reds.size() > 1) reject("the CUDA dialect prints one indexed reduction per kernel");
+    // One thread per output element: a long reduction into a few outputs would run on a few threads.
+    int64_t written = 1, folded = 1;
+    for (const DimExpr& d : space) written = d.value < 0 || written < 0 ? -1 : written * d.value;
+    for (int a = 0; a < rank; ++a)
+      if (reduced[size_t(a)]) folded = id[size_t(a)].value < 0 || folded < 0 ? -1 : folded * id[size_t(a)].value;
+    if (written >= 0 && written < 1024 && folded >= kSplitReduced)
+      reject("{}: {} outputs of {} elements each; the CUDA dialect folds each output on one thread",
+             red->describe(), written, folded);
+  }
+  // Outputs upstream of the reductions (a multi-output group also writes them) get loop nests of their own
+  // first; consumers of a reduction (reduce -> broadcast -> elementwise, e.g. x - mean(x) over a middle axis)
+  // read its result from a scratch buffer in nests after it.
+  std::map<std::string, std::vector<size_t>> before, after;  // by shape
+  std::set<const Value*> downstream;
+  for (const Red& r : reds) downstream.insert(r.node->output(0));
+  for (const Node* n : body_.nodes())
+    for (int i = 0; i < n->num_inputs(); ++i)
+      if (n->input(i) && downstream.count(n->input(i))) {
+        if (op_kind(*n) == OpKind::Reduction) reject("{} reads another reduction's result", n->describe());
+        downstream.insert(n->output(0));
+      }
+  for (size_t o = 0; o < body_.outputs().size(); ++o) {
+    const Value* v = body_.outputs()[o];
+    auto it = std::find_if(reds.begin(), reds.end(), [&](const Red& r) { return r.node->output(0) == v; });
+    if (it != reds.end()) it->out = o;
+    else
+      (downstream.count(v) ? after : before)[shape_key(v)].push_back(o);
+  }
+  for (const auto& [shape, outs] : before) emit_indexed(os, outs);
+  bool any_scratch = false;
+  for (Red& r : reds) any_scratch |= r.scratch = r.out == body_.outputs().size() || !after.empty();
+  if (cuda_ && (any_scratch || !before.empty()))
+    reject("{}: the CUDA dialect prints an indexed reduction only as the group's one loop nest (other outputs or "
+           "readers of its result would need a scratch buffer and a grid-wide barrier)", red->describe());
+  for (size_t k = 0; k < reds.size(); ++k)
+    if (reds[k].scratch)
+      os << "  float* __restrict redbuf" << k << " = static_cast<float*>(std::malloc(sizeof(float) * size_t(1 + "
+         << product(space, 0, orank) << ")));\n";
   // The input index: reduced axes from loop variables k<a>, the others from the output index.
   std::string count = "1.0";
   for (int a = 0; a < rank; ++a)
     if (reduced[size_t(a)]) count += " * double(" + text(id[size_t(a)]) + ")";
-  const std::string acc_t = sum_like ? "double" : "float";
-  const std::string init = op == "ReduceMax" ? "-__builtin_inff()" : op == "ReduceMin" ? "__builtin_inff()"
-                           : op == "ReduceProd" ? "1.0f" : "0.0";
+  // `a` takes in `x` (a value read, or another partial state of the same output).
+  auto fold = [](const Red& r, const std::string& a, const std::string& x) -> std::string {
+    if (r.op == "ReduceMax") return fmt::format("{} = ({} > {} || {} != {}) ? {} : {};", a, x, a, x, x, x, a);
+    if (r.op == "ReduceMin") return fmt::format("{} = ({} < {} || {} != {}) ? {} : {};", a, x, a, x, x, x, a);
+    if (r.op == "ReduceProd") return fmt::format("{} *= {};", a, x);
+    return fmt::format("{} += {};", a, x);
+  };
   // Work items are blocks of up to W consecutive output elements along the innermost output dim, each with its
   // own accumulators: the reduced loops run outside an omp simd loop over the block, so column reductions (NHWC
   // global pooling: [1, H, W, C] -> [1, 1, 1, C]) vectorise across contiguous channels and split over the
@@ -1561,35 +1642,68 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   // reduced loop in fp32 and each such partial into the double accumulator: converting every element to double
   // and adding it there bound the loop by arithmetic ([4096, 4096] over axis 0: 2.42 -> 1.85 ms with partials of
   // 64, 6e-8 apart). Squares (ReduceSumSquare, ReduceL2) stay in double: fp32 squares overflow from 1.8e19.
-  constexpr int kRedBlock = 1024, kRedItemsPerThread = 2, kRedPartial = 64;
-  const bool partial = !cuda_ && in->type.dtype == DType::Float &&
-                       (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceL1" || op == "ReduceLogSum");
+  //
+  // Lanes (the innermost input axis reduced, no ReduceProd): per output element, the innermost reduced loop is
+  // an omp simd reduction over kRedLanePartial steps at a time, each partial folded into the accumulator.
+  constexpr int kRedBlock = 1024, kRedItemsPerThread = 2, kRedPartial = 64, kRedLanePartial = 1024;
+  constexpr int kRedChunks = 64;
+  bool lanes = !cuda_ && rank > 0 && reduced[size_t(rank - 1)];
+  for (const Red& r : reds) lanes &= r.op != "ReduceProd";
+  bool blocked = lanes;  // the innermost reduced loop runs in blocks
+  for (Red& r : reds) {
+    r.partial = !cuda_ && !lanes && r.node->input(0)->type.dtype == DType::Float &&
+                (r.op == "ReduceSum" || r.op == "ReduceMean" || r.op == "ReduceL1" || r.op == "ReduceLogSum");
+    blocked |= r.partial;
+  }
+  int split_axis = -1;  // the reduced axis chunks split (CPU)
+  for (int a = 0; a < rank && !cuda_; ++a)
+    if (reduced[size_t(a)] && (split_axis < 0 || is_one(id[size_t(split_axis)]))) split_axis = a;
   Index oidx;
   if (cuda_) {
     // One thread per output element, running the reduced loops serially.
     oidx = open_space(os, space, 0);
-    os << ind_ << acc_t << " acc = " << init << ";\n";
+    os << ind_ << reds[0].acc_t << " acc0 = " << reds[0].init << ";\n";
   } else {
     os << "  {\n  const int64_t n = " << product(space, 0, orank) << ";\n  if (n > 0) {\n"
        << "  const int64_t inner = " << (orank ? text(space[orank - 1]) : std::string("1")) << ";\n"
        << "  const int64_t rows = n / inner;\n"
-       << "  const int64_t items = " << kRedItemsPerThread << " * int64_t(omp_get_max_threads());\n"
+       << "  const double work = double(n) * (" << count << ");\n";
+    if (split_axis >= 0)
+      os << "  const int64_t extent = " << text(id[size_t(split_axis)]) << ";\n"
+         << "  int64_t chunks = 1;\n"
+         << "  if (rows * ((inner + 63) / 64) < 8) {\n"
+         << "    chunks = int64_t(work / " << kSplitReduced << ".0);\n"
+         << "    if (chunks > " << kRedChunks << ") chunks = " << kRedChunks << ";\n"
+         << "    if (chunks > extent) chunks = extent;\n"
+         << "    if (chunks < 1) chunks = 1;\n"
+         << "  }\n";
+    else
+      os << "  const int64_t chunks = 1;\n";
+    for (size_t k = 0; k < reds.size(); ++k)
+      os << "  " << reds[k].acc_t << "* __restrict states" << k << " = chunks > 1 ? static_cast<" << reds[k].acc_t
+         << "*>(std::malloc(sizeof(" << reds[k].acc_t << ") * size_t(chunks * n))) : nullptr;\n";
+    os << "  const int64_t items = " << kRedItemsPerThread << " * int64_t(omp_get_max_threads());\n"
        << "  int64_t W = " << kRedBlock << ";\n"
-       << "  while (W > 64 && (W >= 2 * inner || rows * ((inner + W - 1) / W) < items)) W /= 2;\n"
+       << "  while (W > 64 && (W >= 2 * inner || chunks * rows * ((inner + W - 1) / W) < items)) W /= 2;\n"
        << "  const int64_t nblk = (inner + W - 1) / W;\n"
-       << "#pragma omp parallel for schedule(static) if (double(n) * (" << count << ") >= 16384.0)\n"
-       << "  for (int64_t item = 0; item < rows * nblk; ++item) {\n"
-       << "    const int64_t r = item / nblk, j0 = item % nblk * W;\n"
+       << "  const int64_t blocks = rows * nblk;\n"
+       << "#pragma omp parallel for schedule(static) if (work >= 16384.0)\n"
+       << "  for (int64_t item = 0; item < chunks * blocks; ++item) {\n"
+       << "    const int64_t c = item / blocks, r = item % blocks / nblk, j0 = item % nblk * W;\n"
        << "    const int64_t jn = inner - j0 < W ? inner - j0 : W;\n"
+       << "    (void)c;\n"
        << "    int64_t rem = r;\n";
     for (int d = int(orank) - 2; d >= 0; --d)
       os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
                         text(space[size_t(d)]));
     for (size_t d = 0; d + 1 < orank; ++d) oidx.push_back(fmt::format("q{}", d));
     if (orank) oidx.push_back("j");
-    os << "    (void)rem;\n    " << acc_t << " acc[" << kRedBlock << "];\n"
-       << "    for (int64_t jj = 0; jj < jn; ++jj) acc[jj] = " << init << ";\n";
-    if (partial) os << "    float part[" << kRedBlock << "];\n";
+    os << "    (void)rem;\n";
+    for (size_t k = 0; k < reds.size(); ++k) {
+      os << "    " << reds[k].acc_t << " acc" << k << "[" << kRedBlock << "];\n"
+         << "    for (int64_t jj = 0; jj < jn; ++jj) acc" << k << "[jj] = " << reds[k].init << ";\n";
+      if (reds[k].partial) os << "    float part" << k << "[" << kRedBlock << "];\n";
+    }
   }
   Index iidx(static_cast<size_t>(rank));
   size_t o = 0;
@@ -1602,77 +1716,137 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
     }
   }
   ind_ = "    ";
-  int last_reduced = -1;
-  for (int a = 0; a < rank; ++a)
-    if (reduced[size_t(a)]) last_reduced = a;
-  for (int a = 0; a < rank; ++a)
-    if (reduced[size_t(a)]) {
-      if (partial && a == last_reduced) {  // blocks of kRedPartial steps summed in fp32 into part[]
-        os << ind_ << fmt::format("for (int64_t b{} = 0; b{} < {}; b{} += {}) {{\n", a, a, text(id[size_t(a)]), a,
-                                  kRedPartial)
-           << ind_ << "  for (int64_t jj = 0; jj < jn; ++jj) part[jj] = 0.0f;\n"
-           << ind_ << fmt::format("  const int64_t e{} = b{} + {} < {} ? b{} + {} : {};\n", a, a, kRedPartial,
-                                  text(id[size_t(a)]), a, kRedPartial, text(id[size_t(a)]));
-        ind_ += "  ";
-        os << ind_ << fmt::format("for (int64_t k{} = b{}; k{} < e{}; ++k{}) {{\n", a, a, a, a, a);
-      } else {
-        os << ind_ << fmt::format("for (int64_t k{} = 0; k{} < {}; ++k{}) {{\n", a, a, text(id[size_t(a)]), a);
-      }
-      ind_ += "  ";
-    }
-  if (!cuda_) {
-    os << "#pragma omp simd\n"
-       << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) {\n"
+  // The element loop over the block: vectorised across outputs here, or (lanes) a plain loop outside the reduced
+  // loops.
+  auto open_block = [&](bool simd) {
+    os << (simd ? "#pragma omp simd\n" : "") << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) {\n"
        << ind_ << "  const int64_t j = j0 + jj;\n" << ind_ << "  const int64_t i = r * inner + j;\n"
        << ind_ << "  (void)j;\n" << ind_ << "  (void)i;\n";
     ind_ += "  ";
-  }
-  Computed v = value_at(os, in, iidx);
-  std::string x = v.name;
-  const std::string acc = cuda_ ? "acc" : "acc[jj]";
-  // Max / min: a NaN read makes the element NaN and keeps it so (no comparison with NaN is true).
-  if (op == "ReduceMax") os << ind_ << acc << " = (" << x << " > " << acc << " || " << x << " != " << x << ") ? " << x << " : " << acc << ";\n";
-  else if (op == "ReduceMin") os << ind_ << acc << " = (" << x << " < " << acc << " || " << x << " != " << x << ") ? " << x << " : " << acc << ";\n";
-  else if (op == "ReduceProd") os << ind_ << acc << " *= " << x << ";\n";
-  else if (op == "ReduceSumSquare" || op == "ReduceL2") os << ind_ << acc << " += double(" << x << ") * double(" << x << ");\n";
-  else if (partial) os << ind_ << "part[jj] += " << (op == "ReduceL1" ? "gaf_abs(" + x + ")" : x) << ";\n";
-  else if (op == "ReduceL1") os << ind_ << acc << " += double(gaf_abs(" << x << "));\n";
-  else os << ind_ << acc << " += double(" << x << ");\n";
-  if (!cuda_) {
+  };
+  auto close = [&] {
     ind_.resize(ind_.size() - 2);
     os << ind_ << "}\n";
+  };
+  // Axis a's range: its chunk's on the split axis.
+  auto lo = [&](int a) { return a == split_axis ? std::string("extent * c / chunks") : std::string("0"); };
+  auto hi = [&](int a) { return a == split_axis ? std::string("extent * (c + 1) / chunks") : text(id[size_t(a)]); };
+  auto acc = [&](size_t k) { return "acc" + std::to_string(k) + (cuda_ ? "" : "[jj]"); };
+  int last_reduced = -1;
+  for (int a = 0; a < rank; ++a)
+    if (reduced[size_t(a)]) last_reduced = a;
+  if (lanes) open_block(false);
+  for (int a = 0; a < rank; ++a)
+    if (reduced[size_t(a)]) {
+      if (blocked && a == last_reduced) {  // blocks summed in fp32 (lanes: any op) into part<k> / p<k>
+        const int step = lanes ? kRedLanePartial : kRedPartial;
+        os << ind_ << fmt::format("for (int64_t b{0} = {1}; b{0} < {2}; b{0} += {3}) {{\n", a, lo(a), hi(a), step)
+           << ind_ << fmt::format("  const int64_t e{0} = b{0} + {1} < {2} ? b{0} + {1} : {2};\n", a, step, hi(a));
+        ind_ += "  ";
+        std::string clauses;
+        for (size_t k = 0; k < reds.size(); ++k) {
+          const Red& r = reds[k];
+          if (r.partial) {
+            os << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) part" << k << "[jj] = 0.0f;\n";
+          } else if (lanes && r.sum_like) {
+            os << ind_ << (r.squares ? "double" : "float") << " p" << k << " = 0.0f;\n";
+            clauses += fmt::format(" reduction(+:p{})", k);
+          } else if (lanes) {
+            const bool high = r.op == "ReduceMax";
+            os << ind_ << "float p" << k << " = " << (high ? "-__builtin_inff()" : "__builtin_inff()") << ";\n"
+               << ind_ << "int nan" << k << " = 0;\n";
+            clauses += fmt::format(" reduction({}:p{}) reduction(|:nan{})", high ? "max" : "min", k, k);
+          }
+        }
+        if (lanes) os << "#pragma omp simd" << clauses << "\n";
+        os << ind_ << fmt::format("for (int64_t k{0} = b{0}; k{0} < e{0}; ++k{0}) {{\n", a);
+      } else {
+        os << ind_ << fmt::format("for (int64_t k{0} = {1}; k{0} < {2}; ++k{0}) {{\n", a, lo(a), hi(a));
+      }
+      ind_ += "  ";
+    }
+  if (!cuda_ && !lanes) open_block(true);
+  for (size_t k = 0; k < reds.size(); ++k) {
+    const Red& r = reds[k];
+    const std::string x = value_at(os, r.node->input(0), iidx).name;
+    const std::string term = r.op == "ReduceL1" ? "gaf_abs(" + x + ")" : x;
+    if (lanes && !r.sum_like)
+      os << ind_ << fmt::format("p{0} = {1} {2} p{0} ? {1} : p{0};\n", k, x, r.op == "ReduceMax" ? ">" : "<")
+         << ind_ << fmt::format("nan{} |= {} != {};\n", k, x, x);
+    else if (r.squares)
+      os << ind_ << (lanes ? fmt::format("p{}", k) : acc(k)) << " += double(" << x << ") * double(" << x << ");\n";
+    else if (lanes)
+      os << ind_ << "p" << k << " += " << term << ";\n";
+    else if (r.partial)
+      os << ind_ << "part" << k << "[jj] += " << term << ";\n";
+    else
+      os << ind_ << fold(r, acc(k), r.sum_like ? "double(" + term + ")" : x) << "\n";
   }
+  if (!cuda_ && !lanes) close();
   for (int a = rank - 1; a >= 0; --a)
     if (reduced[size_t(a)]) {
-      ind_.resize(ind_.size() - 2);
-      os << ind_ << "}\n";
-      if (partial && a == last_reduced) {
-        os << "#pragma omp simd\n" << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) acc[jj] += double(part[jj]);\n";
-        ind_.resize(ind_.size() - 2);
-        os << ind_ << "}\n";
+      close();
+      if (blocked && a == last_reduced) {
+        for (size_t k = 0; k < reds.size(); ++k) {
+          const Red& r = reds[k];
+          if (r.partial)
+            os << "#pragma omp simd\n"
+               << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) acc" << k << "[jj] += double(part" << k << "[jj]);\n";
+          else if (lanes && r.sum_like)
+            os << ind_ << acc(k) << " += double(p" << k << ");\n";
+          else if (lanes)
+            os << ind_ << "if (nan" << k << ") " << acc(k) << " = __builtin_nanf(\"\");\n"
+               << ind_ << fold(r, acc(k), fmt::format("p{}", k)) << "\n";
+        }
+        close();
       }
     }
+  if (lanes) close();
   computed_.clear();
   index_vars_.clear();
-  std::string result = "float(" + acc + ")";
-  if (op == "ReduceMean") result = "float(" + acc + " / (" + count + "))";
-  else if (op == "ReduceL2") result = "float(__builtin_sqrt(" + acc + "))";
-  else if (op == "ReduceLogSum") result = "gaf_log(float(" + acc + "))";
-  if (cuda_) {  // is_output, as checked above
-    os << "    out" << red_out << "[i] = " << store(red->output(0)->type.dtype, result) << ";\n";
+  // The finished value of reduction k's accumulator `a` for output element `i`, stored.
+  auto finish = [&](size_t k, const std::string& a, const std::string& i, const std::string& ind) {
+    const Red& r = reds[k];
+    std::string result = "float(" + a + ")";
+    if (r.op == "ReduceMean") result = "float(" + a + " / (" + count + "))";
+    else if (r.op == "ReduceL2") result = "float(__builtin_sqrt(" + a + "))";
+    else if (r.op == "ReduceLogSum") result = "gaf_log(float(" + a + "))";
+    std::string s;
+    if (r.scratch) s += ind + fmt::format("redbuf{}[{}] = {};\n", k, i, result);
+    if (r.out < body_.outputs().size())
+      s += ind + fmt::format("out{}[{}] = {};\n", r.out, i, store(r.node->output(0)->type.dtype, result));
+    return s;
+  };
+  if (cuda_) {  // one reduction, an output, as checked above
+    os << finish(0, acc(0), "i", ind_);
     close_space(os, orank);
     return;
   }
-  os << "#pragma omp simd\n    for (int64_t jj = 0; jj < jn; ++jj) {\n      const int64_t i = r * inner + j0 + jj;\n";
-  if (scratch) os << "      redbuf[i] = " << result << ";\n";
-  if (is_output) os << "      out" << red_out << "[i] = " << store(red->output(0)->type.dtype, result) << ";\n";
-  os << "    }\n  }\n  }\n  }\n";
+  os << "    if (chunks > 1) {\n      for (int64_t jj = 0; jj < jn; ++jj) {\n";
+  for (size_t k = 0; k < reds.size(); ++k)
+    os << "        states" << k << "[c * n + r * inner + j0 + jj] = acc" << k << "[jj];\n";
+  os << "      }\n      continue;\n    }\n"
+     << "#pragma omp simd\n    for (int64_t jj = 0; jj < jn; ++jj) {\n      const int64_t i = r * inner + j0 + jj;\n";
+  for (size_t k = 0; k < reds.size(); ++k) os << finish(k, acc(k), "i", "      ");
+  os << "    }\n  }\n  if (chunks > 1) {\n    for (int64_t i = 0; i < n; ++i) {\n";
+  for (size_t k = 0; k < reds.size(); ++k) {
+    const Red& r = reds[k];
+    os << "      {\n        " << r.acc_t << " a = states" << k << "[i];\n"
+       << "        for (int64_t c = 1; c < chunks; ++c) { const " << r.acc_t << " s = states" << k << "[c * n + i]; "
+       << fold(r, "a", "s") << " }\n" << finish(k, "a", "i", "        ") << "      }\n";
+  }
+  os << "    }\n";
+  for (size_t k = 0; k < reds.size(); ++k) os << "    std::free(states" << k << ");\n";
+  os << "  }\n  }\n  }\n";
   if (!after.empty()) {
-    ptr_[red->output(0)] = "redbuf";
-    materialised_.insert(red->output(0));
+    for (size_t k = 0; k < reds.size(); ++k) {
+      ptr_[reds[k].node->output(0)] = fmt::format("redbuf{}", k);
+      materialised_.insert(reds[k].node->output(0));
+    }
     for (const auto& [shape, outs] : after) emit_indexed(os, outs);
   }
-  if (scratch) os << "  std::free(redbuf);\n";
+  for (size_t k = 0; k < reds.size(); ++k)
+    if (reds[k].scratch) os << "  std::free(redbuf" << k << ");\n";
 }
 
 std::optional<EmittedKernel> emit_kernel(const Node& fused, const std::string& symbol, const EmitOptions& opts,

@@ -159,6 +159,81 @@ TEST(IndexedKernel, MiddleAxisNormalisationThroughAScratchBuffer) {
                    1);
 }
 
+// The fused node of a fused model with one group, and its kernel's source.
+std::string kernel_source(const Model& f) {
+  for (const Node* n : f.graph->nodes())
+    if (n->body) {
+      std::string why;
+      auto k = codegen::emit_kernel(*n, "k", {}, &why);
+      EXPECT_TRUE(k.has_value()) << why;
+      return k ? k->source : "";
+    }
+  ADD_FAILURE() << "no fused node";
+  return "";
+}
+
+Model fused(const std::string& text) {
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  return testing::fused_copy(parse(kHeader + text), opts);
+}
+
+TEST(IndexedKernel, FewOutputsSplitTheReducedRange) {
+  // A loss, the mean of (x - t)^2 over a whole [256, 1024] tensor: one output, whose reduced range goes to the
+  // threads in 8 chunks of 32 rows (262144 elements read, 32768 a chunk), each a vector reduction along the rows.
+  const std::string loss = R"(g (float[256,1024] x, float[256,1024] t) => (float y) {
+      d = Sub(x, t)  s = Mul(d, d)  y = ReduceMean <keepdims = 0> (s) })";
+  expect_generated(loss, 1);
+  EXPECT_NE(kernel_source(fused(loss)).find("extent * c / chunks"), std::string::npos);
+  // Two long rows over the trailing axes: the row kernel would run each on one thread, so the indexed form runs
+  // them, split (a max, its NaN handling merged across chunks below).
+  const std::string rows = R"(g (float[2,300,400] x) => (float[2,1,1] y) {
+      n = Neg(x)  y = ReduceMax <axes = [1, 2]> (n) })";
+  expect_generated(rows, 1);
+  EXPECT_NE(kernel_source(fused(rows)).find("extent * c / chunks"), std::string::npos);
+  // Squares in double through the chunks; a column sum over a long leading axis into 6 outputs (fp32 partials).
+  expect_generated(R"(g (float[3,64,2048] x) => (float[3] y) {
+      a = Abs(x)  y = ReduceL2 <axes = [1, 2], keepdims = 0> (a) })",
+                   1);
+  expect_generated(R"(g (float[32768,2,3] x) => (float[2,3] y) {
+      e = Exp(x)  ax = Constant <value = int64[1] {0}> ()  y = ReduceSum <keepdims = 0> (e, ax) })",
+                   1);
+  // Statistics of a whole tensor read back over it, (x - mean) / max: two reductions into scratch buffers, then
+  // a nest that reads them (the row kernel has no form for a reduction over every axis).
+  expect_generated(R"(g (float[100,100] x) => (float[100,100] y) {
+      m = ReduceMean <keepdims = 1> (x)  h = ReduceMax <keepdims = 1> (x)  d = Sub(x, m)  y = Div(d, h) })",
+                   1);
+  // The does-not-split twin: 4096 rows of 16 read whole, one row per item, as before.
+  const std::string many = R"(g (float[4096,16] x) => (float[4096] y) {
+      n = Neg(x)  y = ReduceMin <axes = [1], keepdims = 0> (n) })";
+  expect_generated(many, 1);
+  EXPECT_EQ(kernel_source(fused(many)).find("extent * c / chunks"), std::string::npos);
+}
+
+TEST(IndexedKernel, SplitReductionsAreExactAboutNaNAndThreadCounts) {
+  // Two reductions of one tensor in one kernel (a max and a sum, horizontally fused at opt level 3). A NaN in
+  // one chunk makes the max NaN (chunk partials merged with NaN kept); the chunking depends on the shape only, so
+  // one thread and two give the same bits.
+  const std::string text = R"(g (float[64,20000] x) => (float y, float z) {
+      n = Neg(x)  y = ReduceMax <keepdims = 0> (n)  a = Abs(x)  z = ReduceSum <keepdims = 0> (a) })";
+  expect_generated(text, 1);
+  Model f = fused(text);
+  std::vector<Tensor> in = tools::random_inputs(*f.graph, 3);
+  auto run = [&](int threads) {
+    testing::OneThread restore;  // puts the count back after
+    omp_set_num_threads(threads);
+    runtime::Session s(*f.graph);
+    return s.run(in);
+  };
+  auto one = run(1), two = run(2);
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_FALSE(std::isnan(one[0].data<float>()[0]));
+  EXPECT_EQ(one[0].data<float>()[0], two[0].data<float>()[0]);
+  EXPECT_EQ(one[1].data<float>()[0], two[1].data<float>()[0]);
+  in[0].data<float>()[37 * 20000 + 11] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(run(2)[0].data<float>()[0]));
+}
+
 TEST(IndexedKernel, ConcatAlongAnOuterAxisSelectsItsOperand) {
   // Rows from three operands (one of them twice, one transposed first), then elementwise work: every operand is
   // read at its row clamped into its own range and the right one selected, row by row.

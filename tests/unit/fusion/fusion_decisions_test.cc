@@ -201,6 +201,25 @@ TEST(FusionDecisions, ResourceLimitOnHugeRows) {
   expect_reason(ok.result, "a", "y", Reason::Fused);
 }
 
+// A reduction that nothing in its group reads back folds its input as it streams by: a loss over a 2 MB tensor
+// (one row of the whole tensor) is one kernel on the CPU. The CUDA dialect folds each output on one thread, so
+// there the reduction stays apart with the backend's reason. The twin: the mean broadcast back over the tensor
+// holds the row, over the budget.
+TEST(FusionDecisions, AReductionNothingReadsBackStreams) {
+  const char* loss = R"(g (float[512,1024] x, float[512,1024] t) => (float y) {
+      d = Sub(x, t)  s = Mul(d, d)  y = ReduceMean <keepdims = 0> (s) })";
+  auto cpu = fuse(loss);
+  EXPECT_EQ(count_fused(*cpu.model.graph), 1);
+  EXPECT_EQ(cpu.model.graph->num_nodes(), 1u);
+  expect_reason(cpu.result, "s", "y", Reason::Fused);
+  auto cuda = fuse(loss, 2, "", Target::builtin_or_file("cuda-h200"));
+  expect_reason(cuda.result, "s", "y", Reason::BackendUnsupported);
+  EXPECT_NE(decision(cuda.result, "s", "y")->detail.find("one thread"), std::string::npos);
+  auto back = fuse(R"(g (float[512,1024] x) => (float[512,1024] y) {
+      a = Relu(x)  m = ReduceMean <keepdims = 1> (a)  y = Sub(a, m) })");
+  expect_reason(back.result, "m", "y", Reason::ResourceLimit);
+}
+
 // A streaming elementwise chain holds a few values per tile at a time, however long it is: the issue's 12-op
 // chain over two inputs is one kernel on every target, its working set well inside the smallest on-chip
 // budget.

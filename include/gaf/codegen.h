@@ -80,7 +80,9 @@ std::string prelude();
 // The CUDA translation unit head: types, GafArgs, gaf_* device helpers, block reductions. No #include: it
 // compiles under NVRTC without headers.
 std::string cuda_prelude();
-// The CUDA backend as the planner sees it (KernelBackend): a group it cannot print runs apart (BACKEND_UNSUPPORTED).
+// The CPU and CUDA backends as the planner sees them (KernelBackend): a group the emitter cannot print in their
+// dialect runs apart (BACKEND_UNSUPPORTED).
+const KernelBackend& cpu_kernel_backend();
 const KernelBackend& cuda_kernel_backend();
 
 struct CompileOptions {

@@ -106,7 +106,7 @@ class KernelBackend {
 struct FusionOptions {
   int opt_level = 2;  // 0 none, 1 rewrites only, 2 + fusion, 3 + multi-output / horizontal / aggressive
   FusionRules rules;
-  const KernelBackend* backend = nullptr;  // none: the CPU runtime, whose limits legality knows itself
+  const KernelBackend* backend = nullptr;  // tools::fuse_model installs the target's (codegen::cpu_kernel_backend)
 };
 
 // A group under construction: member nodes in topological order.

@@ -786,8 +786,14 @@ void Emitter::emit_rows(std::ostream& os) {
     const std::string& op = n.op_type;
     std::vector<int64_t> axes;
     if (op == "Softmax" || op == "LogSoftmax") {
-      if (n.opset < 13) reject("{}: opset < 13 softmax coerces to 2-D", n.describe());
-      axes = {n.attr_int("axis", -1)};
+      // Before opset 13 the input is coerced to 2-D at `axis` (default 1): the row is every axis from it on.
+      if (n.opset < 13) {
+        int64_t axis = n.attr_int("axis", 1);
+        if (axis < 0) axis += int64_t(rank);
+        for (int64_t a = axis; a < int64_t(rank); ++a) axes.push_back(a);
+      } else {
+        axes = {n.attr_int("axis", -1)};
+      }
     } else if (op == "LayerNormalization" || op == "RMSNormalization") {
       int64_t axis = n.attr_int("axis", -1);
       if (axis < 0) axis += int64_t(rank);

@@ -12,8 +12,8 @@ using testing::parse;
 const char* kHeader = "<ir_version: 8, opset_import: [\"\" : 17]> ";
 
 // Fuses `text` at opt level 3, expects `groups` fused nodes all running as generated kernels, and the same outputs.
-void expect_generated(const std::string& text, int groups) {
-  Model m = parse(kHeader + text);
+void expect_generated(const std::string& text, int groups, const std::string& header = kHeader) {
+  Model m = parse(header + text);
   tools::FuseOptions opts;
   opts.fusion.opt_level = 3;
   Model f = testing::fused_copy(m, opts);
@@ -232,6 +232,17 @@ TEST(IndexedKernel, SplitReductionsAreExactAboutNaNAndThreadCounts) {
   EXPECT_EQ(one[1].data<float>()[0], two[1].data<float>()[0]);
   in[0].data<float>()[37 * 20000 + 11] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_TRUE(std::isnan(run(2)[0].data<float>()[0]));
+}
+
+TEST(RowKernel, SoftmaxBeforeOpset13RowsFromItsAxis) {
+  // Opset 11 coerces the input to 2-D at `axis`: the row is every axis from it on (default axis 1: [6, 10] rows
+  // of a [4, 6, 10] tensor), which the row kernel reads as one row of 60.
+  const std::string opset11 = "<ir_version: 7, opset_import: [\"\" : 11]> ";
+  expect_generated(R"(g (float[4,6,10] x) => (float[4,6,10] y) { a = Relu(x)  y = Softmax(a) })", 1, opset11);
+  expect_generated(R"(g (float[4,6,10] x) => (float[4,6,10] y) { a = Tanh(x)  y = LogSoftmax <axis = 2> (a) })", 1,
+                   opset11);
+  expect_generated(R"(g (float[3,5,7] x) => (float[3,5,7] y) { a = Neg(x)  y = Softmax <axis = -2> (a) })", 1,
+                   opset11);
 }
 
 TEST(IndexedKernel, ConcatAlongAnOuterAxisSelectsItsOperand) {

@@ -220,6 +220,24 @@ TEST(FusionDecisions, AReductionNothingReadsBackStreams) {
   expect_reason(back.result, "m", "y", Reason::ResourceLimit);
 }
 
+// The CPU backend answers for its emitter: a row group with a boolean row value (Greater feeding Where before a
+// Softmax) has no printed form, so instead of one fused node running op by op the planner keeps the mask apart
+// and forms two groups that both run as generated kernels.
+TEST(FusionDecisions, TheCpuBackendRefusesWhatItsEmitterCannotPrint) {
+  auto f = fuse(R"(g (float[64,256] x) => (float[64,256] y) {
+      a = Relu(x)  k = Constant <value = float {0.5}> ()  c = Greater(a, k)  z = Constant <value = float {0.0}> ()
+      w = Where(c, a, z)  y = Softmax <axis = -1> (w) })",
+                3);
+  expect_reason(f.result, "c", "w", Reason::BackendUnsupported);
+  EXPECT_NE(decision(f.result, "c", "w")->detail.find("the cpu backend: node 'c' (Greater): boolean row values"),
+            std::string::npos);
+  expect_reason(f.result, "w", "y", Reason::Fused);
+  EXPECT_EQ(count_fused(*f.model.graph), 2);
+  runtime::Session s(*f.model.graph);
+  EXPECT_EQ(s.generated_kernels(), 2u);
+  EXPECT_TRUE(s.codegen_fallbacks().empty());
+}
+
 // A streaming elementwise chain holds a few values per tile at a time, however long it is: the issue's 12-op
 // chain over two inputs is one kernel on every target, its working set well inside the smallest on-chip
 // budget.

@@ -1,4 +1,6 @@
-// The CUDA backend's answer to the planner (KernelBackend): whether the CUDA dialect prints a would-be group.
+// The kernel backends' answer to the planner (KernelBackend): whether the emitter's dialect (CPU C++, CUDA) prints
+// a would-be group. A group it cannot print would run op by op inside its fused node, no faster than unfused, so
+// the planner does not form it and `explain` says why (BACKEND_UNSUPPORTED).
 #include "fusion/group_util.h"
 #include "gaf/codegen.h"
 #include "gaf/op_registry.h"
@@ -24,24 +26,34 @@ std::optional<EmittedKernel> emit_group(const std::vector<const Node*>& nodes, c
 
 namespace {
 
-class CudaKernelBackend final : public KernelBackend {
+class EmitterBackend final : public KernelBackend {
  public:
-  std::string_view name() const override { return "cuda"; }
+  EmitterBackend(std::string_view name, Dialect dialect) : name_(name) { opts_.dialect = dialect; }
+  std::string_view name() const override { return name_; }
   std::string cannot_emit(const std::vector<const Node*>& nodes, const Graph& g) const override {
-    // An anchor-led group is a library call, then its epilogue as one kernel or node by node: it always runs.
-    if (op_kind(*nodes.front()) == OpKind::Anchor) return "";
-    EmitOptions opts;
-    opts.dialect = Dialect::Cuda;
+    // An anchor-led group is a library call (oneDNN, cuBLASLt, cuDNN) with its epilogue folded in or as a kernel
+    // of its own; legality knows the libraries' limits.
+    for (const Node* n : nodes)
+      if (op_kind(*n) == OpKind::Anchor) return "";
     std::string why;
     std::vector<const Value*> inputs, outputs;
-    return emit_group(nodes, g, "gaf_probe", opts, &why, &inputs, &outputs) ? "" : why;
+    return emit_group(nodes, g, "gaf_probe", opts_, &why, &inputs, &outputs) ? "" : why;
   }
+
+ private:
+  std::string_view name_;
+  EmitOptions opts_;
 };
 
 }  // namespace
 
+const KernelBackend& cpu_kernel_backend() {
+  static const EmitterBackend backend("cpu", Dialect::Cpu);
+  return backend;
+}
+
 const KernelBackend& cuda_kernel_backend() {
-  static const CudaKernelBackend backend;
+  static const EmitterBackend backend("cuda", Dialect::Cuda);
   return backend;
 }
 

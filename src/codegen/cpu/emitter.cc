@@ -874,17 +874,21 @@ void Emitter::emit_rows(std::ostream& os) {
   for (auto it = body_nodes.rbegin(); it != body_nodes.rend(); ++it) {
     const Node& n = **it;
     const Value* out = n.output(0);
+    // A boolean row value (a mask a comparison makes for Where) has no fp32 buffer: it is written into every
+    // row-shaped reader's formula.
+    const bool mask = out->type.dtype == DType::Bool;
     if (op_kind(n) == OpKind::Reduction || n.num_outputs() != 1 || group_outputs.count(out) ||
-        shape_of(out) != Shape::Row || out->type.dtype != DType::Float || formula_flops(n) >= kHeavyFlops ||
-        out->uses().empty())
+        shape_of(out) != Shape::Row || (out->type.dtype != DType::Float && !mask) ||
+        formula_flops(n) >= kHeavyFlops || out->uses().empty())
       continue;
     bool only_reductions = true;
     int places = 0;
     for (const Use& u : out->uses()) {
       const bool by_inlined = inlined.count(u.node->output(0)) > 0;
-      only_reductions &= u.node->graph() == &body_ &&
-                         (by_inlined || (op_kind(*u.node) == OpKind::Reduction &&
-                                         u.node->op_type.rfind("Reduce", 0) == 0 && u.index == 0));
+      const bool reader = mask ? op_kind(*u.node) != OpKind::Reduction && shape_of(u.node->output(0)) == Shape::Row
+                               : op_kind(*u.node) == OpKind::Reduction && u.node->op_type.rfind("Reduce", 0) == 0 &&
+                                     u.index == 0;
+      only_reductions &= u.node->graph() == &body_ && (by_inlined || reader);
       places += by_inlined ? copies[u.node->output(0)] : 1;
     }
     if (only_reductions && places <= kMaxInlineCopies) {
@@ -893,6 +897,7 @@ void Emitter::emit_rows(std::ostream& os) {
     }
   }
   std::map<const Value*, std::string> inline_expr;  // an inlined value's formula, parenthesised
+  std::map<const Value*, ScalarType> inline_type;
   // Row buffers for the other row-shaped intermediates.
   std::map<const Value*, int> buffer;
   for (const Node* n : body_.nodes())
@@ -943,7 +948,7 @@ void Emitter::emit_rows(std::ostream& os) {
     }
     if (buffer.count(v) || inline_expr.count(v)) {
       if (!in_loop) reject("{} reads a row inside a per-row computation", n.describe());
-      t = ScalarType::F32;
+      t = buffer.count(v) ? ScalarType::F32 : inline_type.at(v);
       return buffer.count(v) ? fmt::format("buf{}[j]", buffer[v]) : inline_expr.at(v);
     }
     t = scalar_type(v->type.dtype);
@@ -1021,8 +1026,15 @@ void Emitter::emit_rows(std::ostream& os) {
            << ind << jl << " { const double d = double(" << x << ") - " << mean << "; " << var << " += d * d; }\n";
         block_total("gaf_block_sum", var);
         os << ind << "{ const float rstd = float(1.0 / __builtin_sqrt(" << var << " / double(L) + "
-           << float_literal(n->attr_float("epsilon", 1e-5f)) << ")), mf = float(" << mean << ");\n"
-           << omp(ind, "simd") << ind << jl << " { float v = (" << x << " - mf) * rstd;";
+           << float_literal(n->attr_float("epsilon", 1e-5f)) << ")), mf = float(" << mean << ");\n";
+        // LayerNormalization's Mean and InvStdDev, where the group returns them: one value per row.
+        for (int k = 1; k < n->num_outputs(); ++k) {
+          const Value* stat = n->output(k);
+          if (stat->absent_output || !out_slot.count(stat)) continue;
+          if (!centre || k > 2) reject("{}: only the normalised output can be fused", n->describe());
+          store_row_scalar(stat, k == 1 ? "mf" : "rstd");
+        }
+        os << omp(ind, "simd") << ind << jl << " { float v = (" << x << " - mf) * rstd;";
         ScalarType st;
         if (n->input(1)) os << " v *= " << arg(*n, 1, true, st) << ";";
         if (centre && n->input(2)) os << " v += " << arg(*n, 2, true, st) << ";";
@@ -1099,11 +1111,12 @@ void Emitter::emit_rows(std::ostream& os) {
       if (out_slot.count(out)) store_row_scalar(out, name);
       continue;
     }
-    if (e.type == ScalarType::Bool) reject("{}: boolean row values are not staged", n->describe());
     if (inlined.count(out)) {
       inline_expr[out] = "(" + e.expr + ")";
+      inline_type[out] = e.type;
       continue;
     }
+    if (e.type == ScalarType::Bool) reject("{}: boolean row values are not staged", n->describe());
     // On the CPU, where every input reads as fp32 (and an output is fp32), whole vectors first, as in the
     // elementwise kernel (four per step for a heavy formula); the scalar loop takes the rest of the row.
     std::string loop = jl;

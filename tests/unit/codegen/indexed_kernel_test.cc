@@ -245,6 +245,21 @@ TEST(RowKernel, SoftmaxBeforeOpset13RowsFromItsAxis) {
                    opset11);
 }
 
+TEST(RowKernel, MasksAndNormStatisticsInTheRow) {
+  // A mask made in the row (Greater) read by Where before the Softmax: written into Where's formula, no buffer.
+  expect_generated(R"(g (float[64,256] x) => (float[64,256] y) {
+      a = Relu(x)  k = Constant <value = float {0.5}> ()  c = Greater(a, k)  z = Constant <value = float {0.0}> ()
+      w = Where(c, a, z)  y = Softmax <axis = -1> (w) })",
+                   1);
+  // LayerNormalization's Mean and InvStdDev returned by the group: one value per row each.
+  expect_generated(R"(g (float[64,256] x, float[256] s, float[256] b) => (float[64,256] y, float[64,1] m, float[64,1] v) {
+      a = Relu(x)  y, m, v = LayerNormalization <axis = -1> (a, s, b) })",
+                   1);
+  expect_generated(R"(g (float[4,8,30] x, float[8,30] s) => (float[4,8,30] y, float[4,1,1] v) {
+      a = Neg(x)  y, m, v = LayerNormalization <axis = 1> (a, s) })",
+                   1);
+}
+
 TEST(IndexedKernel, ConcatAlongAnOuterAxisSelectsItsOperand) {
   // Rows from three operands (one of them twice, one transposed first), then elementwise work: every operand is
   // read at its row clamped into its own range and the right one selected, row by row.

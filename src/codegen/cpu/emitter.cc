@@ -174,6 +174,17 @@ class Emitter {
       sig_.output_dims.push_back(dims_of(v));
       sig_.output_dtypes.push_back(v->type.dtype);
     }
+    // A node's second and later outputs are written only where its kernel shape knows them (Split's parts,
+    // LayerNormalization's statistics in a row kernel); any other one read or returned (Dropout's mask) is not.
+    const std::set<const Value*> returned(body_.outputs().begin(), body_.outputs().end());
+    for (const Node* n : body_.nodes())
+      for (int k = 1; k < n->num_outputs(); ++k) {
+        const Value* o = n->output(k);
+        if (o->absent_output || (o->uses().empty() && !returned.count(o))) continue;
+        if (n->domain.empty() && (n->op_type == "Split" || n->op_type == "LayerNormalization")) continue;
+        reject("{}: its output {} ('{}') is read or returned; the emitter computes the first output only",
+               n->describe(), k, o->name());
+      }
     bool has_reduction = false, has_injective = false;
     for (const Node* n : body_.nodes()) {
       OpKind k = op_kind(*n);
@@ -1875,6 +1886,11 @@ std::optional<EmittedKernel> emit_kernel(const Node& fused, const std::string& s
     return Emitter(fused, symbol, opts).run();
   } catch (const Unsupported& u) {
     if (why_not) *why_not = u.why();
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    // A case the emitter does not foresee: the group runs op by op (and the planner, asking first, does not form
+    // it), with this as the reason, rather than failing the whole command.
+    if (why_not) *why_not = fmt::format("the emitter failed on {}: {}", fused.describe(), e.what());
     return std::nullopt;
   }
 }

@@ -255,6 +255,14 @@ class Emitter {
              cuda::kMaxInputs, cuda::kMaxOutputs, cuda::kMaxSymbols, body_.inputs().size(), body_.outputs().size(),
              sig_.symbol_binds.size());
   }
+  // A parallel loop that costs nothing when its work is small. libgomp enters a parallel region even when its if
+  // clause is false, 1.2 us a call on this VM (futex wakes), where a 512-element loop takes 10 ns. So the loop is
+  // an orphaned `omp for` inside a lambda that the kernel calls itself when `cond` is false, or from inside
+  // `#pragma omp parallel` when it is true (the orphaned loop then splits over the team).
+  static void open_region(std::ostream& os) { os << "  {\n  const auto gaf_region = [&]() {\n"; }
+  static void close_region(std::ostream& os, const std::string& cond) {
+    os << "  };\n  if (" << cond << ") {\n#pragma omp parallel\n    gaf_region();\n  } else {\n    gaf_region();\n  }\n  }\n";
+  }
   // An OpenMP pragma line at indent `ind`; nothing in the CUDA dialect, whose loops are spread over the grid.
   std::string omp(const std::string& ind, const std::string& clause) const {
     return cuda_ ? "" : ind + "#pragma omp " + clause + "\n";
@@ -453,8 +461,9 @@ class Emitter {
       os << "#endif\n";
     };
     if (flat || rank == 0) {
-      os << "  const int64_t blocks = (n + 16383) / 16384;\n"
-            "#pragma omp parallel for schedule(static) if (n >= 65536)\n"
+      os << "  const int64_t blocks = (n + 16383) / 16384;\n";
+      open_region(os);
+      os << "#pragma omp for schedule(static)\n"
             "  for (int64_t blk = 0; blk < blocks; ++blk) {\n"
             "    const int64_t lo = blk * 16384, hi = lo + 16384 < n ? lo + 16384 : n;\n";
       for (size_t k = 0; k < operands.size(); ++k) {
@@ -464,8 +473,9 @@ class Emitter {
       if (vector) vector_loop("iv", "lo", "hi", "const int64_t i = iv");
       os << "#pragma omp simd\n    for (int64_t i = " << (vector ? "iv" : "lo") << "; i < hi; ++i) {\n";
     } else {
-      os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
-         << "#pragma omp parallel for schedule(static) if (n >= 65536)\n"
+      os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n";
+      open_region(os);
+      os << "#pragma omp for schedule(static)\n"
          << "  for (int64_t r = 0; r < rows; ++r) {\n";
       // Row coordinates, innermost first.
       os << "    int64_t rem = r;\n";
@@ -479,6 +489,7 @@ class Emitter {
     }
     emit_body(os, operands, operand_of, index, [](size_t) { return std::string("i"); }, "      ");
     os << "    }\n  }\n";
+    close_region(os, "n >= 65536");
   }
 
   // Arithmetic per element of the body's formula, from the op definitions (an exp or a division counts 10 or
@@ -763,6 +774,7 @@ class Emitter {
   std::map<std::string, Computed> computed_;      // (value, index) -> variable, per element
   std::map<std::string, std::string> index_vars_; // index expression -> variable, per element
   std::string ind_;
+  std::string region_cond_;  // open_rows: when its loop runs in parallel
 
   const Node& fused_;
   const Graph& body_;
@@ -924,7 +936,7 @@ void Emitter::emit_rows(std::ostream& os) {
     os << (buffer.empty() ? "" : "  extern __shared__ float gaf_smem[];\n") << "  {\n    " << cuda::row_loop()
        << " {\n";
   } else {
-    os << "#pragma omp parallel if (rows * L >= 32768)\n  {\n";
+    open_region(os);
     if (!buffer.empty())
       os << "    float* scratch = static_cast<float*>(std::malloc(sizeof(float) * size_t(L) * " << buffer.size()
          << "));\n";
@@ -1145,7 +1157,8 @@ void Emitter::emit_rows(std::ostream& os) {
   // CUDA: rows end at a barrier, so a stage reading row entries other threads wrote could not race with the next
   // row (today each thread reads back only its own).
   if (!cuda_) {
-    os << "    }\n" << (buffer.empty() ? "" : "    std::free(scratch);\n") << "  }\n";
+    os << "    }\n" << (buffer.empty() ? "" : "    std::free(scratch);\n");
+    close_region(os, "rows * L >= 32768");
     return;
   }
   os << "      __syncthreads();\n    }\n  }\n";
@@ -1429,8 +1442,10 @@ Emitter::Index Emitter::open_rows(std::ostream& os, const Dims& space, int64_t p
     idx.push_back("j");
     return idx;
   }
-  os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
-     << "#pragma omp parallel for schedule(static) if (n >= " << parallel_from << ")\n"
+  os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n";
+  open_region(os);
+  region_cond_ = fmt::format("n >= {}", parallel_from);
+  os << "#pragma omp for schedule(static)\n"
      << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
   for (int d = int(rank) - 2; d >= 0; --d)
     os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
@@ -1441,7 +1456,13 @@ Emitter::Index Emitter::open_rows(std::ostream& os, const Dims& space, int64_t p
 }
 
 void Emitter::close_space(std::ostream& os, size_t rank) {
-  os << (rank == 0 || cuda_ ? "  }\n" : "    }\n  }\n") << "  }\n  }\n";
+  if (rank == 0 || cuda_) {
+    os << "  }\n  }\n  }\n";
+    return;
+  }
+  os << "    }\n  }\n";
+  close_region(os, region_cond_);
+  os << "  }\n  }\n";
 }
 
 // Inside a loop nest: body outputs `outs` computed at `idx` and stored at the linear index i.
@@ -1517,7 +1538,9 @@ bool Emitter::emit_segmented(std::ostream& out, const std::vector<size_t>& outs,
     return false;
   }
   segment_ = {};
-  os << "  }\n  }\n  }\n";
+  os << "  }\n";
+  close_region(os, region_cond_);
+  os << "  }\n  }\n";
   out << os.str();
   return true;
 }
@@ -1716,8 +1739,9 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
        << "  int64_t W = " << kRedBlock << ";\n"
        << "  while (W > 64 && (W >= 2 * inner || chunks * rows * ((inner + W - 1) / W) < items)) W /= 2;\n"
        << "  const int64_t nblk = (inner + W - 1) / W;\n"
-       << "  const int64_t blocks = rows * nblk;\n"
-       << "#pragma omp parallel for schedule(static) if (work >= 16384.0)\n"
+       << "  const int64_t blocks = rows * nblk;\n";
+    open_region(os);
+    os << "#pragma omp for schedule(static)\n"
        << "  for (int64_t item = 0; item < chunks * blocks; ++item) {\n"
        << "    const int64_t c = item / blocks, r = item % blocks / nblk, j0 = item % nblk * W;\n"
        << "    const int64_t jn = inner - j0 < W ? inner - j0 : W;\n"
@@ -1858,7 +1882,9 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   os << "      }\n      continue;\n    }\n"
      << "#pragma omp simd\n    for (int64_t jj = 0; jj < jn; ++jj) {\n      const int64_t i = r * inner + j0 + jj;\n";
   for (size_t k = 0; k < reds.size(); ++k) os << finish(k, acc(k), "i", "      ");
-  os << "    }\n  }\n  if (chunks > 1) {\n    for (int64_t i = 0; i < n; ++i) {\n";
+  os << "    }\n  }\n";
+  close_region(os, "work >= 16384.0");
+  os << "  if (chunks > 1) {\n    for (int64_t i = 0; i < n; ++i) {\n";
   for (size_t k = 0; k < reds.size(); ++k) {
     const Red& r = reds[k];
     os << "      {\n        " << r.acc_t << " a = states" << k << "[i];\n"

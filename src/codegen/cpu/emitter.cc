@@ -217,10 +217,12 @@ class Emitter {
       };
       auto by_index = [&](std::ostream& s) { emit_indexed_reduction(s); };
       const bool split_first = !has_injective && few_long_rows();
+      const size_t kernel_ptrs = region_ptrs_.size();
       try {
         split_first ? by_index(rows) : by_rows(rows);
       } catch (const Unsupported& why_first) {
         rows.str("");
+        region_ptrs_.resize(kernel_ptrs);
         var_.clear();
         var_type_.clear();
         computed_.clear();
@@ -258,10 +260,21 @@ class Emitter {
   // A parallel loop that costs nothing when its work is small. libgomp enters a parallel region even when its if
   // clause is false, 1.2 us a call on this VM (futex wakes), where a 512-element loop takes 10 ns. So the loop is
   // an orphaned `omp for` inside a lambda that the kernel calls itself when `cond` is false, or from inside
-  // `#pragma omp parallel` when it is true (the orphaned loop then splits over the team).
-  static void open_region(std::ostream& os) { os << "  {\n  const auto gaf_region = [&]() {\n"; }
-  static void close_region(std::ostream& os, const std::string& cond) {
-    os << "  };\n  if (" << cond << ") {\n#pragma omp parallel\n    gaf_region();\n  } else {\n    gaf_region();\n  }\n  }\n";
+  // `#pragma omp parallel` when it is true (the orphaned loop then splits over the team). The kernel's pointers
+  // are the lambda's __restrict parameters: captured (by reference or by value), they were reloaded per lane
+  // inside omp simd loops, as gathers (a whole-tensor mean 1.1 -> 9.9 ms). Scalars are captured by value;
+  // constant tables are static locals, which no capture copies.
+  void open_region(std::ostream& os) const {
+    os << "  {\n  const auto gaf_region = [=](";
+    for (size_t k = 0; k < region_ptrs_.size(); ++k)
+      os << (k ? ", " : "") << region_ptrs_[k].first << " " << region_ptrs_[k].second;
+    os << ") {\n";
+  }
+  void close_region(std::ostream& os, const std::string& cond) const {
+    std::string args;
+    for (size_t k = 0; k < region_ptrs_.size(); ++k) args += (k ? ", " : "") + region_ptrs_[k].second;
+    os << "  };\n  if (" << cond << ") {\n#pragma omp parallel\n    gaf_region(" << args << ");\n  } else {\n"
+       << "    gaf_region(" << args << ");\n  }\n  }\n";
   }
   // An OpenMP pragma line at indent `ind`; nothing in the CUDA dialect, whose loops are spread over the grid.
   std::string omp(const std::string& ind, const std::string& clause) const {
@@ -317,6 +330,7 @@ class Emitter {
         reject("input '{}' has element type {}", v->name(), dtype_name(v->type.dtype));
       os << fmt::format("  const {}* {} in{} = static_cast<const {}*>({});\n", c_type(v->type.dtype), restrict_(),
                         i, c_type(v->type.dtype), base_pointer("in_", i));
+      region_ptrs_.emplace_back(fmt::format("const {}* {}", c_type(v->type.dtype), restrict_()), fmt::format("in{}", i));
       ptr_[v] = fmt::format("in{}", i++);
     }
     int c = 0;
@@ -343,6 +357,7 @@ class Emitter {
       DType t = body_.outputs()[o]->type.dtype;
       os << fmt::format("  {}* {} out{} = static_cast<{}*>({});\n", c_type(t), restrict_(), o, c_type(t),
                         base_pointer("out_", int(o)));
+      region_ptrs_.emplace_back(fmt::format("{}* {}", c_type(t), restrict_()), fmt::format("out{}", o));
     }
   }
 
@@ -775,6 +790,7 @@ class Emitter {
   std::map<std::string, std::string> index_vars_; // index expression -> variable, per element
   std::string ind_;
   std::string region_cond_;  // open_rows: when its loop runs in parallel
+  std::vector<std::pair<std::string, std::string>> region_ptrs_;  // pointers a region takes: type, name
 
   const Node& fused_;
   const Graph& body_;
@@ -1666,9 +1682,11 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
     reject("{}: the CUDA dialect prints an indexed reduction only as the group's one loop nest (other outputs or "
            "readers of its result would need a scratch buffer and a grid-wide barrier)", red->describe());
   for (size_t k = 0; k < reds.size(); ++k)
-    if (reds[k].scratch)
+    if (reds[k].scratch) {
       os << "  float* __restrict redbuf" << k << " = static_cast<float*>(std::malloc(sizeof(float) * size_t(1 + "
          << product(space, 0, orank) << ")));\n";
+      region_ptrs_.emplace_back("float* __restrict", fmt::format("redbuf{}", k));
+    }
   // The input index: reduced axes from loop variables k<a>, the others from the output index.
   std::string count = "1.0";
   for (int a = 0; a < rank; ++a)
@@ -1712,6 +1730,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   for (int a = 0; a < rank && !cuda_; ++a)
     if (reduced[size_t(a)] && (split_axis < 0 || is_one(id[size_t(split_axis)]))) split_axis = a;
   Index oidx;
+  size_t states_from = region_ptrs_.size();  // the partial states are local to the reduction's block
   if (cuda_) {
     // One thread per output element, running the reduced loops serially.
     oidx = open_space(os, space, 0);
@@ -1732,9 +1751,12 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
          << "  }\n";
     else
       os << "  const int64_t chunks = 1;\n";
-    for (size_t k = 0; k < reds.size(); ++k)
+    states_from = region_ptrs_.size();
+    for (size_t k = 0; k < reds.size(); ++k) {
       os << "  " << reds[k].acc_t << "* __restrict states" << k << " = chunks > 1 ? static_cast<" << reds[k].acc_t
          << "*>(std::malloc(sizeof(" << reds[k].acc_t << ") * size_t(chunks * n))) : nullptr;\n";
+      region_ptrs_.emplace_back(reds[k].acc_t + "* __restrict", fmt::format("states{}", k));
+    }
     os << "  const int64_t items = " << kRedItemsPerThread << " * int64_t(omp_get_max_threads());\n"
        << "  int64_t W = " << kRedBlock << ";\n"
        << "  while (W > 64 && (W >= 2 * inner || chunks * rows * ((inner + W - 1) / W) < items)) W /= 2;\n"
@@ -1884,6 +1906,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   for (size_t k = 0; k < reds.size(); ++k) os << finish(k, acc(k), "i", "      ");
   os << "    }\n  }\n";
   close_region(os, "work >= 16384.0");
+  region_ptrs_.resize(states_from);
   os << "  if (chunks > 1) {\n    for (int64_t i = 0; i < n; ++i) {\n";
   for (size_t k = 0; k < reds.size(); ++k) {
     const Red& r = reds[k];

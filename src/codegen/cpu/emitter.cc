@@ -264,16 +264,17 @@ class Emitter {
   // are the lambda's __restrict parameters: captured (by reference or by value), they were reloaded per lane
   // inside omp simd loops, as gathers (a whole-tensor mean 1.1 -> 9.9 ms). Scalars are captured by value;
   // constant tables are static locals, which no capture copies.
-  void open_region(std::ostream& os) const {
+  void open_region(std::ostream& os, std::string cond) {
+    region_cond_ = std::move(cond);
     os << "  {\n  const auto gaf_region = [=](";
     for (size_t k = 0; k < region_ptrs_.size(); ++k)
       os << (k ? ", " : "") << region_ptrs_[k].first << " " << region_ptrs_[k].second;
     os << ") {\n";
   }
-  void close_region(std::ostream& os, const std::string& cond) const {
+  void close_region(std::ostream& os) const {
     std::string args;
     for (size_t k = 0; k < region_ptrs_.size(); ++k) args += (k ? ", " : "") + region_ptrs_[k].second;
-    os << "  };\n  if (" << cond << ") {\n#pragma omp parallel\n    gaf_region(" << args << ");\n  } else {\n"
+    os << "  };\n  if (" << region_cond_ << ") {\n#pragma omp parallel\n    gaf_region(" << args << ");\n  } else {\n"
        << "    gaf_region(" << args << ");\n  }\n  }\n";
   }
   // An OpenMP pragma line at indent `ind`; nothing in the CUDA dialect, whose loops are spread over the grid.
@@ -477,7 +478,7 @@ class Emitter {
     };
     if (flat || rank == 0) {
       os << "  const int64_t blocks = (n + 16383) / 16384;\n";
-      open_region(os);
+      open_region(os, "n >= 65536");
       os << "#pragma omp for schedule(static)\n"
             "  for (int64_t blk = 0; blk < blocks; ++blk) {\n"
             "    const int64_t lo = blk * 16384, hi = lo + 16384 < n ? lo + 16384 : n;\n";
@@ -489,7 +490,7 @@ class Emitter {
       os << "#pragma omp simd\n    for (int64_t i = " << (vector ? "iv" : "lo") << "; i < hi; ++i) {\n";
     } else {
       os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n";
-      open_region(os);
+      open_region(os, "n >= 65536");
       os << "#pragma omp for schedule(static)\n"
          << "  for (int64_t r = 0; r < rows; ++r) {\n";
       // Row coordinates, innermost first.
@@ -504,7 +505,7 @@ class Emitter {
     }
     emit_body(os, operands, operand_of, index, [](size_t) { return std::string("i"); }, "      ");
     os << "    }\n  }\n";
-    close_region(os, "n >= 65536");
+    close_region(os);
   }
 
   // Arithmetic per element of the body's formula, from the op definitions (an exp or a division counts 10 or
@@ -789,7 +790,7 @@ class Emitter {
   std::map<std::string, Computed> computed_;      // (value, index) -> variable, per element
   std::map<std::string, std::string> index_vars_; // index expression -> variable, per element
   std::string ind_;
-  std::string region_cond_;  // open_rows: when its loop runs in parallel
+  std::string region_cond_;  // the open region's: when its loop runs in parallel
   std::vector<std::pair<std::string, std::string>> region_ptrs_;  // pointers a region takes: type, name
 
   const Node& fused_;
@@ -952,7 +953,7 @@ void Emitter::emit_rows(std::ostream& os) {
     os << (buffer.empty() ? "" : "  extern __shared__ float gaf_smem[];\n") << "  {\n    " << cuda::row_loop()
        << " {\n";
   } else {
-    open_region(os);
+    open_region(os, "rows * L >= 32768");
     if (!buffer.empty())
       os << "    float* scratch = static_cast<float*>(std::malloc(sizeof(float) * size_t(L) * " << buffer.size()
          << "));\n";
@@ -1174,7 +1175,7 @@ void Emitter::emit_rows(std::ostream& os) {
   // row (today each thread reads back only its own).
   if (!cuda_) {
     os << "    }\n" << (buffer.empty() ? "" : "    std::free(scratch);\n");
-    close_region(os, "rows * L >= 32768");
+    close_region(os);
     return;
   }
   os << "      __syncthreads();\n    }\n  }\n";
@@ -1459,8 +1460,7 @@ Emitter::Index Emitter::open_rows(std::ostream& os, const Dims& space, int64_t p
     return idx;
   }
   os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n";
-  open_region(os);
-  region_cond_ = fmt::format("n >= {}", parallel_from);
+  open_region(os, fmt::format("n >= {}", parallel_from));
   os << "#pragma omp for schedule(static)\n"
      << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
   for (int d = int(rank) - 2; d >= 0; --d)
@@ -1477,7 +1477,7 @@ void Emitter::close_space(std::ostream& os, size_t rank) {
     return;
   }
   os << "    }\n  }\n";
-  close_region(os, region_cond_);
+  close_region(os);
   os << "  }\n  }\n";
 }
 
@@ -1555,7 +1555,7 @@ bool Emitter::emit_segmented(std::ostream& out, const std::vector<size_t>& outs,
   }
   segment_ = {};
   os << "  }\n";
-  close_region(os, region_cond_);
+  close_region(os);
   os << "  }\n  }\n";
   out << os.str();
   return true;
@@ -1566,6 +1566,16 @@ bool Emitter::emit_segmented(std::ostream& out, const std::vector<size_t>& outs,
 // all such Reduce* results (over the same row, as legality requires) runs as an indexed reduction, whose reduced
 // range splits over the threads.
 constexpr int64_t kSplitRows = 8, kSplitReduced = 32768;
+
+// The element count of dims all known at codegen time; -1 when one is symbolic.
+int64_t known_elements(const Dims& dims) {
+  int64_t n = 1;
+  for (const DimExpr& d : dims) {
+    if (d.value < 0) return -1;
+    n *= d.value;
+  }
+  return n;
+}
 
 bool Emitter::few_long_rows() const {
   if (cuda_) return false;
@@ -1578,16 +1588,8 @@ bool Emitter::few_long_rows() const {
   if (!red || !red->input(0)->type.shape) return false;
   for (const Value* v : body_.outputs())
     if (!v->producer() || op_kind(*v->producer()) != OpKind::Reduction) return false;
-  int64_t read = 1, written = 1;
-  for (const DimExpr& d : dims_of(red->input(0))) {
-    if (d.value < 0) return false;
-    read *= d.value;
-  }
-  for (const DimExpr& d : dims_of(red->output(0))) {
-    if (d.value < 0) return false;
-    written *= d.value;
-  }
-  return written > 0 && written < kSplitRows && read / written >= kSplitReduced;
+  const int64_t read = known_elements(dims_of(red->input(0))), written = known_elements(dims_of(red->output(0)));
+  return read >= 0 && written > 0 && written < kSplitRows && read / written >= kSplitReduced;
 }
 
 // Reductions (any axes, all over the same input space and axes) at the end of the group, their producers
@@ -1648,10 +1650,10 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   if (cuda_) {
     if (reds.size() > 1) reject("the CUDA dialect prints one indexed reduction per kernel");
     // One thread per output element: a long reduction into a few outputs would run on a few threads.
-    int64_t written = 1, folded = 1;
-    for (const DimExpr& d : space) written = d.value < 0 || written < 0 ? -1 : written * d.value;
+    Dims folded_dims;
     for (int a = 0; a < rank; ++a)
-      if (reduced[size_t(a)]) folded = id[size_t(a)].value < 0 || folded < 0 ? -1 : folded * id[size_t(a)].value;
+      if (reduced[size_t(a)]) folded_dims.push_back(id[size_t(a)]);
+    const int64_t written = known_elements(space), folded = known_elements(folded_dims);
     if (written >= 0 && written < 1024 && folded >= kSplitReduced)
       reject("{}: {} outputs of {} elements each; the CUDA dialect folds each output on one thread",
              red->describe(), written, folded);
@@ -1730,7 +1732,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   for (int a = 0; a < rank && !cuda_; ++a)
     if (reduced[size_t(a)] && (split_axis < 0 || is_one(id[size_t(split_axis)]))) split_axis = a;
   Index oidx;
-  size_t states_from = region_ptrs_.size();  // the partial states are local to the reduction's block
+  const size_t states_from = region_ptrs_.size();  // the partial states are local to the reduction's block
   if (cuda_) {
     // One thread per output element, running the reduced loops serially.
     oidx = open_space(os, space, 0);
@@ -1751,7 +1753,6 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
          << "  }\n";
     else
       os << "  const int64_t chunks = 1;\n";
-    states_from = region_ptrs_.size();
     for (size_t k = 0; k < reds.size(); ++k) {
       os << "  " << reds[k].acc_t << "* __restrict states" << k << " = chunks > 1 ? static_cast<" << reds[k].acc_t
          << "*>(std::malloc(sizeof(" << reds[k].acc_t << ") * size_t(chunks * n))) : nullptr;\n";
@@ -1762,7 +1763,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
        << "  while (W > 64 && (W >= 2 * inner || chunks * rows * ((inner + W - 1) / W) < items)) W /= 2;\n"
        << "  const int64_t nblk = (inner + W - 1) / W;\n"
        << "  const int64_t blocks = rows * nblk;\n";
-    open_region(os);
+    open_region(os, "work >= 16384.0");
     os << "#pragma omp for schedule(static)\n"
        << "  for (int64_t item = 0; item < chunks * blocks; ++item) {\n"
        << "    const int64_t c = item / blocks, r = item % blocks / nblk, j0 = item % nblk * W;\n"
@@ -1905,7 +1906,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
      << "#pragma omp simd\n    for (int64_t jj = 0; jj < jn; ++jj) {\n      const int64_t i = r * inner + j0 + jj;\n";
   for (size_t k = 0; k < reds.size(); ++k) os << finish(k, acc(k), "i", "      ");
   os << "    }\n  }\n";
-  close_region(os, "work >= 16384.0");
+  close_region(os);
   region_ptrs_.resize(states_from);
   os << "  if (chunks > 1) {\n    for (int64_t i = 0; i < n; ++i) {\n";
   for (size_t k = 0; k < reds.size(); ++k) {

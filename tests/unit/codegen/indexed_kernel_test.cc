@@ -11,12 +11,18 @@ using testing::parse;
 
 const char* kHeader = "<ir_version: 8, opset_import: [\"\" : 17]> ";
 
+// The model `text` fused at opt level 3.
+Model fused(const Model& m) {
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  return testing::fused_copy(m, opts);
+}
+Model fused(const std::string& text) { return fused(parse(kHeader + text)); }
+
 // Fuses `text` at opt level 3, expects `groups` fused nodes all running as generated kernels, and the same outputs.
 void expect_generated(const std::string& text, int groups, const std::string& header = kHeader) {
   Model m = parse(header + text);
-  tools::FuseOptions opts;
-  opts.fusion.opt_level = 3;
-  Model f = testing::fused_copy(m, opts);
+  Model f = fused(m);
   EXPECT_EQ(testing::count_fused(*f.graph), groups) << f.graph->to_string();
   runtime::Session s(*f.graph);
   EXPECT_EQ(s.generated_kernels(), size_t(groups)) << f.graph->to_string();
@@ -170,12 +176,6 @@ std::string kernel_source(const Model& f) {
     }
   ADD_FAILURE() << "no fused node";
   return "";
-}
-
-Model fused(const std::string& text) {
-  tools::FuseOptions opts;
-  opts.fusion.opt_level = 3;
-  return testing::fused_copy(parse(kHeader + text), opts);
 }
 
 TEST(IndexedKernel, FewOutputsSplitTheReducedRange) {

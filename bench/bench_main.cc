@@ -1,15 +1,17 @@
 // Micro-benchmarks: the demo block through the runtime, planning a 1,000-node synthetic graph (the fusion issue
 // asks for well under a second), and a decoder's products of 1 to 128 rows on Gemv's packed weights beside a
 // static-shape MatMul of the same size (the runtime's choice there: Gemv up to 8 rows, above that oneDNN on
-// weights it packed for itself).
+// weights it packed for itself), and a decode step's products streamed from memory beside a copy.
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <random>
 
 #include "gaf/builder.h"
 #include "gaf/fusion.h"
 #include "gaf/session.h"
 #include "gaf/tools.h"
+#include "runtime/kernels/common.h"
 #include "runtime/kernels/fast/gemv.h"
 
 namespace {
@@ -77,6 +79,42 @@ void BM_GemvPacked(benchmark::State& state) {
       benchmark::Counter(2.0 * double(m * k * n), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_GemvPacked)->Apply(gemv_shapes)->Unit(benchmark::kMicrosecond);
+
+// A decode step's products from memory: one row against 16 packed [768, 3072] / [3072, 768] weights, 151 MB in
+// all (far past the caches), run in turn as a decoder's layers run them; bytes/s of weights read. Beside it the
+// copy of 151 MB between two buffers (bytes/s read and written).
+constexpr int kStreamWeights = 16;
+void BM_GemvStream(benchmark::State& state) {
+  std::vector<gaf::runtime::Gemv> layers;
+  for (int i = 0; i < kStreamWeights; ++i) {
+    const int64_t k = i % 2 ? 3072 : 768, n = i % 2 ? 768 : 3072;
+    layers.emplace_back(random_floats(size_t(k * n), uint32_t(i)).data(), k, n, false);
+  }
+  const std::vector<float> a = random_floats(3072, 99);
+  std::vector<float> y(3072);
+  for (auto _ : state)
+    for (const auto& g : layers) {
+      g.run(a.data(), 1, g.k(), y.data());
+      benchmark::DoNotOptimize(y.data());
+    }
+  state.counters["GB/s"] = benchmark::Counter(double(kStreamWeights) * 768 * 3072 * 4 * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemvStream)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_CopyStream(benchmark::State& state) {
+  const size_t n = size_t(kStreamWeights) * 768 * 3072;
+  std::vector<float> src(n, 1.f), dst(n);
+  for (auto _ : state) {
+    gaf::runtime::parallel_for(int64_t(n / 4096), 1, [&](int64_t b, int64_t e) {
+      std::memcpy(dst.data() + b * 4096, src.data() + b * 4096, size_t(e - b) * 4096 * sizeof(float));
+    });
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.counters["GB/s"] =  // read and written
+      benchmark::Counter(double(n) * 8 * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_CopyStream)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_MatMulStatic(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);

@@ -9,6 +9,8 @@
 # Environment: LAYERS (4), TOKENS ("32 256 1024"), ROUNDS (3), THREADS (2). Each configuration runs in a fresh
 # process per round, the three of a round back to back; a cell is the median over the rounds. tokens/s is the
 # decode steps over their total time (the prefill, time to first token, apart); RSS is the process's peak.
+# Prefill warm: the prompt's prefill re-run PREFILL_RUNS (10) times on each side's warm session after the loop,
+# the median (a server's prefill latency, where time to first token is a fresh session's first run).
 # bf16 and int8: ours fused with the rules' precision_mode bf16_mixed / int8_weights (weights compressed, fp32
 # activations), against ORT's fp32 (ORT folds a weight-only DequantizeLinear back to fp32 weights).
 # The ids of every fp32 run are compared with ORT's: a difference is reported (random weights give close logits, so
@@ -22,6 +24,7 @@ layers=${LAYERS:-4}
 tokens=${TOKENS:-32 256 1024}
 rounds=${ROUNDS:-3}
 threads=${THREADS:-2}
+prefill_runs=${PREFILL_RUNS:-10}
 prompt=5,17,3,42,7,9,11,13,21,34,55,89,144,233,377,610
 
 die() { echo "run.sh: $*" >&2; exit 1; }
@@ -41,19 +44,23 @@ field() { node -e 'const o = JSON.parse(process.argv[1]); const v = o[process.ar
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "# LLM decode, $layers layers, $threads threads, prompt 16 tokens, $rounds rounds ($(date -u +%F))"
-printf '| model | tokens | ORT-all tok/s | ours fused tok/s | fused/ORT | ours unfused tok/s | TTFT ORT / fused ms | peak RSS ORT / fused MB | ids | bf16 tok/s (x ORT) | int8 tok/s (x ORT) |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| model | tokens | ORT-all tok/s | ours fused tok/s | fused/ORT | ours unfused tok/s | TTFT ORT / fused ms | prefill warm ORT / fused ms (x) | peak RSS ORT / fused MB | ids | bf16 tok/s (x ORT) | int8 tok/s (x ORT) |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 for model in gpt2 llama; do
   for n in $tokens; do
     declare -a ort=() fused=() unfused=() ort_ttft=() fused_ttft=() ort_rss=() fused_rss=() ratio=() bf16=() int8=()
-    declare -a bf16_ratio=() int8_ratio=()
+    declare -a bf16_ratio=() int8_ratio=() ort_warm=() fused_warm=() warm_ratio=()
     same=yes
     for ((r = 0; r < rounds; r++)); do
-      o=$(node "$here/ort_generate.js" "$work/$model.onnx" --prompt "$prompt" --tokens "$n" --threads "$threads")
-      f=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n "$n" --json)
+      o=$(node "$here/ort_generate.js" "$work/$model.onnx" --prompt "$prompt" --tokens "$n" --threads "$threads" \
+            --prefill-runs "$prefill_runs")
+      f=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n "$n" --prefill-runs "$prefill_runs" \
+            --json)
       u=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n "$n" -O 0 --json)
       ort+=("$(field "$o" tokens_per_s)") fused+=("$(field "$f" tokens_per_s)") unfused+=("$(field "$u" tokens_per_s)")
       ort_ttft+=("$(field "$o" prefill_ms)") fused_ttft+=("$(field "$f" prefill_ms)")
+      ort_warm+=("$(field "$o" prefill_warm_ms)") fused_warm+=("$(field "$f" prefill_warm_ms)")
+      warm_ratio+=("$(awk "BEGIN { print $(field "$f" prefill_warm_ms) / $(field "$o" prefill_warm_ms) }")")
       ort_rss+=("$(field "$o" peak_rss_mb)") fused_rss+=("$(field "$f" peak_rss_mb)")
       ratio+=("$(awk "BEGIN { print $(field "$f" tokens_per_s) / $(field "$o" tokens_per_s) }")")
       [[ $(field "$o" ids) == "$(field "$f" ids)" ]] || same="differ"
@@ -63,9 +70,10 @@ for model in gpt2 llama; do
       bf16_ratio+=("$(awk "BEGIN { print $(field "$b" tokens_per_s) / $(field "$o" tokens_per_s) }")")
       int8_ratio+=("$(awk "BEGIN { print $(field "$q" tokens_per_s) / $(field "$o" tokens_per_s) }")")
     done
-    printf '| %s | %s | %.1f | %.1f | %.2fx | %.1f | %.1f / %.1f | %.0f / %.0f | %s | %.1f (%.2fx) | %.1f (%.2fx) |\n' \
+    printf '| %s | %s | %.1f | %.1f | %.2fx | %.1f | %.1f / %.1f | %.2f / %.2f (%.2fx) | %.0f / %.0f | %s | %.1f (%.2fx) | %.1f (%.2fx) |\n' \
       "$model" "$n" "$(median "${ort[@]}")" "$(median "${fused[@]}")" "$(median "${ratio[@]}")" \
       "$(median "${unfused[@]}")" "$(median "${ort_ttft[@]}")" "$(median "${fused_ttft[@]}")" \
+      "$(median "${ort_warm[@]}")" "$(median "${fused_warm[@]}")" "$(median "${warm_ratio[@]}")" \
       "$(median "${ort_rss[@]}")" "$(median "${fused_rss[@]}")" "$same" "$(median "${bf16[@]}")" \
       "$(median "${bf16_ratio[@]}")" "$(median "${int8[@]}")" "$(median "${int8_ratio[@]}")"
   done

@@ -238,10 +238,14 @@ struct GenerateOptions {
   bool kv_cache = true;
   // Called after each token with (tokens so far, seconds since the start); for a progress display.
   std::function<void(int, double)> on_token;
+  // After the loop, the prompt's prefill this many times more on the warm session (a server's prefill latency,
+  // where prefill_s is a fresh session's first run).
+  int prefill_runs = 0;
 };
 struct GenerateResult {
   std::vector<int64_t> ids;        // the generated tokens (not the prompt)
   double prefill_s = 0;            // time to the first token
+  std::vector<double> prefill_warm_s;  // GenerateOptions::prefill_runs
   std::vector<double> step_s;      // each decode step after the prefill
   size_t peak_rss_bytes = 0;       // of the process, at the end
   // The process's resident memory at the end (Linux; 0 elsewhere): anonymous pages (the data: weights, cache,
@@ -255,6 +259,7 @@ struct GenerateResult {
   int threads = 0;  // the threads the last step ran on (the session adapts them to the machine's load)
   double tokens_per_s() const;     // decode steps over their total time
   double median_step_s() const;
+  double median_prefill_warm_s() const;  // 0 without prefill_runs
   // The median of `count` steps from step `first` (fewer where there are fewer; 0 for none), of the first n and
   // of the last n: a loop that slows as its past grows shows it as last over first.
   double median_step_s(size_t first, size_t count) const;

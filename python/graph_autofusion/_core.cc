@@ -239,11 +239,13 @@ class PySession {
     for (const Value* v : graph().outputs()) n.push_back(v->name());
     return n;
   }
-  py::dict generate(const std::vector<int64_t>& prompt, int tokens) {
+  py::dict generate(const std::vector<int64_t>& prompt, int tokens, int prefill_runs) {
     GAF_CHECK(session_, "generate runs on the CPU runtime; this session is on device='cuda'");
     tools::GenerateOptions g;
     g.prompt = prompt;
     g.tokens = tokens;
+    GAF_CHECK(prefill_runs >= 0, "generate: prefill_runs must be >= 0 (got {})", prefill_runs);
+    g.prefill_runs = prefill_runs;
     tools::GenerateResult r;
     {
       py::gil_scoped_release release;
@@ -252,6 +254,7 @@ class PySession {
     py::dict d;
     d["ids"] = r.ids;
     d["prefill_ms"] = r.prefill_s * 1e3;
+    d["prefill_warm_ms"] = r.median_prefill_warm_s() * 1e3;
     d["tokens_per_s"] = r.tokens_per_s();
     d["median_step_ms"] = r.median_step_s() * 1e3;
     d["median_first32_ms"] = r.median_first_steps_s(32) * 1e3;
@@ -363,6 +366,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("input_shapes", &PySession::input_shapes)
       .def_property_readonly("output_names", &PySession::output_names)
       .def_property_readonly("generated_kernels", &PySession::generated_kernels)
-      .def("generate", &PySession::generate, py::arg("prompt"), py::arg("tokens") = 16,
-           "Greedy decoding with a past/present decoder: {'ids', 'prefill_ms', 'tokens_per_s', ...}.");
+      .def("generate", &PySession::generate, py::arg("prompt"), py::arg("tokens") = 16, py::arg("prefill_runs") = 0,
+           "Greedy decoding with a past/present decoder: {'ids', 'prefill_ms', 'tokens_per_s', ...}; "
+           "prefill_runs: the prompt's prefill re-run that many times on the warm session after the loop, "
+           "their median as 'prefill_warm_ms'.");
 }

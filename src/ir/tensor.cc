@@ -2,6 +2,8 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <sstream>
@@ -10,6 +12,7 @@ namespace gaf {
 
 namespace {
 constexpr size_t kMapFrom = size_t(1) << 20;
+constexpr size_t kHugePage = size_t(2) << 20;
 size_t page_length(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
 
 void* aligned_heap(size_t bytes) {
@@ -35,8 +38,30 @@ class WeightsAllocator final : public Allocator {
 
 void* Allocator::weight_pages(size_t bytes) {
   if (bytes < kMapFrom) return aligned_heap(bytes);
-  void* p = mmap(nullptr, page_length(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                 -1, 0);
+  const size_t length = page_length(bytes);
+  if (length >= kHugePage) {
+    // On 2 MB pages where the kernel gives them (transparent huge pages in "madvise" mode): a product streams its
+    // weights once per token, and on 4 KB pages each 4 KB is a TLB miss and the end of the prefetcher's run.
+    // The mapping is taken 2 MB longer, cut to a 2 MB boundary, advised, then populated.
+    const size_t span = length + kHugePage;
+    void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) throw std::bad_alloc();
+    const auto base = reinterpret_cast<uintptr_t>(raw);
+    const uintptr_t start = (base + kHugePage - 1) / kHugePage * kHugePage;
+    if (start > base) munmap(raw, start - base);
+    if (const size_t tail = base + span - (start + length); tail > 0) munmap(reinterpret_cast<void*>(start + length), tail);
+    void* p = reinterpret_cast<void*>(start);
+    madvise(p, length, MADV_HUGEPAGE);  // no effect where transparent huge pages are off
+    if (madvise(p, length, MADV_POPULATE_WRITE) != 0) {
+      if (errno != EINVAL) {  // out of memory
+        munmap(p, length);
+        throw std::bad_alloc();
+      }
+      for (size_t at = 0; at < length; at += 4096) static_cast<volatile char*>(p)[at] = 0;  // Linux < 5.14
+    }
+    return p;
+  }
+  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   return p;
 }

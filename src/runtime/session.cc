@@ -340,6 +340,9 @@ Session::Session(std::unique_ptr<Graph> owned, const Graph* borrowed, SessionOpt
     for (int s : st.in_slots)
       st.donatable.push_back(s >= 0 && std::count(st.release.begin(), st.release.end(), s) > 0 &&
                              std::count(st.in_slots.begin(), st.in_slots.end(), s) == 1);
+  // The worker threads start now, with the session, rather than inside its first run.
+#pragma omp parallel
+  { [[maybe_unused]] volatile int started = omp_get_thread_num(); }
 }
 
 Session::~Session() = default;

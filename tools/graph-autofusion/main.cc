@@ -191,6 +191,7 @@ struct GenerateArgs {
   bool progress = false;
   bool json = false;
   bool no_kv_cache = false;
+  int prefill_runs = 0;
 };
 
 // "1,2,3" or "1 2 3" -> ids; an error names the first entry that is not a token id.
@@ -221,6 +222,7 @@ int cmd_generate(const GenerateArgs& a) {
   g.prompt = parse_ids(a.prompt);
   g.tokens = a.tokens;
   g.kv_cache = !a.no_kv_cache;
+  g.prefill_runs = a.prefill_runs;
   if (a.progress)
     g.on_token = [&](int n, double s) {
       const int width = 30, done = width * n / a.tokens;
@@ -637,6 +639,11 @@ int main(int argc, char** argv) {
   generate->add_flag("--no-kv-cache", gen_args.no_kv_cache,
                      "feed each present back as a new past tensor (the past copied every step) instead of keeping "
                      "keys and values in place");
+  generate
+      ->add_option("--prefill-runs", gen_args.prefill_runs,
+                   "after generating, run the prompt's prefill this many times more on the warm session and report "
+                   "their median (a server's prefill latency; time to first token is a fresh session's first run)")
+      ->check(count_at_least(0));
 
   std::string cmp_actual, cmp_expected;
   double cmp_rtol = 1e-3, cmp_atol = 1e-5;

@@ -54,6 +54,19 @@ TEST_P(Generate, FusedLoopPicksWhatAFullPrefillPicks) {
     const float best = *std::max_element(row, row + vocab);
     EXPECT_GE(row[r.ids[i]], best - 1e-3f * std::max(1.0f, std::abs(best))) << "token " << i;
   }
+
+  // The same session again, the prompt's prefill then re-run on it warm: each re-run starts from empty pasts (the
+  // cache rewound), and the loop before them is the first loop over again.
+  g.prefill_runs = 3;
+  g.on_token = nullptr;
+  tools::GenerateResult again = tools::generate(s, g);
+  EXPECT_EQ(again.ids, r.ids);
+  ASSERT_EQ(again.prefill_warm_s.size(), 3u);
+  EXPECT_GT(again.median_prefill_warm_s(), 0);
+  EXPECT_TRUE(r.prefill_warm_s.empty());
+  EXPECT_EQ(r.median_prefill_warm_s(), 0);
+  g.prefill_runs = 0;  // and after the re-runs, the loop is still the first loop
+  EXPECT_EQ(tools::generate(s, g).ids, r.ids);
 }
 
 INSTANTIATE_TEST_SUITE_P(Exports, Generate,

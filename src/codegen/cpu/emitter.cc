@@ -1218,16 +1218,49 @@ std::string Emitter::index_var(std::ostream& os, const std::string& expr) {
   return name;
 }
 
-// A static reshape as runs of dims with equal products on both sides ([128,12,64] <- [128,1,768]: (128)(12,64)
-// <- (128)(1,768)): each run re-ravels on its own, and a run whose input side has one dim other than 1 takes the
-// run's linear index as is, so splitting or merging heads costs a multiply-add, not a division. nullopt when a
-// dim is symbolic.
+// Runs of dims with equal products on both sides of a reshape, as reshape_runs forms them (each run starts with
+// one dim of each side and grows the smaller product), where a symbolic dim matches only itself: a run of its own
+// when the other side has the same symbol at that point ([B,S,768] -> [B,S,12,64]: (B)(B) (S)(S) (768)(12,64)),
+// and a 1 facing a symbolic dim is a run alone. nullopt where a symbolic dim meets anything else (that reshape
+// re-ravels through the linear index).
+std::optional<std::vector<std::array<size_t, 4>>> symbolic_reshape_runs(const Dims& from, const Dims& to) {
+  for (const Dims* d : {&from, &to})
+    for (const DimExpr& x : *d)
+      if (x.value == 0) return std::nullopt;
+  std::vector<std::array<size_t, 4>> runs;
+  size_t a = 0, c = 0;
+  auto sym = [](const Dims& d, size_t k) { return k < d.size() && d[k].value < 0; };
+  auto one = [](const Dims& d, size_t k) { return k < d.size() && is_one(d[k]); };
+  while (a < from.size() || c < to.size()) {
+    if (sym(from, a) && sym(to, c)) {
+      if (from[a].symbol != to[c].symbol) return std::nullopt;
+      runs.push_back({a, a + 1, c, c + 1});
+    } else if (sym(from, a) || sym(to, c)) {
+      if (one(from, a)) runs.push_back({a, a + 1, c, c});
+      else if (one(to, c)) runs.push_back({a, a, c, c + 1});
+      else return std::nullopt;
+    } else {
+      size_t b = a, e = c;
+      int64_t pf = b < from.size() ? from[b++].value : 1, pt = e < to.size() ? to[e++].value : 1;
+      while (pf != pt) {
+        if (pf < pt && b < from.size() && !sym(from, b)) pf *= from[b++].value;
+        else if (pt < pf && e < to.size() && !sym(to, e)) pt *= to[e++].value;
+        else return std::nullopt;
+      }
+      runs.push_back({a, b, c, e});
+    }
+    a = runs.back()[1], c = runs.back()[3];
+  }
+  return runs;
+}
+
+// A reshape as runs of dims with equal products on both sides ([128,12,64] <- [128,1,768]: (128)(12,64) <-
+// (128)(1,768); symbolic dims each a run of their own, [B,S,12,64] <- [B,S,768]): each run re-ravels on its own,
+// and a run whose input side has one dim other than 1 takes the run's linear index as is, so splitting or merging
+// heads costs a multiply-add, not a division. nullopt when a symbolic dim does not match itself across.
 std::optional<Emitter::Index> Emitter::reshape_groups(std::ostream& os, const Dims& od, const Dims& id,
                                                       const Index& idx) {
-  std::vector<int64_t> o, in;
-  for (const auto& x : od) o.push_back(x.value);
-  for (const auto& x : id) in.push_back(x.value);
-  auto runs = reshape_runs(o, in);  // nullopt for a symbolic dim (-1)
+  auto runs = symbolic_reshape_runs(od, id);
   if (!runs) return std::nullopt;
   Index r(id.size(), "0");
   for (const auto& [a, b, c, e] : *runs) {

@@ -107,6 +107,54 @@ TEST(IndexedKernel, SymbolicBatchThroughReshape) {
                    1);
 }
 
+// The fused node of a fused model with one group, and its kernel's source.
+std::string kernel_source(const Model& f) {
+  for (const Node* n : f.graph->nodes())
+    if (n->body) {
+      std::string why;
+      auto k = codegen::emit_kernel(*n, "k", {}, &why);
+      EXPECT_TRUE(k.has_value()) << why;
+      return k ? k->source : "";
+    }
+  ADD_FAILURE() << "no fused node";
+  return "";
+}
+
+// The part of a kernel's source after its last "#pragma omp simd": the innermost loop's body and what follows.
+std::string innermost(const std::string& source) {
+  const size_t at = source.rfind("#pragma omp simd");
+  EXPECT_NE(at, std::string::npos) << source;
+  return at == std::string::npos ? "" : source.substr(at);
+}
+
+TEST(IndexedKernel, SymbolicHeadSplitWithoutDivisions) {
+  // A decoder's QKV split into heads with batch and sequence symbolic ([B,S,96] -> [B,S,2,16] -> [B,2,S,16]): the
+  // symbolic dims face themselves across the Reshape, so the head index is a multiply-add and the inner loop
+  // reads contiguously; before, each element divided its linear index by S * 32 and took it modulo S.
+  const std::string text = R"(g (float[B,S,96] qkv) => (float[B,2,S,16] k, float[B,2,S,16] v) {
+      sp = Constant <value = int64[3] {32, 32, 32}> ()  h = Constant <value = int64[4] {0, 0, 2, 16}> ()
+      a, b, c = Split <axis = 2> (qkv, sp)
+      kr = Reshape(b, h)  k = Transpose <perm = [0, 2, 1, 3]> (kr)
+      vr = Reshape(c, h)  v = Transpose <perm = [0, 2, 1, 3]> (vr) })";
+  expect_generated(text, 1);
+  const std::string inner = innermost(kernel_source(fused(text)));
+  EXPECT_EQ(inner.find(" / "), std::string::npos) << inner;
+  EXPECT_EQ(inner.find(" % "), std::string::npos) << inner;
+  EXPECT_NE(inner.find("sym[1]"), std::string::npos) << inner;  // the loop is the symbolic one
+}
+
+TEST(IndexedKernel, SymbolicHeadMergeDividesByTheHeadSizeOnly) {
+  // Its twin: merging heads back ([B,S,2,16] -> [B,S,32]) reads a run whose input side has two dims, so the
+  // index is split again, by the constant head size; no symbol is divided by.
+  const std::string text = R"(g (float[B,S,2,16] x) => (float[B,S,32] y) {
+      f = Constant <value = int64[3] {0, 0, 32}> ()  e = Exp(x)  m = Reshape(e, f)  y = Neg(m) })";
+  expect_generated(text, 1);
+  const std::string inner = innermost(kernel_source(fused(text)));
+  EXPECT_NE(inner.find(" / (int64_t(16))"), std::string::npos) << inner;
+  EXPECT_EQ(inner.find("/ (sym["), std::string::npos) << inner;
+  EXPECT_EQ(inner.find("% sym["), std::string::npos) << inner;
+}
+
 TEST(IndexedKernel, ColumnReductionWithProducers) {
   // Sum over the leading axis: each output element loops over the 8 batch entries of its producers.
   expect_generated(R"(g (float[8,64,49] x, float[64,49] b) => (float[64,49] y) {
@@ -165,18 +213,6 @@ TEST(IndexedKernel, MiddleAxisNormalisationThroughAScratchBuffer) {
                    1);
 }
 
-// The fused node of a fused model with one group, and its kernel's source.
-std::string kernel_source(const Model& f) {
-  for (const Node* n : f.graph->nodes())
-    if (n->body) {
-      std::string why;
-      auto k = codegen::emit_kernel(*n, "k", {}, &why);
-      EXPECT_TRUE(k.has_value()) << why;
-      return k ? k->source : "";
-    }
-  ADD_FAILURE() << "no fused node";
-  return "";
-}
 
 TEST(IndexedKernel, FewOutputsSplitTheReducedRange) {
   // A loss, the mean of (x - t)^2 over a whole [256, 1024] tensor: one output, whose reduced range goes to the

@@ -165,8 +165,11 @@ class Session {
   std::vector<const Value*> required_;  // required_inputs(), in order
   std::vector<std::pair<int, const Value*>> initializer_slots_, input_slots_;
   std::unique_ptr<PoolAllocator> pool_;
-  std::unique_ptr<ThreadChooser> threads_;
-  bool ran_ = false;
+  // The thread count's chooser per kind of run: runs whose symbolic dims have the same bit lengths (a decoder's
+  // prompt and its steps apart, the steps grouped by powers of two of the past), so that a prompt among steps
+  // is not taken for load that came.
+  std::map<std::vector<int>, std::unique_ptr<ThreadChooser>> threads_;
+  ThreadChooser* last_chooser_ = nullptr;  // the last run's
   RunStats stats_;
   std::map<std::string, std::string> fallbacks_;
   size_t generated_ = 0;

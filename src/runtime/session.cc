@@ -250,8 +250,7 @@ Session::Session(std::unique_ptr<Graph> owned, const Graph* borrowed, SessionOpt
     : owned_(std::move(owned)),
       graph_(given(borrowed, owned_)),
       options_(options),
-      pool_(std::make_unique<PoolAllocator>()),
-      threads_(std::make_unique<ThreadChooser>(omp_get_max_threads())) {
+      pool_(std::make_unique<PoolAllocator>()) {
   const Graph& graph = graph_;
   auto slot = [&](const Value* v) {
     auto [it, inserted] = slot_of_.emplace(v, num_slots_);
@@ -657,11 +656,6 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs,
 std::vector<Tensor> Session::run_bound(const std::vector<std::pair<const Value*, const Tensor*>>& inputs,
                                        const std::map<std::string, Tensor>& outputs) {
   std::lock_guard<std::mutex> one_run_at_a_time(*run_mutex_);
-  const bool adapt = options_.adapt_threads && t_run_depth == 0;
-  if (adapt && !ran_) threads_->seed(ThreadChooser::idle_cores(omp_get_num_procs()));
-  ran_ = true;
-  const int threads = adapt ? threads_->next() : omp_get_max_threads();
-  ThreadsForRun with_threads(threads);
   auto t0 = std::chrono::steady_clock::now();
   pool_->begin_run();
   std::vector<Tensor> slots(num_slots_);
@@ -674,6 +668,25 @@ std::vector<Tensor> Session::run_bound(const std::vector<std::pair<const Value*,
   for (const auto& [k, v] : input_slots_)
     GAF_CHECK(slots[size_t(k)].defined(), "input '{}' ({}) was not given", v->name(), v->type.to_string());
   check_memory(symbols);  // before the run allocates anything
+  const bool adapt = options_.adapt_threads && t_run_depth == 0;
+  ThreadChooser* chooser = nullptr;
+  if (adapt) {
+    std::vector<int> kind;
+    for (const auto& entry : symbols) kind.push_back(int(std::bit_width(uint64_t(std::max<int64_t>(0, entry.second)))));
+    if (threads_.size() >= 64 && !threads_.count(kind))  // kinds without end: keep the last one's only
+      std::erase_if(threads_, [&](const auto& e) { return e.second.get() != last_chooser_; });
+    auto& c = threads_[kind];
+    if (!c) {  // a new kind of run goes on from the last kind's count, or in a session's first run, the cores idle
+      c = std::make_unique<ThreadChooser>(omp_get_max_threads());
+      if (last_chooser_)
+        c->continue_from(*last_chooser_);
+      else
+        c->seed(ThreadChooser::idle_cores(omp_get_num_procs()));
+    }
+    chooser = last_chooser_ = c.get();
+  }
+  const int threads = chooser ? chooser->next() : omp_get_max_threads();
+  ThreadsForRun with_threads(threads);
   // Output binding: the producing kernel writes into the caller's buffer (KernelContext::allocate_output); one that
   // hands out a view or an input's storage instead is copied into it after the step.
   std::vector<const Tensor*> bound_slot;
@@ -772,7 +785,7 @@ std::vector<Tensor> Session::run_bound(const std::vector<std::pair<const Value*,
   for (const Tensor& b : kv_buffers_) stats_.kv_cache_bytes += b.defined() ? b.nbytes() : 0;
   stats_.last_run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.threads = threads;
-  if (adapt) threads_->record(stats_.last_run_s);
+  if (chooser) chooser->record(stats_.last_run_s);
   return result;
 }
 

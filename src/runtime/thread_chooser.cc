@@ -33,6 +33,15 @@ void ThreadChooser::seed(int threads) {
   if (recent_.empty() && !probe_runs_left_) current_ = std::clamp(threads, 1, max_);
 }
 
+void ThreadChooser::continue_from(const ThreadChooser& other) {
+  if (!recent_.empty() || probe_runs_left_) return;
+  current_ = std::clamp(other.current_, 1, max_);
+  step_ = other.step_;
+  direction_ = other.direction_;
+  interval_ = other.interval_;
+  until_probe_ = std::max(other.until_probe_, kFirstProbe);  // its own first runs set its median first
+}
+
 namespace {
 
 // Runnable threads: all of the machine's (/proc/loadavg), and this process's own (/proc/self/task/*/stat
@@ -87,6 +96,10 @@ int ThreadChooser::next() {
 }
 
 void ThreadChooser::record(double seconds) {
+  if (!warm_) {  // the first run pays for its first touches (memory, caches, threads): not a time to judge by
+    warm_ = true;
+    return;
+  }
   if (probe_) {
     if (--probe_runs_left_ > 0) return;  // the count's first run warms it up: not judged
     const int probed = probe_;

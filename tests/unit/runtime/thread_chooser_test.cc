@@ -115,6 +115,64 @@ TEST(ThreadChooser, ASeedTooLowIsCorrected) {
   EXPECT_LE(runs, 6);
 }
 
+// A server's decoder: a prompt (3x a step's time) after every 20 steps, on a quiet machine. One chooser per kind
+// of run, the second going on from the first, keeps both threads and probes as rarely as one kind alone does.
+TEST(ThreadChooser, PromptsAmongStepsAreNotTakenForLoad) {
+  ThreadChooser steps(2), prompts(2);
+  auto run = [](ThreadChooser& c, double scale) {
+    const int threads = c.next();
+    c.record(scale * quiet(threads));
+    return threads;
+  };
+  int at_full = 0, runs = 0;
+  run(steps, 1.0);
+  prompts.continue_from(steps);
+  EXPECT_EQ(prompts.current(), 2);
+  for (int i = 0; i < 4200; ++i, ++runs) at_full += run(i % 21 == 20 ? prompts : steps, i % 21 == 20 ? 3.0 : 1.0) == 2;
+  EXPECT_GE(at_full, runs - 16) << at_full << " of " << runs;
+}
+
+// Its twin: the same runs through one chooser read each prompt as load that came and each step after it as
+// load that left, and probe one thread after most of them.
+TEST(ThreadChooser, OneChooserForPromptsAndStepsProbesAfterEachPrompt) {
+  ThreadChooser c(2);
+  int at_full = 0;
+  for (int i = 0; i < 4200; ++i) {
+    const int threads = c.next();
+    c.record((i % 21 == 20 ? 3.0 : 1.0) * quiet(threads));
+    at_full += threads == 2;
+  }
+  EXPECT_LT(at_full, 4200 - 200) << at_full;
+}
+
+// A new kind of run that goes on from a session where load put the count at one thread starts there, and does
+// not probe before it has run a few times.
+TEST(ThreadChooser, ANewKindGoesOnFromTheCountFound) {
+  ThreadChooser first(2);
+  first.seed(1);
+  simulate(first, 50, loaded, 2);
+  ASSERT_EQ(first.current(), 1);
+  ThreadChooser next(2);
+  next.continue_from(first);
+  EXPECT_EQ(next.current(), 1);
+  for (int i = 0; i < ThreadChooser::kFirstProbe; ++i) {
+    EXPECT_EQ(next.next(), 1);
+    next.record(loaded(1) * 4);
+  }
+}
+
+// A session's first runs pay for first touches (a decoder's prompt: 12 ms, then 8, then 6): the first is left
+// out, so the slow second does not make the median that the first probe, at one thread, is judged against.
+TEST(ThreadChooser, ColdFirstRunsDoNotMoveTheCount) {
+  ThreadChooser c(2);
+  const double cold[] = {3.0, 2.5};
+  for (int i = 0; i < 40; ++i) {
+    const int threads = c.next();
+    c.record(i < 2 ? cold[i] : quiet(threads));
+    EXPECT_EQ(c.current(), 2) << "run " << i;
+  }
+}
+
 TEST(ThreadChooser, OneThreadNeverProbes) {
   ThreadChooser c(1);
   Tally t = simulate(c, 100, quiet, 1);

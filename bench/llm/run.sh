@@ -12,7 +12,10 @@
 # Prefill warm: the prompt's prefill re-run PREFILL_RUNS (10) times on each side's warm session after the loop,
 # the median (a server's prefill latency, where time to first token is a fresh session's first run).
 # bf16 and int8: ours fused with the rules' precision_mode bf16_mixed / int8_weights (weights compressed, fp32
-# activations), against ORT's fp32 (ORT folds a weight-only DequantizeLinear back to fp32 weights).
+# activations), against ORT's fp32 (ORT folds a weight-only DequantizeLinear back to fp32 weights), and int8
+# against ORT's own int8: the decoder in the form onnxruntime's quantize_dynamic writes (per-column int8 weights,
+# activations quantised per run: DynamicQuantizeLinear + MatMulInteger, which ORT runs as its
+# DynamicQuantizeMatMul; tests/models/dynamic_int8.h), run by ort_generate.js.
 # The ids of every fp32 run are compared with ORT's: a difference is reported (random weights give close logits, so
 # float noise may flip a late token; the first tokens must agree).
 set -euo pipefail
@@ -44,12 +47,13 @@ field() { node -e 'const o = JSON.parse(process.argv[1]); const v = o[process.ar
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "# LLM decode, $layers layers, $threads threads, prompt 16 tokens, $rounds rounds ($(date -u +%F))"
-printf '| model | tokens | ORT-all tok/s | ours fused tok/s | fused/ORT | ours unfused tok/s | TTFT ORT / fused ms | prefill warm ORT / fused ms (x) | peak RSS ORT / fused MB | ids | bf16 tok/s (x ORT) | int8 tok/s (x ORT) |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| model | tokens | ORT-all tok/s | ours fused tok/s | fused/ORT | ours unfused tok/s | TTFT ORT / fused ms | prefill warm ORT / fused ms (x) | peak RSS ORT / fused MB | ids | bf16 tok/s (x ORT) | int8 tok/s (x ORT) | ORT int8 tok/s | int8 ours / ORT int8 |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 for model in gpt2 llama; do
   for n in $tokens; do
     declare -a ort=() fused=() unfused=() ort_ttft=() fused_ttft=() ort_rss=() fused_rss=() ratio=() bf16=() int8=()
     declare -a bf16_ratio=() int8_ratio=() ort_warm=() fused_warm=() warm_ratio=()
+    declare -a ort_int8=() int8_vs_ort_int8=()
     same=yes
     for ((r = 0; r < rounds; r++)); do
       o=$(node "$here/ort_generate.js" "$work/$model.onnx" --prompt "$prompt" --tokens "$n" --threads "$threads" \
@@ -66,15 +70,19 @@ for model in gpt2 llama; do
       [[ $(field "$o" ids) == "$(field "$f" ids)" ]] || same="differ"
       b=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n "$n" --rules "$work/bf16.json" --json)
       q=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n "$n" --rules "$work/int8.json" --json)
-      bf16+=("$(field "$b" tokens_per_s)") int8+=("$(field "$q" tokens_per_s)")
+      oq=$(node "$here/ort_generate.js" "$work/${model}_ort_int8.onnx" --prompt "$prompt" --tokens "$n" \
+             --threads "$threads")
+      bf16+=("$(field "$b" tokens_per_s)") int8+=("$(field "$q" tokens_per_s)") ort_int8+=("$(field "$oq" tokens_per_s)")
+      int8_vs_ort_int8+=("$(awk "BEGIN { print $(field "$q" tokens_per_s) / $(field "$oq" tokens_per_s) }")")
       bf16_ratio+=("$(awk "BEGIN { print $(field "$b" tokens_per_s) / $(field "$o" tokens_per_s) }")")
       int8_ratio+=("$(awk "BEGIN { print $(field "$q" tokens_per_s) / $(field "$o" tokens_per_s) }")")
     done
-    printf '| %s | %s | %.1f | %.1f | %.2fx | %.1f | %.1f / %.1f | %.2f / %.2f (%.2fx) | %.0f / %.0f | %s | %.1f (%.2fx) | %.1f (%.2fx) |\n' \
+    printf '| %s | %s | %.1f | %.1f | %.2fx | %.1f | %.1f / %.1f | %.2f / %.2f (%.2fx) | %.0f / %.0f | %s | %.1f (%.2fx) | %.1f (%.2fx) | %.1f | %.2fx |\n' \
       "$model" "$n" "$(median "${ort[@]}")" "$(median "${fused[@]}")" "$(median "${ratio[@]}")" \
       "$(median "${unfused[@]}")" "$(median "${ort_ttft[@]}")" "$(median "${fused_ttft[@]}")" \
       "$(median "${ort_warm[@]}")" "$(median "${fused_warm[@]}")" "$(median "${warm_ratio[@]}")" \
       "$(median "${ort_rss[@]}")" "$(median "${fused_rss[@]}")" "$same" "$(median "${bf16[@]}")" \
-      "$(median "${bf16_ratio[@]}")" "$(median "${int8[@]}")" "$(median "${int8_ratio[@]}")"
+      "$(median "${bf16_ratio[@]}")" "$(median "${int8[@]}")" "$(median "${int8_ratio[@]}")" \
+      "$(median "${ort_int8[@]}")" "$(median "${int8_vs_ort_int8[@]}")"
   done
 done

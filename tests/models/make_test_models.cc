@@ -10,7 +10,8 @@
 // 1e-3, atol 1e-5).
 //
 //   gaf_make_test_models DIR
-//   gaf_make_test_models --llm DIR LAYERS   GPT-2 and Llama-style decoders of GPT-2 small's sizes (bench/llm)
+//   gaf_make_test_models --llm DIR LAYERS   GPT-2 and Llama-style decoders of GPT-2 small's sizes (bench/llm),
+//                                           each also in ONNX Runtime's own dynamic int8 form (*_ort_int8.onnx)
 //   gaf_make_test_models --deep DIR NODES   graphs of NODES nodes or more, for the planner's scale: those
 //                                           decoders at the unit tests' sizes and a static-shape encoder
 //                                           stack
@@ -35,6 +36,7 @@
 #include "gaf/onnx_io.h"
 #include "gaf/tensor.h"
 #include "models/decoder_exports.h"
+#include "models/dynamic_int8.h"
 #include "models/encoder_stack.h"
 
 namespace {
@@ -505,9 +507,12 @@ DeferredText decoder_text(const std::string& name, gaf::testing::DecoderDims d) 
 void write_llm(const fs::path& dir, int layers) {
   gaf::testing::DecoderDims d;
   d.embed = 768, d.heads = 12, d.head_dim = 64, d.hidden = 3072, d.vocab = 8192, d.max_positions = 1280;
-  for (const char* name : {"gpt2", "llama"})
-    write_model(dir / (std::string(name) + ".onnx"), deferred_model(decoder_text(name, d), layers),
-                fmt::format("{} layers", layers));
+  for (const char* name : {"gpt2", "llama"}) {
+    const onnx::ModelProto m = deferred_model(decoder_text(name, d), layers);
+    write_model(dir / (std::string(name) + ".onnx"), m, fmt::format("{} layers", layers));
+    write_model(dir / (std::string(name) + "_ort_int8.onnx"), gaf::testing::ort_dynamic_int8(m),
+                fmt::format("{} layers, ONNX Runtime's dynamic int8 form", layers));
+  }
 }
 
 // Deep graphs of at least `nodes` nodes: as many layers as that takes, counted from 1- and 2-layer models.

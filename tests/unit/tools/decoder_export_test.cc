@@ -4,6 +4,7 @@
 #include <random>
 
 #include "models/decoder_exports.h"
+#include "models/dynamic_int8.h"
 #include "passes/pass_test_util.h"
 
 namespace gaf {
@@ -110,6 +111,47 @@ TEST(DecoderExportPrecision, LogitsStayWithinTheModesTolerance) {
         EXPECT_LT(err, tolerance * scale) << m.graph->name << " mode " << int(mode) << " seq " << step.seq;
         EXPECT_GT(err, 0) << "nothing was compressed";
       }
+    }
+  }
+}
+
+// The int8 form bench/llm gives ONNX Runtime (its quantize_dynamic's, dynamic_int8.h) computes the decoder: every
+// product on a large constant weight became DynamicQuantizeLinear -> MatMulInteger -> scales, and run here,
+// fused and not, its logits stay within 5% of the fp32 logits' scale (int8 weights and activations).
+TEST(DecoderExportPrecision, OrtDynamicInt8FormComputesTheDecoder) {
+  std::vector<testing::decoder_detail::Init> weights;
+  testing::DecoderDims dims;
+  dims.embed = 256, dims.heads = 4, dims.head_dim = 64, dims.hidden = 1024, dims.vocab = 512;
+  dims.deferred = &weights;
+  const std::string t = testing::gpt2_decoder(2, dims);
+  const onnx::ModelProto fp32_proto = testing::decoder_proto(t, weights);
+  const onnx::ModelProto int8_proto = testing::ort_dynamic_int8(fp32_proto);
+  int matmul_integer = 0, plain_on_weights = 0;
+  for (const auto& n : int8_proto.graph().node()) {
+    matmul_integer += n.op_type() == "MatMulInteger";
+    if (n.op_type() == "MatMul")
+      for (const auto& w : int8_proto.graph().initializer()) plain_on_weights += w.name() == n.input(1);
+  }
+  EXPECT_EQ(matmul_integer, 2 * 4 + 1);  // QKV, out, up, down per layer, and the head
+  EXPECT_EQ(plain_on_weights, 0);
+  Model m = onnx_io::import_model(fp32_proto), q = onnx_io::import_model(int8_proto);
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  Model qf = testing::fused_copy(q, opts);
+  runtime::Session fp32(*m.graph), int8(*q.graph), int8_fused(*qf.graph);
+  for (Step step : {Step{1, 7, 0}, Step{1, 1, 20}}) {
+    auto in = decoder_inputs(*m.graph, step, dims.vocab, 5);
+    const Tensor want = fp32.run(in)[0];
+    for (runtime::Session* s : {&int8, &int8_fused}) {
+      const Tensor got = s->run(in)[0];
+      ASSERT_EQ(got.dims(), want.dims());
+      double scale = 0, err = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        scale = std::max(scale, double(std::abs(want.data<float>()[i])));
+        err = std::max(err, double(std::abs(want.data<float>()[i] - got.data<float>()[i])));
+      }
+      EXPECT_LT(err, 0.05 * scale) << "seq " << step.seq;
+      EXPECT_GT(err, 0) << "the int8 form computed the fp32 values exactly";
     }
   }
 }

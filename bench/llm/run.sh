@@ -9,7 +9,7 @@
 # Environment: LAYERS (4), TOKENS ("32 256 1024"), ROUNDS (3), THREADS (2). Each configuration runs in a fresh
 # process per round, the three of a round back to back; a cell is the median over the rounds. tokens/s is the
 # decode steps over their total time (the prefill, time to first token, apart); RSS is the process's peak.
-# Prefill warm: the prompt's prefill re-run PREFILL_RUNS (10) times on each side's warm session after the loop,
+# Prefill warm: the prompt's prefill re-run PREFILL_RUNS (30) times on each side's warm session after the loop,
 # the median (a server's prefill latency, where time to first token is a fresh session's first run).
 # bf16 and int8: ours fused with the rules' precision_mode bf16_mixed / int8_weights (weights compressed, fp32
 # activations), against ORT's fp32 (ORT folds a weight-only DequantizeLinear back to fp32 weights), and int8
@@ -27,7 +27,7 @@ layers=${LAYERS:-4}
 tokens=${TOKENS:-32 256 1024}
 rounds=${ROUNDS:-3}
 threads=${THREADS:-2}
-prefill_runs=${PREFILL_RUNS:-10}
+prefill_runs=${PREFILL_RUNS:-30}
 prompt=5,17,3,42,7,9,11,13,21,34,55,89,144,233,377,610
 
 die() { echo "run.sh: $*" >&2; exit 1; }

@@ -205,22 +205,26 @@ double GenerateResult::tokens_per_s() const {
   return total > 0 ? double(step_s.size()) / total : 0;
 }
 
+namespace {
+// The median of [first, last) (0 for none).
+double median_of(std::vector<double>::const_iterator first, std::vector<double>::const_iterator last) {
+  if (first == last) return 0;
+  std::vector<double> s(first, last);
+  std::nth_element(s.begin(), s.begin() + long(s.size() / 2), s.end());
+  return s[s.size() / 2];
+}
+}  // namespace
+
 double GenerateResult::median_step_s(size_t first, size_t count) const {
   first = std::min(first, step_s.size());
   count = std::min(count, step_s.size() - first);
-  if (count == 0) return 0;
-  std::vector<double> s(step_s.begin() + long(first), step_s.begin() + long(first + count));
-  std::nth_element(s.begin(), s.begin() + long(s.size() / 2), s.end());
-  return s[s.size() / 2];
+  return median_of(step_s.begin() + long(first), step_s.begin() + long(first + count));
 }
 
 double GenerateResult::median_step_s() const { return median_step_s(0, step_s.size()); }
 
 double GenerateResult::median_prefill_warm_s() const {
-  if (prefill_warm_s.empty()) return 0;
-  std::vector<double> s = prefill_warm_s;
-  std::nth_element(s.begin(), s.begin() + long(s.size() / 2), s.end());
-  return s[s.size() / 2];
+  return median_of(prefill_warm_s.begin(), prefill_warm_s.end());
 }
 
 double GenerateResult::median_first_steps_s(size_t n) const { return median_step_s(0, n); }

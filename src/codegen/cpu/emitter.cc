@@ -1218,38 +1218,31 @@ std::string Emitter::index_var(std::ostream& os, const std::string& expr) {
   return name;
 }
 
-// Runs of dims with equal products on both sides of a reshape, as reshape_runs forms them (each run starts with
-// one dim of each side and grows the smaller product), where a symbolic dim matches only itself: a run of its own
-// when the other side has the same symbol at that point ([B,S,768] -> [B,S,12,64]: (B)(B) (S)(S) (768)(12,64)),
-// and a 1 facing a symbolic dim is a run alone. nullopt where a symbolic dim meets anything else (that reshape
-// re-ravels through the linear index).
+// Runs of dims with equal products on both sides of a reshape (reshape_runs), where a symbolic dim matches only
+// itself: the symbols must be the same, in the same order, on both sides; each is a run of its own and the static
+// dims between two of them form runs as reshape_runs gives them ([B,S,768] -> [B,S,12,64]: (B)(B) (S)(S)
+// (768)(12,64); a 1 facing a symbolic dim is a run alone). nullopt otherwise (that reshape re-ravels through the
+// linear index).
 std::optional<std::vector<std::array<size_t, 4>>> symbolic_reshape_runs(const Dims& from, const Dims& to) {
-  for (const Dims* d : {&from, &to})
-    for (const DimExpr& x : *d)
-      if (x.value == 0) return std::nullopt;
   std::vector<std::array<size_t, 4>> runs;
   size_t a = 0, c = 0;
-  auto sym = [](const Dims& d, size_t k) { return k < d.size() && d[k].value < 0; };
-  auto one = [](const Dims& d, size_t k) { return k < d.size() && is_one(d[k]); };
-  while (a < from.size() || c < to.size()) {
-    if (sym(from, a) && sym(to, c)) {
-      if (from[a].symbol != to[c].symbol) return std::nullopt;
-      runs.push_back({a, a + 1, c, c + 1});
-    } else if (sym(from, a) || sym(to, c)) {
-      if (one(from, a)) runs.push_back({a, a + 1, c, c});
-      else if (one(to, c)) runs.push_back({a, a, c, c + 1});
-      else return std::nullopt;
-    } else {
-      size_t b = a, e = c;
-      int64_t pf = b < from.size() ? from[b++].value : 1, pt = e < to.size() ? to[e++].value : 1;
-      while (pf != pt) {
-        if (pf < pt && b < from.size() && !sym(from, b)) pf *= from[b++].value;
-        else if (pt < pf && e < to.size() && !sym(to, e)) pt *= to[e++].value;
-        else return std::nullopt;
-      }
-      runs.push_back({a, b, c, e});
+  while (a <= from.size() && c <= to.size()) {
+    size_t b = a, e = c;  // the static stretch before the next symbol (or the end) on each side
+    while (b < from.size() && from[b].value >= 0) ++b;
+    while (e < to.size() && to[e].value >= 0) ++e;
+    std::vector<int64_t> f, t;
+    for (size_t k = a; k < b; ++k) f.push_back(from[k].value);
+    for (size_t k = c; k < e; ++k) t.push_back(to[k].value);
+    auto stretch = reshape_runs(f, t);  // nullopt for a 0 dim or unequal products
+    if (!stretch) return std::nullopt;
+    for (const auto& [ra, rb, rc, re] : *stretch) runs.push_back({a + ra, a + rb, c + rc, c + re});
+    if (b == from.size() || e == to.size()) {
+      if (b != from.size() || e != to.size()) return std::nullopt;  // a symbol left on one side only
+      return runs;
     }
-    a = runs.back()[1], c = runs.back()[3];
+    if (from[b].symbol != to[e].symbol) return std::nullopt;
+    runs.push_back({b, b + 1, e, e + 1});
+    a = b + 1, c = e + 1;
   }
   return runs;
 }

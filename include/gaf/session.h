@@ -75,6 +75,7 @@ struct NodeEvent {
 struct RunStats {
   size_t peak_bytes = 0;   // peak of live intermediate buffers during the last run
   size_t pool_bytes = 0;   // what the buffer pool holds at the end of the last run (live and free blocks)
+  size_t pool_fresh_bytes = 0;  // of which the last run got anew from the system (0: every buffer was reused)
   size_t kv_cache_bytes = 0;  // the KV cache's buffers (Session::enable_kv_cache), outside the pool
   double last_run_s = 0;
   int threads = 0;                 // the threads the last run used (SessionOptions::adapt_threads)
@@ -123,11 +124,12 @@ class Session {
   // along the axis; a run appends the new positions to it and returns the present as a strided view of the buffer
   // (Tensor::view; is_contiguous() is false while there is room left). Fed back as P, that view is read where it
   // lies: no step copies the past. Any other tensor fed as P (a first step's empty past, a past from elsewhere) is
-  // copied into the buffer once. A run that needs more room moves the buffer to twice its size (one copy).
-  // A present stays valid until a later run writes over its positions: feeding an older present (rewinding) makes
-  // the next run append after it, over the positions of the presents returned since. Kernels that read strides
-  // (gaf.Attention, Shape) read the views in place; others get a contiguous copy. Returns the pairs found (none:
-  // nothing changes); calling it again sets the capacity of buffers made from then on.
+  // copied into the buffer once: the buffer there already when the caller holds no present of it, else a new
+  // one. A run that needs more room moves the buffer to twice its size (one copy). A present stays valid until a
+  // later run writes over its positions: feeding an older present (rewinding) makes the next run append after
+  // it, over the positions of the presents returned since. Kernels that read strides (gaf.Attention, Shape) read
+  // the views in place; others get a contiguous copy. Returns the pairs found (none: nothing changes); calling it
+  // again sets the capacity of buffers made from then on.
   const std::vector<KvCachePair>& enable_kv_cache(int64_t capacity);
   const std::vector<KvCachePair>& kv_cache_pairs() const { return kv_pairs_; }
 

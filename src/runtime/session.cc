@@ -66,6 +66,8 @@ class PoolAllocator final : public Allocator {
     size_t live = 0, peak = 0, held = 0;
     size_t live_limit = 0;  // 0: new large blocks checked against the available memory instead
     uint64_t run = 0;
+    size_t retain = 0;  // the most bytes of blocks freed between the starts of two runs
+    size_t fresh = 0;   // bytes of new blocks the current run got from the system
     ~State() {
       for (auto& [size, b] : free_blocks) release(b.p, size);
     }
@@ -106,7 +108,10 @@ class PoolAllocator final : public Allocator {
       }
       state_->live += got;
       state_->peak = std::max(state_->peak, state_->live);
-      if (!p) state_->held += got;  // a new block, taken back below if it cannot be had
+      if (!p) {  // a new block, taken back below if it cannot be had
+        state_->held += got;
+        state_->fresh += got;
+      }
     }
     if (!p && got >= kMapped && !state_->live_limit) {
       const size_t available = available_memory();
@@ -114,6 +119,7 @@ class PoolAllocator final : public Allocator {
         std::lock_guard<std::mutex> lock(state_->mu);
         state_->live -= got;
         state_->held -= got;
+        state_->fresh -= got;
         throw Error(
             fmt::format("out of memory: an output of {} does not fit in the {} this machine has available "
                         "({} already held by this run's intermediate tensors); feed smaller inputs "
@@ -132,6 +138,7 @@ class PoolAllocator final : public Allocator {
         std::lock_guard<std::mutex> lock(state_->mu);
         state_->live -= got;
         state_->held -= got;
+        state_->fresh -= got;
         throw std::bad_alloc();
       }
     }
@@ -143,26 +150,48 @@ class PoolAllocator final : public Allocator {
     });
   }
 
-  // Starts a run: blocks nobody took since before the previous run began are released.
+  // Starts a run. Blocks freed since the previous run began stay; older ones are released, the oldest first,
+  // until the free blocks come to no more than the most freed over any one run (its intermediate tensors and
+  // the outputs its caller let go before the next): the pool keeps what its largest run needs (a prompt's
+  // activations through the decode steps after it, which would otherwise fault their pages in again at the next
+  // prompt) and gives back the rest (the classes a growing past left behind).
   void begin_run() {
     std::lock_guard<std::mutex> lock(state_->mu);
+    size_t free_bytes = 0, freed_last = 0;  // freed_last: since the previous run began
+    std::vector<std::multimap<size_t, Block>::iterator> old;
+    for (auto it = state_->free_blocks.begin(); it != state_->free_blocks.end(); ++it) {
+      free_bytes += it->first;
+      if (it->second.freed_in_run == state_->run)
+        freed_last += it->first;
+      else
+        old.push_back(it);
+    }
+    state_->retain = std::max(state_->retain, freed_last);
     ++state_->run;
-    for (auto it = state_->free_blocks.begin(); it != state_->free_blocks.end();) {
-      if (it->second.freed_in_run + 1 < state_->run) {
-        release(it->second.p, it->first);
-        state_->held -= it->first;
-        it = state_->free_blocks.erase(it);
-      } else {
-        ++it;
-      }
+    state_->fresh = 0;
+    std::stable_sort(old.begin(), old.end(),
+                     [](const auto& a, const auto& b) { return a->second.freed_in_run < b->second.freed_in_run; });
+    for (auto it : old) {
+      if (free_bytes <= state_->retain) break;
+      release(it->second.p, it->first);
+      state_->held -= it->first;
+      free_bytes -= it->first;
+      state_->free_blocks.erase(it);
     }
   }
 
-  size_t take_peak() {
+  // Ends a run: returns its peak of live bytes (and starts the next peak from what is live now).
+  size_t end_run() {
     std::lock_guard<std::mutex> lock(state_->mu);
-    size_t p = state_->peak;
+    const size_t p = state_->peak;
     state_->peak = state_->live;
     return p;
+  }
+
+  // Bytes of new blocks the current (or last) run got from the system.
+  size_t fresh() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->fresh;
   }
 
   size_t held() {
@@ -410,7 +439,13 @@ void Session::kv_append(const Step& step, const std::vector<const Tensor*>& ins,
   const bool in_place = buf.defined() && past.raw() == buf.raw() && buf.dtype() == past.dtype() &&
                         with_axis(past.dims(), 0) == with_axis(buf.dims(), 0) && past.strides() == buf.strides();
   const int64_t capacity = buf.defined() ? buf.dim(int(axis)) : 0;
-  if (!in_place || total > capacity) {
+  // A past from elsewhere (a first step's empty past: a new prompt) goes into the buffer it has when nothing
+  // else holds that buffer (no present of it is kept): its pages are in memory already, and a new buffer's
+  // would fault in one by one as the positions are written.
+  const bool reuse = !in_place && total <= capacity && capacity >= kv_capacity_ && buf.storage_use_count() == 1 &&
+                     buf.dtype() == past.dtype() && with_axis(past.dims(), 0) == with_axis(buf.dims(), 0);
+  if (reuse && len > 0) Tensor::view(buf, past.dims(), buf.strides()).copy_from(past);
+  if (!reuse && (!in_place || total > capacity)) {
     // A new buffer: the first one, a past from elsewhere, other batch or head sizes, or no room left.
     const int64_t room = std::max({kv_capacity_, total, in_place ? 2 * capacity : int64_t(0)});
     Tensor fresh(past.dtype(), with_axis(past.dims(), room));
@@ -779,8 +814,9 @@ std::vector<Tensor> Session::run_bound(const std::vector<std::pair<const Value*,
       into_bound(bound_slot[size_t(s)], slots[size_t(s)], graph_.outputs()[i]->name());
     result.push_back(slots[size_t(s)]);
   }
-  stats_.peak_bytes = pool_->take_peak();
+  stats_.peak_bytes = pool_->end_run();
   stats_.pool_bytes = pool_->held();
+  stats_.pool_fresh_bytes = pool_->fresh();
   stats_.kv_cache_bytes = 0;
   for (const Tensor& b : kv_buffers_) stats_.kv_cache_bytes += b.defined() ? b.nbytes() : 0;
   stats_.last_run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -178,7 +178,9 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts) 
     feed = {next};
     if (opts.on_token) opts.on_token(t + 1, std::chrono::duration<double>(clock::now() - start).count());
   }
-  // The prompt's prefill again on the warm session, each from empty pasts (with the cache in place, a rewind).
+  // The prompt's prefill again on the warm session, each from empty pasts (with the cache in place, a rewind),
+  // the loop's last presents let go first as a caller starting a new prompt would.
+  pasts.clear();
   for (int i = 0; i < opts.prefill_runs; ++i) {
     std::map<std::string, Tensor> in = inputs(opts.prompt, 0);
     for (size_t k = 0; k < io.pasts.size(); ++k) in.emplace(io.pasts[k]->name(), Tensor(DType::Float, io.empty_past[k]));

@@ -136,6 +136,33 @@ TEST(KvCache, RewindAndForeignPastsAreTaken) {
   }
 }
 
+// A new prompt (an empty past) after a loop goes into the buffer the loop used when the caller let go of the
+// loop's presents: its pages are resident, where a new buffer's would fault in as positions are written. Twin:
+// a caller still holding a present keeps it intact, and the new prompt gets a buffer of its own.
+TEST(KvCache, ANewPromptTakesTheBufferNobodyHolds) {
+  Model m = testing::parse(kStep);
+  runtime::Session plain(*m.graph), cached(*m.graph);
+  cached.enable_kv_cache(32);
+  auto loop = [&](int first_value) {
+    Tensor p(DType::Float, {1, 3, 0, 4});
+    for (int t = 0; t < 5; ++t) p = cached.run({{"past", p}, {"step", step_values(1, first_value + t)}})[0];
+    return p;
+  };
+  const void* buffer = loop(1).raw();  // the last present let go here
+  const Tensor empty(DType::Float, {1, 3, 0, 4});
+  std::vector<Tensor> b = cached.run({{"past", empty}, {"step", step_values(1, 60)}});
+  EXPECT_EQ(b[0].raw(), buffer);
+  EXPECT_EQ(elements(b[0]), elements(plain.run({{"past", empty}, {"step", step_values(1, 60)}})[0]));
+  b.clear();
+
+  const Tensor held = loop(10);
+  const std::vector<float> held_values = elements(held);
+  b = cached.run({{"past", empty}, {"step", step_values(1, 70)}});
+  EXPECT_NE(b[0].raw(), held.raw());
+  EXPECT_EQ(elements(held), held_values);
+  EXPECT_EQ(elements(b[0]), elements(plain.run({{"past", empty}, {"step", step_values(1, 70)}})[0]));
+}
+
 TEST(KvCache, DoesNotFireWithoutAPastPresentPair) {
   // The Concat's result is not a graph output (it feeds a Relu), and a Concat of two computed values.
   Model m = testing::parse(R"(

@@ -6,7 +6,8 @@
 //   node ort_generate.js MODEL --prompt 5,17,3 [--tokens N] [--threads 2] [--opt all|disabled] [--prefill-runs R]
 //
 // --prefill-runs R: after the loop, the prompt's prefill again R times on the warm session (empty pasts each time);
-// prefill_warm_ms is their median (a server's prefill latency; prefill_ms is a fresh session's first run).
+// prefill_warm_ms is their median (a server's prefill latency; prefill_ms is a fresh session's first run), and
+// prefill_after_steps_ms the first of them (a new prompt right after a generation).
 //
 // Inputs are found by name as generate finds them: input_ids, past* (float, the dynamic dim besides the batch is
 // the sequence), outputs logits (or the first) and present* paired with the pasts in order.
@@ -105,7 +106,8 @@ async function main() {
   const median = medianOf(steps);
   const total = steps.reduce((x, y) => x + y, 0);
   console.log(JSON.stringify({
-    prefill_ms: prefill * 1e3, prefill_warm_ms: medianOf(warm) * 1e3, median_step_ms: median * 1e3, tokens_per_s: total > 0 ? steps.length / total : 0,
+    prefill_ms: prefill * 1e3, prefill_warm_ms: medianOf(warm) * 1e3, prefill_after_steps_ms: warm.length ? warm[0] * 1e3 : 0,
+    median_step_ms: median * 1e3, tokens_per_s: total > 0 ? steps.length / total : 0,
     first_step_ms: steps.length ? steps[0] * 1e3 : 0, last_step_ms: steps.length ? steps[steps.length - 1] * 1e3 : 0,
     peak_rss_mb: process.resourceUsage().maxRSS / 1024, ids,
   }));

@@ -260,6 +260,8 @@ struct GenerateResult {
   double tokens_per_s() const;     // decode steps over their total time
   double median_step_s() const;
   double median_prefill_warm_s() const;  // 0 without prefill_runs
+  // The first of them: a new prompt right after the loop (0 without prefill_runs).
+  double prefill_after_steps_s() const { return prefill_warm_s.empty() ? 0 : prefill_warm_s.front(); }
   // The median of `count` steps from step `first` (fewer where there are fewer; 0 for none), of the first n and
   // of the last n: a loop that slows as its past grows shows it as last over first.
   double median_step_s(size_t first, size_t count) const;

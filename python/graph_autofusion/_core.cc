@@ -255,6 +255,7 @@ class PySession {
     d["ids"] = r.ids;
     d["prefill_ms"] = r.prefill_s * 1e3;
     d["prefill_warm_ms"] = r.median_prefill_warm_s() * 1e3;
+    d["prefill_after_steps_ms"] = r.prefill_after_steps_s() * 1e3;
     d["tokens_per_s"] = r.tokens_per_s();
     d["median_step_ms"] = r.median_step_s() * 1e3;
     d["median_first32_ms"] = r.median_first_steps_s(32) * 1e3;
@@ -369,5 +370,6 @@ PYBIND11_MODULE(_core, m) {
       .def("generate", &PySession::generate, py::arg("prompt"), py::arg("tokens") = 16, py::arg("prefill_runs") = 0,
            "Greedy decoding with a past/present decoder: {'ids', 'prefill_ms', 'tokens_per_s', ...}; "
            "prefill_runs: the prompt's prefill re-run that many times on the warm session after the loop, "
-           "their median as 'prefill_warm_ms'.");
+           "their median as 'prefill_warm_ms', the first (a new prompt right after the loop) as "
+           "'prefill_after_steps_ms'.");
 }

@@ -55,6 +55,7 @@ g1 = gaf.Session(dec).generate([5, 17, 3], tokens=8, prefill_runs=2)
 g0 = gaf.Session(dec, opt_level=0).generate([5, 17, 3], tokens=8)
 check("generate", g1["ids"] == g0["ids"] and len(g1["ids"]) == 8, (g1, g0))
 check("generate-prefill-warm", g1["prefill_warm_ms"] > 0 and g0["prefill_warm_ms"] == 0, (g1, g0))
+check("generate-prefill-after-steps", g1["prefill_after_steps_ms"] > 0 and g0["prefill_after_steps_ms"] == 0, (g1, g0))
 check("generate-kv", g1["kv_pairs"] == 4 and g0["kv_pairs"] == 4, (g1, g0))
 check("generate-weights", g1["weights_mb"] > 0 and 0 <= g1["weights_packed_only_mb"] <= g1["weights_mb"], g1)
 check("generate-rss", g1["rss_anon_mb"] >= g1["weights_mb"] - g1["weights_packed_only_mb"] > 0.1

@@ -63,8 +63,10 @@ TEST_P(Generate, FusedLoopPicksWhatAFullPrefillPicks) {
   EXPECT_EQ(again.ids, r.ids);
   ASSERT_EQ(again.prefill_warm_s.size(), 3u);
   EXPECT_GT(again.median_prefill_warm_s(), 0);
+  EXPECT_EQ(again.prefill_after_steps_s(), again.prefill_warm_s.front());
   EXPECT_TRUE(r.prefill_warm_s.empty());
   EXPECT_EQ(r.median_prefill_warm_s(), 0);
+  EXPECT_EQ(r.prefill_after_steps_s(), 0);
   g.prefill_runs = 0;  // and after the re-runs, the loop is still the first loop
   EXPECT_EQ(tools::generate(s, g).ids, r.ids);
 }

@@ -179,6 +179,7 @@ class Session {
   codegen::CompileStats compile_stats_;
   std::vector<KvCachePair> kv_pairs_;
   std::vector<Tensor> kv_buffers_;  // per pair: the past's dims with room for the capacity along the axis
+  std::unique_ptr<Allocator> kv_arena_;  // where they are carved from
   int64_t kv_capacity_ = 0;
   std::optional<std::map<std::string, int64_t>> memory_checked_;  // the largest symbol values planned so far
   std::unique_ptr<std::mutex> run_mutex_ = std::make_unique<std::mutex>();

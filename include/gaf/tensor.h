@@ -36,6 +36,11 @@ class Allocator {
   // ones from the heap. Aligned to 64; free with the same size. Throws std::bad_alloc.
   static void* weight_pages(size_t bytes);
   static void free_weight_pages(void* p, size_t bytes);
+  // A private mapping of its own (page-aligned; 2 MB-aligned and advised onto 2 MB pages from 2 MB on), its pages
+  // in place when `populate`, else faulted in by first writes. Free with free_mapped_pages and the same size.
+  // Throws std::bad_alloc.
+  static void* mapped_pages(size_t bytes, bool populate);
+  static void free_mapped_pages(void* p, size_t bytes);
 };
 
 int64_t numel_of(std::span<const int64_t> dims);

@@ -36,8 +36,7 @@ class WeightsAllocator final : public Allocator {
 };
 }  // namespace
 
-void* Allocator::weight_pages(size_t bytes) {
-  if (bytes < kMapFrom) return aligned_heap(bytes);
+void* Allocator::mapped_pages(size_t bytes, bool populate) {
   const size_t length = page_length(bytes);
   if (length >= kHugePage) {
     // On 2 MB pages where the kernel gives them (transparent huge pages in "madvise" mode): a product streams its
@@ -52,7 +51,7 @@ void* Allocator::weight_pages(size_t bytes) {
     if (const size_t tail = base + span - (start + length); tail > 0) munmap(reinterpret_cast<void*>(start + length), tail);
     void* p = reinterpret_cast<void*>(start);
     madvise(p, length, MADV_HUGEPAGE);  // no effect where transparent huge pages are off
-    if (madvise(p, length, MADV_POPULATE_WRITE) != 0) {
+    if (populate && madvise(p, length, MADV_POPULATE_WRITE) != 0) {
       if (errno != EINVAL) {  // out of memory
         munmap(p, length);
         throw std::bad_alloc();
@@ -61,16 +60,23 @@ void* Allocator::weight_pages(size_t bytes) {
     }
     return p;
   }
-  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0),
+                 -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   return p;
 }
 
+void Allocator::free_mapped_pages(void* p, size_t bytes) {
+  if (p) munmap(p, page_length(bytes));
+}
+
+void* Allocator::weight_pages(size_t bytes) { return bytes < kMapFrom ? aligned_heap(bytes) : mapped_pages(bytes, true); }
+
 void Allocator::free_weight_pages(void* p, size_t bytes) {
   if (bytes < kMapFrom)
     std::free(p);
-  else if (p)
-    munmap(p, page_length(bytes));
+  else
+    free_mapped_pages(p, bytes);
 }
 
 Allocator& Allocator::heap() {

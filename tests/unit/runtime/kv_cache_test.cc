@@ -238,6 +238,13 @@ TEST(KvCache, FusedDecodersMatchBitForBit) {
       ids = {int64_t(std::max_element(row, row + a[0].dim(-1)) - row)};
     }
     EXPECT_EQ(cached.stats().kv_cache_bytes, size_t(4 * 4 * 64 * 16) * sizeof(float));
+    // The pairs' buffers are carved one after another from one mapping (its pages on 2 MB pages where the
+    // kernel gives them, rather than each buffer's 4 KB pages faulting in one by one).
+    std::vector<const char*> starts;
+    for (const void* b : buffers) starts.push_back(static_cast<const char*>(b));
+    std::sort(starts.begin(), starts.end());
+    for (size_t k = 1; k < starts.size(); ++k)
+      EXPECT_EQ(starts[k] - starts[k - 1], std::ptrdiff_t(4 * 64 * 16 * sizeof(float))) << "buffer " << k;
   }
 }
 

@@ -81,7 +81,7 @@ class PoolAllocator final : public Allocator {
   }
 
   static void release(void* p, size_t size) {
-    if (size >= kMapped) Allocator::free_weight_pages(p, size);
+    if (size >= kMapped) Allocator::free_mapped_pages(p, size);
     else std::free(p);
   }
 
@@ -132,7 +132,7 @@ class PoolAllocator final : public Allocator {
         // Pages in place in one call (on 2 MB pages from 2 MB on): a VM faults a 4 KB page in by its first
         // write for ~10 us, 80 ms of a 256-token prompt's first run.
         try {
-          p = Allocator::weight_pages(got);
+          p = Allocator::mapped_pages(got, true);
         } catch (const std::bad_alloc&) {
           p = nullptr;
         }
@@ -218,7 +218,7 @@ class PoolAllocator final : public Allocator {
 // so a mapping holds them all (room for as many as the session has pairs) and goes on 2 MB pages where the
 // kernel gives them. Each pair's buffer under 2 MB would fault its 4 KB pages in one by one as the prompt's
 // positions are written (11-19 ms of a 256-token prompt's first run on a VM). A mapping goes back to the system
-// when its last buffer does.
+// when its last buffer does and a newer one is being carved (the one being carved stays with the session).
 class KvArena final : public Allocator {
  public:
   explicit KvArena(size_t pairs) : pairs_(std::max<size_t>(pairs, 1)) {}
@@ -469,15 +469,17 @@ void Session::kv_append(const Step& step, const std::vector<const Tensor*>& ins,
     dims[size_t(axis)] = size;
     return dims;
   };
+  // The buffer holds positions of the past's kind (dtype, and the dims but the axis).
+  const bool same_kind =
+      buf.defined() && buf.dtype() == past.dtype() && with_axis(past.dims(), 0) == with_axis(buf.dims(), 0);
   // In place: the past is this buffer's first `len` positions, as a previous run returned them.
-  const bool in_place = buf.defined() && past.raw() == buf.raw() && buf.dtype() == past.dtype() &&
-                        with_axis(past.dims(), 0) == with_axis(buf.dims(), 0) && past.strides() == buf.strides();
+  const bool in_place = same_kind && past.raw() == buf.raw() && past.strides() == buf.strides();
   const int64_t capacity = buf.defined() ? buf.dim(int(axis)) : 0;
   // A past from elsewhere (a first step's empty past: a new prompt) goes into the buffer it has when nothing
   // else holds that buffer (no present of it is kept): its pages are in memory already, and a new buffer's
   // would fault in one by one as the positions are written.
-  const bool reuse = !in_place && total <= capacity && capacity >= kv_capacity_ && buf.storage_use_count() == 1 &&
-                     buf.dtype() == past.dtype() && with_axis(past.dims(), 0) == with_axis(buf.dims(), 0);
+  const bool reuse =
+      same_kind && !in_place && total <= capacity && capacity >= kv_capacity_ && buf.storage_use_count() == 1;
   if (reuse && len > 0) Tensor::view(buf, past.dims(), buf.strides()).copy_from(past);
   if (!reuse && (!in_place || total > capacity)) {
     // A new buffer: the first one, a past from elsewhere, other batch or head sizes, or no room left.

@@ -5,9 +5,11 @@
 // ~/.cache/graph-autofusion) and loaded with dlopen as a library of its own.
 //
 // Generated kernels have the C signature
-//     void gaf_<group>(const void* const* inputs, void* const* outputs, const int64_t* symbols);
+//     void gaf_<group>(const void* const* inputs, void* const* outputs, const int64_t* symbols,
+//                      const KernelScratch* scratch);
 // where `symbols` holds the run-time values of the symbolic dims (bound from the inputs by the host side), so
-// one compiled kernel serves every shape of a dynamic-shape model.
+// one compiled kernel serves every shape of a dynamic-shape model, and `scratch` lends the kernel its working
+// memory (row buffers, partial reductions) from the caller's allocator.
 #pragma once
 
 #include <functional>
@@ -35,6 +37,15 @@ struct CudaLaunch {
   std::vector<DimExpr> rows_dims;   // rows kernel: rows = product of these
   std::vector<DimExpr> row_length;  // rows kernel: L = product of these
   int row_buffers = 0;              // rows kernel: dynamic shared memory = row_buffers * L * sizeof(float) bytes
+};
+
+// A generated kernel's working memory, lent by its caller (the session's buffer pool): take(owner, bytes) returns
+// bytes aligned to 64 that stay valid until the kernel returns, or null when they cannot be had; the kernel then
+// returns at once and the caller reports why. The kernel never frees what it takes. The prelude declares this
+// struct's C twin (GafScratch in src/codegen/cpu/prelude.cc): keep the two alike.
+struct KernelScratch {
+  void* (*take)(void* owner, size_t bytes);
+  void* owner;
 };
 
 // Everything the host side needs to call a generated kernel.

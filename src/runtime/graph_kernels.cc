@@ -14,7 +14,26 @@ using codegen::Library;
 
 namespace {
 
-using KernelFnPtr = void (*)(const void* const*, void* const*, const int64_t*);
+using KernelFnPtr = void (*)(const void* const*, void* const*, const int64_t*, const codegen::KernelScratch*);
+
+// A kernel's working memory for one call, from the session's allocator (its buffer pool), back to it when the
+// call returns. The kernel is C: an allocation failure is kept and rethrown once it has returned.
+struct ScratchLender {
+  Allocator* alloc = nullptr;
+  std::vector<std::shared_ptr<void>> lent;
+  std::exception_ptr failed;
+
+  static void* take(void* self, size_t bytes) noexcept {
+    auto* l = static_cast<ScratchLender*>(self);
+    try {
+      l->lent.push_back(l->alloc->allocate(bytes ? bytes : 1));
+      return l->lent.back().get();
+    } catch (...) {
+      l->failed = std::current_exception();
+      return nullptr;
+    }
+  }
+};
 
 class GeneratedKernel final : public Kernel {
  public:
@@ -47,7 +66,14 @@ class GeneratedKernel final : public Kernel {
     out_ptrs_.resize(sig_.output_dims.size());
     for (size_t o = 0; o < sig_.output_dims.size(); ++o)
       out_ptrs_[o] = ctx.allocate_output(int(o), sig_.output_dtypes[o], resolve(sig_.output_dims[o])).raw();
-    fn_(in_ptrs_.data(), out_ptrs_.data(), sym.data());
+    scratch_.alloc = &ctx.allocator();
+    const codegen::KernelScratch lend{&ScratchLender::take, &scratch_};
+    fn_(in_ptrs_.data(), out_ptrs_.data(), sym.data(), &lend);
+    scratch_.lent.clear();
+    if (scratch_.failed) {
+      std::exception_ptr failed = std::exchange(scratch_.failed, nullptr);
+      std::rethrow_exception(failed);
+    }
   }
 
  private:
@@ -56,6 +82,7 @@ class GeneratedKernel final : public Kernel {
   std::shared_ptr<Library> lib_;  // keeps the code loaded
   std::vector<const void*> in_ptrs_;
   std::vector<void*> out_ptrs_;
+  ScratchLender scratch_;
 };
 
 std::string c_identifier(const std::string& s) {

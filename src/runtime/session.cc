@@ -113,13 +113,17 @@ class PoolAllocator final : public Allocator {
         state_->fresh += got;
       }
     }
+    // A new block that cannot be had: its bytes come off the counts before the error.
+    auto not_had = [&] {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->live -= got;
+      state_->held -= got;
+      state_->fresh -= got;
+    };
     if (!p && got >= kMapped && !state_->live_limit) {
       const size_t available = available_memory();
       if (available && got > available) {
-        std::lock_guard<std::mutex> lock(state_->mu);
-        state_->live -= got;
-        state_->held -= got;
-        state_->fresh -= got;
+        not_had();
         throw Error(
             fmt::format("out of memory: an output of {} does not fit in the {} this machine has available "
                         "({} already held by this run's intermediate tensors); feed smaller inputs "
@@ -140,10 +144,7 @@ class PoolAllocator final : public Allocator {
         p = std::aligned_alloc(64, got);
       }
       if (!p) {
-        std::lock_guard<std::mutex> lock(state_->mu);
-        state_->live -= got;
-        state_->held -= got;
-        state_->fresh -= got;
+        not_had();
         throw std::bad_alloc();
       }
     }

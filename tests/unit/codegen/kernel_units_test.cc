@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using KernelFn = void (*)(const void* const*, void* const*, const int64_t*);
+using KernelFn = void (*)(const void* const*, void* const*, const int64_t*, const KernelScratch*);
 
 class KernelUnitsTest : public ::testing::Test {
  protected:
@@ -111,7 +111,13 @@ std::vector<std::vector<float>> run_all(const std::vector<EmittedKernel>& kernel
       std::vector<void*> op;
       for (auto& v : in) ip.push_back(v.data());
       for (auto& v : out) op.push_back(v.data());
-      fn(ip.data(), op.data(), nullptr);
+      // Elementwise kernels take no working memory.
+      const KernelScratch none{[](void*, size_t) -> void* {
+                                 ADD_FAILURE() << "an elementwise kernel asked for scratch";
+                                 return nullptr;
+                               },
+                               nullptr};
+      fn(ip.data(), op.data(), nullptr, &none);
       results.insert(results.end(), out.begin(), out.end());
     }
   }

@@ -148,6 +148,21 @@ Case softmax_rows() {
   return c;
 }
 
+// A row's maximum and the row shifted by it, then exp-normalised and scaled by the shift, over long rows: the
+// first group returns the shifted row, which its row kernel stages in the output itself.
+Case shifted_rows() {
+  Case c{"ReduceMax->Sub, Exp/Sum*shift rows [64,60000]", {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, {64, 60000});
+  Value* d = b.op("Sub", {x, b.op("ReduceMax", {x}, {{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t(1)}})});
+  Value* e = b.op("Exp", {d});
+  Value* s = b.op("ReduceSum", {e, b.constant(Tensor::from<int64_t>({1}, std::vector<int64_t>{-1}), "axes")},
+                  {{"keepdims", int64_t(1)}});
+  b.output(b.op("Mul", {b.op("Div", {e, s}), d}));
+  b.finish();
+  return c;
+}
+
 // LayerNormalization over the last axis as PyTorch exports it: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div,
 // Mul, Add.
 Value* decomposed_layernorm(GraphBuilder& b, Value* x, const std::string& name) {
@@ -316,7 +331,7 @@ int main(int argc, char** argv) {
   std::cout << fmt::format("{:<46} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>4} {:>8}\n", "case", "kernels", "unfused",
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
   std::vector<Case (*)()> cases = {elementwise_chain, transcendental_chain, add_relu_mul, reduce_mean, reduce_outer,
-                                   reduce_middle, reduce_all, softmax_rows, layernorm_rows,
+                                   reduce_middle, reduce_all, softmax_rows, shifted_rows, layernorm_rows,
                                    matmul_bias_gelu, attention_core, attention_padded, attention_causal,
                                    attention_layer, bert_layer_dynamic, se_late, se_early};
   for (const auto& make : cases) {

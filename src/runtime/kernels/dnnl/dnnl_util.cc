@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
+#include <vector>
 
 #include "ops/simd_math.h"
 
@@ -72,6 +74,24 @@ void execute(const dnnl::primitive& prim, size_t scratch_bytes, std::unordered_m
   }
   prim.execute(stream(), args);
   stream().wait();
+}
+
+void warm_up() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    try {
+      const memory::desc md = plain_desc({16, 16});
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), base_attr(), engine());
+      const dnnl::matmul prim(pd);
+      std::vector<float> x(16 * 16, 0.f), y(16 * 16);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(md, engine(), x.data())},
+                                           {DNNL_ARG_WEIGHTS, memory(md, engine(), x.data())},
+                                           {DNNL_ARG_DST, memory(md, engine(), y.data())}};
+      execute(prim, pd.scratchpad_desc().get_size(), args);
+    } catch (const dnnl::error&) {
+      // Only a warm-up: the kernels report their own failures.
+    }
+  });
 }
 
 void reorder_memory(const memory& from, const memory& to) {

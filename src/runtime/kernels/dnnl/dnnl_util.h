@@ -38,6 +38,10 @@ using ops::WindowAttrs;
 
 dnnl::engine& engine();
 dnnl::stream& stream();
+// Once per process: builds and runs a small matmul, so that oneDNN's first-use costs (its JIT code buffers, the
+// CPU dispatch, the primitive cache) fall at session build rather than in the first run of a kernel whose
+// primitive waits for its run-time shapes (a decoder's products: 2 ms of a fresh session's first run).
+void warm_up();
 
 // Dense row-major descriptor of `dims` (any rank, zero-size dims allowed by the caller's checks).
 memory::desc plain_desc(const Dims& dims, memory::data_type dt = memory::data_type::f32);

@@ -175,6 +175,7 @@ class MatMulKernel final : public Kernel {
     if (b && b->is_constant() && is_dnnl_float(b->constant().dtype())) b_const_ = to_float(b->constant());
     prebuild();
     prepack_gemv();
+    if (cache_.empty()) warm_up();  // its primitives are built in the runs, for their shapes
   }
 
   // Weights Gemv holds packed (a decoder's products) are read from that copy alone: then every row count runs

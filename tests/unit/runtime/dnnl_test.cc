@@ -558,6 +558,52 @@ TEST(DnnlMatMul, DynamicRowsAgainstConstantWeights) {
   }
 }
 
+// Small products in kernels whose primitives wait for run-time shapes run as a plain loop (at most 64K
+// multiply-adds: no primitive built per row count), larger ones on oneDNN: both agree with the reference, for
+// Gemm's transposes, alpha, beta and C broadcasts with fed and constant B, and for a decoder's rotary outer
+// product [n, 1] x [1, 32] with fed B, at row counts on both sides of the limit, in one session each.
+TEST(DnnlGemm, SmallProductsWithRunTimeRows) {
+  uint32_t seed = 700;
+  const int64_t N = 10, K = 7;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool constant : {false, true}) {
+        Model m;
+        GraphBuilder b(m, 13);
+        Value* a = b.input("a", DType::Float, ta ? std::vector<Dim>{K, Dim(std::string("m"))}
+                                                 : std::vector<Dim>{Dim(std::string("m")), K});
+        Tensor w = random_tensor(DType::Float, tb ? Dims{N, K} : Dims{K, N}, seed++);
+        Tensor c = random_tensor(DType::Float, {N}, seed++);
+        Value* wv = constant ? b.constant(w, "w") : b.input("w", DType::Float, {w.dim(0), w.dim(1)});
+        b.output(b.op("Gemm", {a, wv, b.constant(c, "c")},
+                      {{"transA", int64_t(ta)}, {"transB", int64_t(tb)}, {"alpha", 0.75f}, {"beta", -1.5f}}));
+        b.finish();
+        Session s(*m.graph);
+        for (int64_t rows : {1, 5, 300, 937, 2000, 3}) {  // 937 x 7 x 10 = 65590 MACs: oneDNN
+          SCOPED_TRACE(fmt::format("ta {} tb {} const {} rows {}", ta, tb, constant, rows));
+          Tensor x = random_tensor(DType::Float, ta ? Dims{K, rows} : Dims{rows, K}, seed++);
+          std::vector<Tensor> ins{x};
+          if (!constant) ins.push_back(w);
+          expect_close(s.run(ins).at(0), {rows, N}, ref_gemm(x, w, &c, ta, tb, 0.75, -1.5, rows, N, K));
+        }
+      }
+  Model m;
+  GraphBuilder b(m, 13);
+  Value* pos = b.input("pos", DType::Float, {Dim(std::string("n")), 1});
+  Value* freq = b.input("freq", DType::Float, {1, 32});
+  b.output(b.op("MatMul", {pos, freq}));
+  b.finish();
+  Session s(*m.graph);
+  Tensor f = random_tensor(DType::Float, {1, 32}, seed++);
+  for (int64_t n : {16, 256, 1280, 4096, 17}) {
+    SCOPED_TRACE(fmt::format("rotary n {}", n));
+    Tensor x = random_tensor(DType::Float, {n, 1}, seed++);
+    Dims od;
+    auto want = ref_matmul(as_double(x), x.dims(), as_double(f), f.dims(), &od);
+    expect_close(s.run(std::vector<Tensor>{x, f}).at(0), od, want);
+  }
+}
+
 TEST(DnnlGemm, BadShapes) {
   Tensor A = random_tensor(DType::Float, {4, 3}, 1), B = random_tensor(DType::Float, {4, 5}, 2);
   expect_error("Gemm", {&A, &B}, {}, {"'op'", "inner dimensions"});

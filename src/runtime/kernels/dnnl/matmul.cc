@@ -175,7 +175,8 @@ class MatMulKernel final : public Kernel {
     if (b && b->is_constant() && is_dnnl_float(b->constant().dtype())) b_const_ = to_float(b->constant());
     prebuild();
     prepack_gemv();
-    if (cache_.empty()) warm_up();  // its primitives are built in the runs, for their shapes
+    lazy_ = cache_.empty();
+    if (lazy_) warm_up();  // its primitives are built in the runs, for their shapes
   }
 
   // Weights Gemv holds packed (a decoder's products) are read from that copy alone: then every row count runs
@@ -242,6 +243,7 @@ class MatMulKernel final : public Kernel {
     bool bias = false;                // the first addend, a row of N leading the chain, is the primitive's bias
     ArgCache args;                    // the primitive's arguments, re-pointed each run
     std::shared_ptr<const Gemv> gemv;  // a few rows against constant weights: our kernel instead of the primitive
+    bool small = false;  // a product too small to pay for building a primitive: a plain loop (small_product)
     // Constant weights read in the model's layout, not packed: a product whose rows are known only at run
     // time and whose weights Gemv holds packed already (a decoder's prompt). Packing a third copy of a 174 MB
     // decoder's weights for one prompt took its first token 57 ms where the plain weights took 38 (steady
@@ -263,6 +265,28 @@ class MatMulKernel final : public Kernel {
     if (!transposed && p.wei_strides != Dims{p.N, 1}) return false;
     return (p.src[0] <= Gemv::kMaxRows || (gemv_ && (p.src[0] <= kGemvChunkRows || b_released()))) &&
            p.K * p.N >= (int64_t(1) << 16);
+  }
+
+  // A 2-D product of at most kSmallMacs multiply-adds in a kernel that builds its primitives in the runs: a plain
+  // loop, where oneDNN would build a primitive for every new row count (about 1 ms each: a decoder's rotary
+  // angles, positions [n, 1] x frequencies [1, 32], at every new prompt length) to save microseconds.
+  static constexpr int64_t kSmallMacs = int64_t(1) << 16;
+  bool small_pays(const Problem& p) const {
+    return lazy_ && p.src.size() == 2 && p.wei.size() == 2 && p.src[0] * p.src[1] * p.wei[1] <= kSmallMacs;
+  }
+  // y[M, N] = a[M, K] b[K, N], each operand read through its problem strides.
+  static void small_product(const Problem& p, const float* a, const float* b, float* y) {
+    const int64_t M = p.src[0], K = p.src[1], N = p.wei[1];
+    const int64_t a0 = p.src_strides[0], a1 = p.src_strides[1], b0 = p.wei_strides[0], b1 = p.wei_strides[1];
+    for (int64_t i = 0; i < M; ++i) {
+      float* yr = y + i * N;
+      std::fill_n(yr, N, 0.f);
+      for (int64_t k = 0; k < K; ++k) {
+        const float av = a[i * a0 + k * a1];
+        const float* br = b + k * b0;
+        for (int64_t j = 0; j < N; ++j) yr[j] += av * br[j * b1];
+      }
+    }
   }
 
   // A product whose rows are only known at run time (a decoder's tokens: the prompt, then one per step) against
@@ -335,6 +359,10 @@ class MatMulKernel final : public Kernel {
       // One packed copy of the weights per node, whatever the number of rows (a decode step's 1, a batch's 4).
       if (!gemv_) gemv_ = std::make_shared<Gemv>(b_const_.data<float>(), p.K, p.N, p.wei_strides == Dims{1, p.K});
       e->gemv = gemv_;
+      return e;
+    }
+    if (small_pays(p)) {
+      e->small = true;
       return e;
     }
     using dt = memory::data_type;
@@ -426,10 +454,16 @@ class MatMulKernel final : public Kernel {
     Tensor& Y = ctx.allocate_output(0, A.dtype(), p.out);
     if (Y.numel() == 0) return;
     Tensor Yf = Y.dtype() == DType::Float ? Y : Tensor(DType::Float, p.out, ctx.allocator());
-    if (e.degenerate || e.gemv) {  // K == 0 (the product is zero), or a few rows: then alpha C and the post-ops
-      if (e.gemv) {
+    // K == 0 (the product is zero), a few rows, a small product: then alpha C and the post-ops.
+    if (e.degenerate || e.gemv || e.small) {
+      if (e.gemv || e.small) {
         Tensor Af = to_float(A, ctx.allocator());
-        e.gemv->run(Af.data<float>(), p.src[0], p.K, Yf.data<float>());
+        if (e.gemv) {
+          e.gemv->run(Af.data<float>(), p.src[0], p.K, Yf.data<float>());
+        } else {
+          const Tensor Bf = b_const_.defined() ? b_const_ : to_float(B, ctx.allocator());
+          small_product(p, Af.data<float>(), Bf.data<float>(), Yf.data<float>());
+        }
         if (alpha_ != 1.f)
           for (int64_t i = 0; i < Yf.numel(); ++i) Yf.data<float>()[i] *= alpha_;
       } else {
@@ -556,6 +590,7 @@ class MatMulKernel final : public Kernel {
   bool trans_a_ = false, trans_b_ = false, use_c_ = false;
   Tensor b_const_;   // constant B as fp32
   std::shared_ptr<const Gemv> gemv_;  // B packed for Gemv, shared by the entries of every row count
+  bool lazy_ = false;                 // no primitive built with the kernel: each shape's is built in a run
   Tensor c_scaled_;  // constant beta * C as fp32
   std::vector<std::pair<memory::desc, memory>> packed_;
   ShapeCache<Entry> cache_;

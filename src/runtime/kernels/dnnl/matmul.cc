@@ -175,8 +175,8 @@ class MatMulKernel final : public Kernel {
     if (b && b->is_constant() && is_dnnl_float(b->constant().dtype())) b_const_ = to_float(b->constant());
     prebuild();
     prepack_gemv();
-    lazy_ = cache_.empty();
-    if (lazy_) warm_up();  // its primitives are built in the runs, for their shapes
+    if (cache_.empty()) warm_up();  // its primitives are built in the runs, for their shapes
+    run_time_shapes_ = !static_input_dims(node_, 0) || !static_input_dims(node_, 1);
   }
 
   // Weights Gemv holds packed (a decoder's products) are read from that copy alone: then every row count runs
@@ -267,12 +267,13 @@ class MatMulKernel final : public Kernel {
            p.K * p.N >= (int64_t(1) << 16);
   }
 
-  // A 2-D product of at most kSmallMacs multiply-adds in a kernel that builds its primitives in the runs: a plain
-  // loop, where oneDNN would build a primitive for every new row count (about 1 ms each: a decoder's rotary
-  // angles, positions [n, 1] x frequencies [1, 32], at every new prompt length) to save microseconds.
+  // A 2-D product of at most kSmallMacs multiply-adds whose shapes come at run time: a plain loop, where oneDNN
+  // would build a primitive for every new row count (about 1 ms each: a decoder's rotary angles, positions
+  // [n, 1] x frequencies [1, 32], at every new prompt length) to save microseconds. Its epilogue then runs as
+  // Gemv's does (a NaN stays NaN through a fused Relu, as unfused; oneDNN's post-op makes it 0).
   static constexpr int64_t kSmallMacs = int64_t(1) << 16;
   bool small_pays(const Problem& p) const {
-    return lazy_ && p.src.size() == 2 && p.wei.size() == 2 && p.src[0] * p.src[1] * p.wei[1] <= kSmallMacs;
+    return run_time_shapes_ && p.src.size() == 2 && p.wei.size() == 2 && p.src[0] * p.src[1] * p.wei[1] <= kSmallMacs;
   }
   // y[M, N] = a[M, K] b[K, N], each operand read through its problem strides.
   static void small_product(const Problem& p, const float* a, const float* b, float* y) {
@@ -590,7 +591,7 @@ class MatMulKernel final : public Kernel {
   bool trans_a_ = false, trans_b_ = false, use_c_ = false;
   Tensor b_const_;   // constant B as fp32
   std::shared_ptr<const Gemv> gemv_;  // B packed for Gemv, shared by the entries of every row count
-  bool lazy_ = false;                 // no primitive built with the kernel: each shape's is built in a run
+  bool run_time_shapes_ = false;      // A's or B's dims are known only at run time
   Tensor c_scaled_;  // constant beta * C as fp32
   std::vector<std::pair<memory::desc, memory>> packed_;
   ShapeCache<Entry> cache_;

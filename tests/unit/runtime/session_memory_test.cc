@@ -48,6 +48,32 @@ TEST(SessionMemory, PoolStaysFlatOverAThousandGrowingSteps) {
   EXPECT_GT(most_held, size_t(past.nbytes()));
 }
 
+// New blocks from 64 KiB to 1 MiB are carved one after another from a 2 MB-aligned mapping with its pages in
+// place (on a VM each 4 KB page of a heap block faulted in on first write); smaller ones come from the heap,
+// outside that mapping.
+TEST(SessionMemory, MidSizedBlocksAreCarvedFromOneMapping) {
+  Model m = testing::parse(R"(
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[75000] x, float[4000] y) => (float[75000] a, float[75000] b, float[4000] c) {
+      a = Relu(x)  b = Neg(x)  c = Relu(y)
+    }
+  )");
+  runtime::Session session(*m.graph);
+  Tensor x(DType::Float, {75000}), y(DType::Float, {4000});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 13) - 6;
+  for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = float(i % 5) - 2;
+  std::vector<Tensor> out = session.run({{"x", x}, {"y", y}});
+  const auto a = reinterpret_cast<uintptr_t>(out[0].raw()), b = reinterpret_cast<uintptr_t>(out[1].raw());
+  const auto c = reinterpret_cast<uintptr_t>(out[2].raw());
+  constexpr uintptr_t kChunk = uintptr_t(2) << 20;
+  EXPECT_EQ(std::max(a, b) - std::min(a, b), uintptr_t(327680)) << "back to back: 300,000 bytes' size class";
+  EXPECT_EQ(a / kChunk, b / kChunk) << "in one 2 MB-aligned mapping";
+  EXPECT_NE(c / kChunk, a / kChunk) << "a 16 KB block comes from the heap";
+  EXPECT_EQ(out[0].data<float>()[7], 1.f);
+  EXPECT_EQ(out[1].data<float>()[7], -1.f);
+  EXPECT_EQ(out[2].data<float>()[4], 2.f);
+}
+
 // A tensor a run returned keeps its block after the pool gives its idle blocks back.
 TEST(SessionMemory, ReturnedTensorsOutliveTrimming) {
   Model m = testing::parse(kCacheStep);

@@ -53,6 +53,13 @@ struct MappedChunk {
     used += bytes;
     return p;
   }
+  // `bytes` from `current`, or from a new chunk of `length` bytes (then `current`) where they do not fit there.
+  // Throws std::bad_alloc, `current` then unchanged.
+  static void* carve(std::shared_ptr<MappedChunk>& current, size_t bytes, size_t length, bool populate) {
+    if (void* p = current ? current->carve(bytes) : nullptr) return p;
+    current = std::make_shared<MappedChunk>(length, populate);
+    return current->carve(bytes);
+  }
   void* base;
   size_t length, used = 0;
 };
@@ -177,16 +184,12 @@ class PoolAllocator final : public Allocator {
         }
       } else if (size >= kCarvedFrom) {
         std::lock_guard<std::mutex> lock(state_->mu);
-        if (!state_->carving || !(p = state_->carving->carve(got))) {
-          try {
-            state_->carving = std::make_shared<MappedChunk>(kChunk, true);
-            p = state_->carving->carve(got);
-          } catch (const std::bad_alloc&) {
-            state_->carving.reset();
-            p = nullptr;
-          }
+        try {
+          p = MappedChunk::carve(state_->carving, got, kChunk, true);
+          chunk = state_->carving;
+        } catch (const std::bad_alloc&) {
+          p = nullptr;
         }
-        if (p) chunk = state_->carving;
       } else {
         p = std::aligned_alloc(64, got);
       }
@@ -273,11 +276,7 @@ class KvArena final : public Allocator {
 
   std::shared_ptr<void> allocate(size_t bytes) override {
     const size_t size = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-    void* p = chunk_ ? chunk_->carve(size) : nullptr;
-    if (!p) {
-      chunk_ = std::make_shared<MappedChunk>(size * pairs_, false);
-      p = chunk_->carve(size);
-    }
+    void* p = MappedChunk::carve(chunk_, size, size * pairs_, false);
     return std::shared_ptr<void>(p, [chunk = chunk_](void*) {});
   }
 

@@ -1040,9 +1040,11 @@ void Emitter::emit_rows(std::ostream& os) {
       else os << (cuda_ ? "gaf_smem" : "scratch") << " + size_t(L) * " << row++ << ";\n";
     }
   }
-  // The store of a staged row element to its output, where the row is not staged in the output itself.
+  // Whether a staged row is also stored to an output: the group returns it, staged apart from the output.
+  auto stored_apart = [&](const Value* out) { return out_slot.count(out) && !in_output.count(out); };
+  // That store of a staged row element.
   auto also_store = [&](const Value* out, const std::string& v) -> std::string {
-    if (!out_slot.count(out) || in_output.count(out)) return "";
+    if (!stored_apart(out)) return "";
     return fmt::format(" out{}[r * L + j] = {};", out_slot[out], store(out->type.dtype, v));
   };
   int sv = 0;
@@ -1076,7 +1078,7 @@ void Emitter::emit_rows(std::ostream& os) {
           // (x - max) - log(sum): x - (max + log(sum)) would lose log(sum) to max's rounding for large logits.
           os << ind << "{ const float ls = gaf_log(" << sum << ");\n" << omp(ind, "simd")
              << ind << jl << " buf" << b << "[j] = (" << x << " - " << mx << ") - ls; }\n";
-        if (out_slot.count(out) && !in_output.count(out))
+        if (stored_apart(out))
           os << omp(ind, "simd") << ind << jl << " out" << out_slot[out]
              << "[r * L + j] = " << store(out->type.dtype, fmt::format("buf{}[j]", b)) << ";\n";
         continue;
@@ -1191,7 +1193,7 @@ void Emitter::emit_rows(std::ostream& os) {
     std::string loop = jl;
     if (row_vector_loops(os, *n, ind, vector_arg, [&](const std::string& v, const std::string& at) {
           os << ind << "  gaf_vstore(buf" << buffer.at(out) << " + " << at << ", " << v << ");\n";
-          if (out_slot.count(out) && !in_output.count(out))
+          if (stored_apart(out))
             os << ind << "  gaf_vstore(out" << out_slot[out] << " + r * L + " << at << ", " << v << ");\n";
         }))
       loop = "for (int64_t j = jv; j < L; ++j)";

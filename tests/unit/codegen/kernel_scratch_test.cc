@@ -42,11 +42,17 @@ struct OneKernel {
   KernelFn fn = nullptr;
 };
 
-OneKernel build(const std::string& body) {
+// The model `body` fused at level 2.
+Model fused(const std::string& body) {
   Model m = testing::parse(testing::header() + body);
   tools::FuseOptions opts;
   opts.fusion.opt_level = 2;
   tools::fuse_model(m, opts);
+  return m;
+}
+
+OneKernel build(const std::string& body) {
+  Model m = fused(body);
   std::vector<EmittedKernel> kernels;
   for (const Node* n : m.graph->nodes()) {
     if (!n->body) continue;
@@ -208,10 +214,7 @@ class CountingAllocator final : public Allocator {
 };
 
 TEST(KernelScratch, ASessionsKernelBorrowsFromTheSessionsAllocator) {
-  Model m = testing::parse(testing::header() + kStagedRows);
-  tools::FuseOptions opts;
-  opts.fusion.opt_level = 2;
-  tools::fuse_model(m, opts);
+  Model m = fused(kStagedRows);
   runtime::GraphKernels gk = runtime::build_graph_kernels(*m.graph, {}, {});
   ASSERT_EQ(gk.factories.size(), 1u);
   const auto& [node, make] = *gk.factories.begin();

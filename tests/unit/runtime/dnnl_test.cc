@@ -15,6 +15,7 @@
 #include "gaf/tools.h"
 #include "runtime/kernels/dnnl/dnnl_ops.h"
 #include "runtime/kernels/dnnl/dnnl_util.h"
+#include "runtime/kernels/dnnl/post_op_pass.h"
 
 namespace gaf {
 namespace {
@@ -1443,10 +1444,9 @@ namespace gaf {
 namespace {
 
 // A product whose rows are known only at run time, against weights Gemv packs at session start (a decoder's
-// prompt): 64 rows run on Gemv's copy; 300 (past the 256 Gemv takes) on oneDNN, which reads the model's weights
-// as they are for the first runs of that row count and packs its own copy on the third. Every run, before and
-// after, gives the plain product.
-TEST(DnnlMatMul, DynamicRowsReadPlainWeightsThenPackThem) {
+// prompt): every row count runs on Gemv's copy, 300 and 600 in chunks of 256 rows. Every run gives the plain
+// product.
+TEST(DnnlMatMul, DynamicRowsRunOnGemvInChunks) {
   constexpr int64_t K = 256, N = 512;
   Graph g;
   Value* a = g.add_input("a", TensorType{DType::Float, Shape{Dim(std::string("rows")), Dim(K)}});
@@ -1458,7 +1458,7 @@ TEST(DnnlMatMul, DynamicRowsReadPlainWeightsThenPackThem) {
   mm->output(0)->type = TensorType{DType::Float, Shape{Dim(std::string("rows")), Dim(N)}};
   g.add_output(mm->output(0));
   runtime::Session s(g);
-  for (const int64_t M : {64, 300}) {
+  for (const int64_t M : {64, 300, 600}) {
     Tensor x(DType::Float, {M, K});
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float((i * 104729) % 97 - 48) / 64.f;
     std::vector<double> want(size_t(M * N), 0.0);
@@ -1473,6 +1473,133 @@ TEST(DnnlMatMul, DynamicRowsReadPlainWeightsThenPackThem) {
         ASSERT_NEAR(y.data<float>()[i], want[size_t(i)], 1e-3 + 1e-4 * std::abs(want[size_t(i)]))
             << M << " rows, run " << run;
     }
+  }
+}
+
+// A batched product whose addend varies per batch ([2, 1, N]) does not fold into one 2-D product, so Gemv does
+// not take it: oneDNN reads the model's weights as they are for the first runs of that row count and packs its
+// own copy on the third. Every run, before and after, gives the product plus the addend.
+TEST(DnnlMatMul, UnfoldedDynamicRowsReadPlainWeightsThenPackThem) {
+  using P = dnnl_ops::PostOp;
+  constexpr int64_t K = 256, N = 512, M = 40;
+  Model m;
+  GraphBuilder b(m);
+  Value* a = b.input("a", DType::Float, {Dim(int64_t(2)), Dim(std::string("rows")), Dim(K)});
+  Value* w = b.random_constant("w", {K, N}, 0.25f);
+  b.output(b.op("MatMul", {a, w}));
+  b.finish();
+  const Node& mm = *m.graph->nodes()[0];
+  const Tensor& wt = m.graph->find_value("w")->constant();
+  Tensor x = random_tensor(DType::Float, {2, M, K}, 11), t = random_tensor(DType::Float, {2, 1, N}, 12);
+  Dims od;
+  auto want = ref_matmul(as_double(x), x.dims(), as_double(wt), wt.dims(), &od);
+  auto tv = as_double(t);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += tv[(i / size_t(M * N)) * N + i % N];
+  auto k = dnnl_ops::make_anchor_kernel(mm, {P::add(2)});
+  for (int run = 0; run < 5; ++run) {
+    SCOPED_TRACE(run);
+    std::vector<Tensor> outs(1);
+    const std::vector<const Tensor*> in{&x, &wt, &t};
+    runtime::KernelContext ctx(mm, in, outs, Allocator::heap());
+    k->run(ctx);
+    expect_close(outs[0], od, want, 1e-4, 1e-4);
+  }
+}
+
+double binary_want(const dnnl_ops::PostOp& op, double x, double t) {
+  using B = dnnl_ops::PostOp::BinaryOp;
+  if (op.kind == dnnl_ops::PostOp::Kind::Add) return x + t;
+  switch (op.binary) {
+    case B::Mul: return x * t;
+    case B::Sub: return x - t;
+    case B::Div: return x / t;
+    case B::Max: return std::max(x, t);  // x where either is NaN, as ONNX Max(y, t) after the product computes
+    case B::Min: return std::min(x, t);
+  }
+  return x;
+}
+
+// The post-op pass (post_op_pass.h) on an output [2, 37, 700] (rows of 700: vectors and a tail), each op against
+// the definition: every activation, and operands of every broadcast (full, per row, per column, per batch,
+// scalar, fp16), NaN in the output and in the operands. Then a LLaMA-style gate (SiLU, x up) on Gemv's rows,
+// a prompt of 37 rows and one of 600 (three chunks of up to 256 rows).
+TEST(DnnlPostOps, PassAppliesEveryOpAndBroadcast) {
+  using P = dnnl_ops::PostOp;
+  const Dims out{2, 37, 700};
+  Model m;
+  GraphBuilder b(m);
+  b.output(b.op("MatMul", {b.input("a", DType::Float, {2, 37, 8}), b.random_constant("w", {8, 700}, 0.5f)}));
+  b.finish();
+  const Node& mm = *m.graph->nodes()[0];
+  Tensor a = random_tensor(DType::Float, {2, 37, 8}, 1), w = random_tensor(DType::Float, {8, 700}, 2);
+  std::vector<Tensor> operands;
+  for (const Dims& d : {Dims{2, 37, 700}, Dims{700}, Dims{37, 1}, Dims{2, 1, 700}, Dims{1}, Dims{2, 37, 1}})
+    operands.push_back(random_tensor(DType::Float, d, uint32_t(10 + operands.size()), 0.5, 2.0));
+  operands.push_back(random_tensor(DType::Float16, {37, 700}, 20, 0.5, 2.0));
+  operands[0].data<float>()[5] = std::nanf("");
+  operands[1].data<float>()[17] = std::nanf("");
+  std::vector<const Tensor*> inputs{&a, &w};
+  for (const Tensor& t : operands) inputs.push_back(&t);
+  std::vector<Tensor> outs(1);
+  runtime::KernelContext ctx(mm, inputs, outs, Allocator::heap());
+  Tensor y0 = random_tensor(DType::Float, out, 30, -3.0, 3.0);
+  for (int64_t i = 0; i < 700; i += 97) y0.data<float>()[700 * 40 + i] = std::nanf("");
+
+  std::vector<std::vector<P>> chains;
+  for (const P& op : {P::relu(), P::relu(0.1f), P::gelu_erf(), P::gelu_tanh(), P::swish(), P::swish(1.5f),
+                      P::hard_swish(), P::clip(-0.5f, 0.75f), P::clip(0.f, 6.f), P::linear(2.f, -1.f)})
+    chains.push_back({op});
+  for (P::Unary f : {P::Unary::Sigmoid, P::Unary::Tanh, P::Unary::Abs, P::Unary::Exp, P::Unary::Round})
+    chains.push_back({P::unary(f)});
+  chains.push_back({P::unary(P::Unary::Abs), P::unary(P::Unary::Sqrt), P::unary(P::Unary::Log)});
+  for (P::BinaryOp bop : {P::BinaryOp::Mul, P::BinaryOp::Sub, P::BinaryOp::Div, P::BinaryOp::Max, P::BinaryOp::Min})
+    for (int i = 0; i < int(operands.size()); ++i) chains.push_back({P::binary_op(bop, 2 + i)});
+  for (int i = 0; i < int(operands.size()); ++i) chains.push_back({P::add(2 + i)});
+  chains.push_back({P::swish(), P::binary_op(P::BinaryOp::Mul, 2), P::add(5), P::relu(), P::binary_op(P::BinaryOp::Min, 4)});
+
+  std::vector<std::vector<double>> operand_values;
+  for (const Tensor& t : operands) operand_values.push_back(values(t));
+  auto operand_at = [&](int input, int64_t i) {
+    const Tensor& t = operands[size_t(input - 2)];
+    Dims td(out.size() - t.dims().size(), 1);
+    td.insert(td.end(), t.dims().begin(), t.dims().end());
+    const int64_t c = i % 700, r = (i / 700) % 37, n = i / (700 * 37);
+    const int64_t off = ((td[0] == 1 ? 0 : n) * td[1] + (td[1] == 1 ? 0 : r)) * td[2] + (td[2] == 1 ? 0 : c);
+    return operand_values[size_t(input - 2)][size_t(off)];
+  };
+  for (const auto& chain : chains) {
+    SCOPED_TRACE(fmt::format("chain of {}, first {} {}", chain.size(), dnnl_ops::post_op_name(chain[0].kind),
+                             chain[0].input));
+    Tensor y = y0.clone();
+    runtime::dnnl_detail::PostOpPass(mm, chain, ctx, out).apply(y.data<float>());
+    std::vector<double> want = values(y0);
+    for (size_t i = 0; i < want.size(); ++i)
+      for (const P& op : chain)
+        want[i] = op.takes_input() ? binary_want(op, want[i], operand_at(op.input, int64_t(i))) : apply_ref(op, want[i]);
+    expect_close(y, out, want, 1e-5, 1e-5);
+  }
+
+  // The gate on Gemv's rows: a product whose rows come at run time against weights packed at session start.
+  Model g;
+  GraphBuilder gb(g);
+  gb.output(gb.op("MatMul", {gb.input("x", DType::Float, {Dim(std::string("rows")), Dim(int64_t(96))}),
+                             gb.random_constant("w", {96, 700}, 0.25f)}));
+  gb.finish();
+  const Node& gate = *g.graph->nodes()[0];
+  const Tensor& gw = g.graph->find_value("w")->constant();
+  auto k = dnnl_ops::make_anchor_kernel(gate, {P::swish(), P::binary_op(P::BinaryOp::Mul, 2)});
+  for (int64_t rows : {37, 600}) {
+    SCOPED_TRACE(rows);
+    Tensor x = random_tensor(DType::Float, {rows, 96}, 40), up = random_tensor(DType::Float, {rows, 700}, 41);
+    Dims od;
+    auto want = ref_matmul(as_double(x), x.dims(), as_double(gw), gw.dims(), &od);
+    auto uv = as_double(up);
+    for (size_t i = 0; i < want.size(); ++i) want[i] = apply_ref(P::swish(), want[i]) * uv[i];
+    std::vector<Tensor> gout(1);
+    const std::vector<const Tensor*> gin{&x, &gw, &up};
+    runtime::KernelContext gctx(gate, gin, gout, Allocator::heap());
+    k->run(gctx);
+    expect_close(gout[0], od, want, 1e-4, 1e-5);
   }
 }
 

@@ -19,6 +19,7 @@
 #include "runtime/kernels/dnnl/dnnl_kernels.h"
 #include "runtime/kernels/dnnl/plain_conv.h"
 #include "runtime/kernels/dnnl/dnnl_util.h"
+#include "runtime/kernels/dnnl/post_op_pass.h"
 #include "runtime/kernels/fast/pointwise_conv.h"
 #include "runtime/kernels/onnx/shape_util.h"
 
@@ -507,7 +508,7 @@ class ConvKernel final : public Kernel {
       Tensor Yf = Y.dtype() == DType::Float ? Y : Tensor(DType::Float, Y.dims(), ctx.allocator());
       compute_reference<float>(cd, Xf.data<float>(), Wf.data<float>(), B ? Bf.data<float>() : nullptr,
                                Yf.data<float>());
-      apply_post_ops_ref(node_, ops_, ctx, Yf.data<float>(), s.out);
+      PostOpPass(node_, ops_, ctx, s.out).apply(Yf.data<float>());
       if (Y.dtype() != DType::Float) store_from_float(Yf.data<float>(), Y);
       return;
     }

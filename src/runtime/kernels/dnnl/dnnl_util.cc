@@ -193,8 +193,6 @@ std::optional<float> take_trailing_swish(std::vector<PostOp>& chain) {
 }
 
 namespace {
-float eltwise_ref(const PostOp& op, float x);  // below
-
 // y[i] = f(y[i]) over n floats in place, across the OpenMP threads: fv on simd::kW lanes (the last vector
 // masked) where simd_vec.h has a vector, f1 one at a time otherwise.
 template <class FV, class F1>
@@ -351,7 +349,6 @@ Dims addend_dims(const Node& node, const Dims& addend, const Dims& out) {
   return d;
 }
 
-namespace {
 float eltwise_ref(const PostOp& op, float x) {
   switch (op.kind) {
     case PostOp::Kind::Relu:
@@ -388,45 +385,6 @@ float eltwise_ref(const PostOp& op, float x) {
       break;
   }
   return x;
-}
-
-float binary_ref(const PostOp& op, float x, float t) {
-  if (op.kind == PostOp::Kind::Add) return x + t;
-  switch (op.binary) {
-    case PostOp::BinaryOp::Mul: return x * t;
-    case PostOp::BinaryOp::Sub: return x - t;
-    case PostOp::BinaryOp::Div: return x / t;
-    case PostOp::BinaryOp::Max: return std::max(x, t);
-    case PostOp::BinaryOp::Min: return std::min(x, t);
-  }
-  return x;
-}
-}  // namespace
-
-void apply_post_ops_ref(const Node& node, const std::vector<PostOp>& ops, KernelContext& ctx, float* y,
-                        const Dims& out) {
-  const int64_t n = numel_of(out);
-  for (const PostOp& op : ops) {
-    if (!op.takes_input()) {
-      parallel_for(n, 32768, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) y[i] = eltwise_ref(op, y[i]);
-      });
-      continue;
-    }
-    const Tensor& a = ctx.in(op.input);
-    Dims ad = addend_dims(node, a.dims(), out);
-    std::array<Dims, 1> strides{broadcast_strides(ad, out)};
-    visit_dtype(a.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* src = static_cast<const T*>(a.raw());
-      strided_walk<1>(out, strides, 0, n,
-                      [&](int64_t pos, const std::array<int64_t, 1>& offs, int64_t run,
-                          const std::array<int64_t, 1>& inner) {
-                        for (int64_t j = 0; j < run; ++j)
-                          y[pos + j] = binary_ref(op, y[pos + j], float(to_double(src[offs[0] + j * inner[0]])));
-                      });
-    });
-  }
 }
 
 }  // namespace gaf::runtime::dnnl_detail

@@ -137,9 +137,9 @@ inline int post_op_src1_arg(int position) {
 }
 // Validates the chain (kinds, Add inputs present) for `node`; throws naming the node.
 void check_post_ops(const Node& node, const std::vector<dnnl_ops::PostOp>& ops, int first_extra_input);
-// Plain-loop application of the chain to fp32 `y` of dims `out` (for paths oneDNN does not take).
-void apply_post_ops_ref(const Node& node, const std::vector<dnnl_ops::PostOp>& ops, KernelContext& ctx,
-                        float* y, const Dims& out);
+// One op without an operand on one value, as the ONNX op computes it (the scalar form of the post-op passes;
+// post_op_pass.h applies a whole chain).
+float eltwise_ref(const dnnl_ops::PostOp& op, float x);
 // Addend dims padded with leading 1s to rank(out); throws unless they broadcast into `out` unidirectionally.
 Dims addend_dims(const Node& node, const Dims& addend, const Dims& out);
 

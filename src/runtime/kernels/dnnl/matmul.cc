@@ -6,6 +6,7 @@
 #include "ops/geometry.h"
 #include "runtime/kernels/dnnl/dnnl_kernels.h"
 #include "runtime/kernels/dnnl/dnnl_util.h"
+#include "runtime/kernels/dnnl/post_op_pass.h"
 #include "runtime/kernels/fast/gemv.h"
 
 namespace gaf::runtime::dnnl_detail {
@@ -169,8 +170,6 @@ class MatMulKernel final : public Kernel {
     }
     swish_ = take_trailing_swish(chain_);
     if (!swish_) gelu_ = take_trailing_gelu(chain_);
-    user_ops_head_ = user_ops_;  // the user's ops without the trailing activation run as a pass
-    if ((swish_ || gelu_) && !user_ops_head_.empty()) user_ops_head_.pop_back();
     const Value* b = node.input(1);
     if (b && b->is_constant() && is_dnnl_float(b->constant().dtype())) b_const_ = to_float(b->constant());
     prebuild();
@@ -179,9 +178,9 @@ class MatMulKernel final : public Kernel {
     run_time_shapes_ = !static_input_dims(node_, 0) || !static_input_dims(node_, 1);
   }
 
-  // Weights Gemv holds packed (a decoder's products) are read from that copy alone: then every row count runs
-  // on Gemv, a prompt of more rows than kGemvChunkRows too. Unpacking the weights for oneDNN took a 300-token
-  // prompt on the 174 MB GPT-2-style decoder from 137-151 to 311-348 ms, most of it the fresh pages' faults.
+  // Weights Gemv holds packed (a decoder's products) are read from that copy alone (every row count runs on
+  // Gemv). Unpacking the weights for oneDNN took a 300-token prompt on the 174 MB GPT-2-style decoder from
+  // 137-151 to 311-348 ms, most of it the fresh pages' faults.
   bool keeps_own_copy(int i) const override {
     return i == 1 && gemv_ && b_const_.defined() && cache_.empty() && packed_.empty();
   }
@@ -254,17 +253,20 @@ class MatMulKernel final : public Kernel {
   static constexpr int kPackAfterRuns = 3;
 
   // A few dense rows of A against constant B large enough to be a stream over the weights (gemv.h); with the
-  // weights packed at session start (see prepack_gemv), up to kGemvChunkRows rows: Gemv runs a group of rows at
+  // weights packed at session start (see prepack_gemv), any number of rows: Gemv runs a group of rows at
   // oneDNN's packed rate, and a prompt's products read the one packed copy instead of the model's weights on a
   // primitive built for that row count (a 128-token prompt on the 174 MB GPT-2-style decoder: 68-89 -> 59-66 ms,
-  // 256 tokens 131-144 -> 120-132 ms).
+  // 256 tokens 131-144 -> 120-132 ms). Past 256 rows too: on the LLaMA-style decoder (`profile --dim seq=N`,
+  // the model's weights kept), 300 tokens 168-215 -> 110-112 ms and 512 tokens 241-268 -> 187-209 ms against
+  // oneDNN on the plain weights it reads until it packs its own. Rows go in chunks of kGemvChunkRows, so that a
+  // chunk of A stays in cache while every panel of weights passes (512 and 1,024 tokens: the same time as in one
+  // chunk, within the noise).
   static constexpr int64_t kGemvChunkRows = 256;
   bool gemv_pays(const Problem& p) const {
     if ((!b_const_.defined() && !gemv_) || p.src.size() != 2 || p.src_strides != Dims{p.K, 1}) return false;
     const bool transposed = p.wei_strides == Dims{1, p.K};
     if (!transposed && p.wei_strides != Dims{p.N, 1}) return false;
-    return (p.src[0] <= Gemv::kMaxRows || (gemv_ && (p.src[0] <= kGemvChunkRows || b_released()))) &&
-           p.K * p.N >= (int64_t(1) << 16);
+    return (p.src[0] <= Gemv::kMaxRows || gemv_) && p.K * p.N >= (int64_t(1) << 16);
   }
 
   // A 2-D product of at most kSmallMacs multiply-adds whose shapes come at run time: a plain loop, where oneDNN
@@ -455,33 +457,33 @@ class MatMulKernel final : public Kernel {
     Tensor& Y = ctx.allocate_output(0, A.dtype(), p.out);
     if (Y.numel() == 0) return;
     Tensor Yf = Y.dtype() == DType::Float ? Y : Tensor(DType::Float, p.out, ctx.allocator());
-    // K == 0 (the product is zero), a few rows, a small product: then alpha C and the post-ops.
+    // K == 0 (the product is zero), a few rows, a small product: then alpha C, and the post-ops in one pass over
+    // the output (post_op_pass.h). Running the chain on each panel of Gemv's columns as it was done measured no
+    // faster: a 256-token LLaMA-style prompt's 4 gate products with SiLU x up, 16.9-17.7 ms after, 18.0-22.0 ms
+    // per panel.
     if (e.degenerate || e.gemv || e.small) {
+      float* y = Yf.data<float>();
       if (e.gemv || e.small) {
         Tensor Af = to_float(A, ctx.allocator());
         if (e.gemv) {
-          e.gemv->run(Af.data<float>(), p.src[0], p.K, Yf.data<float>());
+          for (int64_t r0 = 0; r0 < p.src[0]; r0 += kGemvChunkRows)
+            e.gemv->run(Af.data<float>() + r0 * p.K, std::min(kGemvChunkRows, p.src[0] - r0), p.K, y + r0 * p.N);
         } else {
           const Tensor Bf = b_const_.defined() ? b_const_ : to_float(B, ctx.allocator());
-          small_product(p, Af.data<float>(), Bf.data<float>(), Yf.data<float>());
+          small_product(p, Af.data<float>(), Bf.data<float>(), y);
         }
         if (alpha_ != 1.f)
-          for (int64_t i = 0; i < Yf.numel(); ++i) Yf.data<float>()[i] *= alpha_;
+          for (int64_t i = 0; i < Yf.numel(); ++i) y[i] *= alpha_;
       } else {
-        std::fill_n(Yf.data<float>(), Yf.numel(), 0.f);
+        std::fill_n(y, Yf.numel(), 0.f);
       }
       if (use_c_) {
         Tensor c = addend_tensor(ctx, -1, C);
         Tensor full = expand_float(c, addend_dims(node_, c.dims(), p.out), p.out, ctx.allocator());
-        float* y = Yf.data<float>();
         const float* cf = full.data<float>();
         for (int64_t i = 0; i < Yf.numel(); ++i) y[i] += cf[i];
       }
-      // The chain without a trailing SiLU/GELU, then that activation vectorised (the scalar reference GELU cost a
-      // decode step's 768 x 3072 product 40% more than the product itself).
-      apply_post_ops_ref(node_, user_ops_head_, ctx, Yf.data<float>(), p.out);
-      if (swish_) swish_inplace(Yf.data<float>(), Yf.numel(), *swish_);
-      if (gelu_) gelu_inplace(Yf.data<float>(), Yf.numel(), *gelu_ == PostOp::Kind::GeluTanh);
+      if (!user_ops_.empty()) PostOpPass(node_, user_ops_, ctx, p.out).apply(y);
     } else {
       Tensor Af = to_float(A, ctx.allocator());
       Tensor Bf;
@@ -582,7 +584,6 @@ class MatMulKernel final : public Kernel {
   bool gemm_;
   std::vector<PostOp> user_ops_;
   std::vector<PostOp> chain_;    // alpha, C (Gemm) then the user's post-ops, less a trailing Swish or GELU
-  std::vector<PostOp> user_ops_head_;  // user_ops_ less the trailing Swish/GELU (Gemv's reference chain)
   std::optional<float> swish_;   // that Swish's alpha, applied by swish_inplace after the primitive
   std::optional<PostOp::Kind> gelu_;  // or a trailing GELU's form, applied by gelu_inplace
   std::vector<int> addend_src_;  // per Add in chain_: context input, -1 = Gemm's beta * C

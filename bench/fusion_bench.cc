@@ -201,6 +201,18 @@ Case matmul_bias_gelu() {
   return c;
 }
 
+// A LLaMA-style MLP's gate at a 256-token prompt with static shapes: SiLU of the gate product times the up
+// product (SwiGLU), the gate an anchor whose epilogue is SiLU then Mul.
+Case matmul_silu_mul() {
+  Case c{"MatMul+SiLU*up [256,768]x[768,3072]", {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, {256, 768});
+  Value* g = b.op("MatMul", {x, b.random_constant("w_gate", {768, 3072}, 0.03f)});
+  Value* u = b.op("MatMul", {x, b.random_constant("w_up", {768, 3072}, 0.03f)});
+  b.output(b.op("Mul", {b.op("Mul", {g, b.op("Sigmoid", {g})}), u}));
+  b.finish();
+  return c;
+}
 
 // BERT-style self-attention, 12 heads, d 768, sequence 512: heads split by Reshape + Transpose, scores scaled
 // by 1/sqrt(64), an additive padding mask, Softmax, heads merged back. `projections` adds the Q/K/V and output
@@ -332,7 +344,7 @@ int main(int argc, char** argv) {
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
   std::vector<Case (*)()> cases = {elementwise_chain, transcendental_chain, add_relu_mul, reduce_mean, reduce_outer,
                                    reduce_middle, reduce_all, softmax_rows, shifted_rows, layernorm_rows,
-                                   matmul_bias_gelu, attention_core, attention_padded, attention_causal,
+                                   matmul_bias_gelu, matmul_silu_mul, attention_core, attention_padded, attention_causal,
                                    attention_layer, bert_layer_dynamic, se_late, se_early};
   for (const auto& make : cases) {
     Case c = make();

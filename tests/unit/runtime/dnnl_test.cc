@@ -1603,5 +1603,46 @@ TEST(DnnlPostOps, PassAppliesEveryOpAndBroadcast) {
   }
 }
 
+// A static product on oneDNN: the chain up to its first SiLU/GELU is the primitive's (a bias row first), the
+// rest runs as a pass after it, operands included; the result is the chain as defined, a NaN row staying NaN
+// through the activation, Clip and the binary ops as the unfused ops keep it.
+TEST(DnnlPostOps, ChainFromTheFirstActivationRunsAfterThePrimitive) {
+  using P = dnnl_ops::PostOp;
+  Model m;
+  GraphBuilder b(m);
+  b.output(b.op("MatMul", {b.input("a", DType::Float, {64, 96}), b.random_constant("w", {96, 200}, 0.2f)}));
+  b.finish();
+  const Node& mm = *m.graph->nodes()[0];
+  const Tensor& wt = m.graph->find_value("w")->constant();
+  Tensor x = random_tensor(DType::Float, {64, 96}, 50);
+  for (int64_t k = 0; k < 96; ++k) x.data<float>()[5 * 96 + k] = std::nanf("");
+  Tensor bias = random_tensor(DType::Float, {200}, 51), full = random_tensor(DType::Float, {64, 200}, 52);
+  Tensor col = random_tensor(DType::Float, {64, 1}, 53), res = random_tensor(DType::Float, {64, 200}, 54);
+  Dims od;
+  const auto base = ref_matmul(as_double(x), x.dims(), as_double(wt), wt.dims(), &od);
+  const auto bv = as_double(bias), fv = as_double(full), cv = as_double(col), rv = as_double(res);
+  for (const std::vector<P>& chain :
+       {std::vector<P>{P::add(2), P::swish(), P::binary_op(P::BinaryOp::Mul, 3), P::add(5)},
+        std::vector<P>{P::gelu_tanh(), P::clip(-0.5f, 0.5f), P::binary_op(P::BinaryOp::Sub, 4)},
+        std::vector<P>{P::add(2), P::gelu_erf(), P::relu(), P::binary_op(P::BinaryOp::Max, 3)}}) {
+    SCOPED_TRACE(chain.size());
+    Tensor y = run_fused(mm, {&x, &wt, &bias, &full, &col, &res}, chain);
+    std::vector<double> want(base.size());
+    for (size_t i = 0; i < base.size(); ++i) {
+      double v = base[i];
+      for (const P& op : chain) {
+        if (!op.takes_input()) {
+          v = apply_ref(op, v);
+          continue;
+        }
+        const double t = op.input == 2 ? bv[i % 200] : op.input == 3 ? fv[i] : op.input == 4 ? cv[i / 200] : rv[i];
+        v = binary_want(op, v, t);
+      }
+      want[i] = v;
+    }
+    expect_close(y, od, want, 1e-4, 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace gaf

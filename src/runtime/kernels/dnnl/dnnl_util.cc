@@ -222,24 +222,6 @@ void swish_inplace(float* y, int64_t n, float alpha) {
   map_inplace(y, n, fv, [alpha](float v) { return simd::swish(v, alpha); });
 }
 
-std::optional<PostOp::Kind> take_trailing_gelu(std::vector<PostOp>& chain) {
-  if (chain.empty()) return std::nullopt;
-  const PostOp::Kind k = chain.back().kind;
-  if (k != PostOp::Kind::GeluErf && k != PostOp::Kind::GeluTanh) return std::nullopt;
-  chain.pop_back();
-  return k;
-}
-
-void gelu_inplace(float* y, int64_t n, bool tanh) {
-#if defined(GAF_SIMD)
-  auto fv = [tanh](simd::vf v) { return tanh ? simd::gelu_tanhv(v) : simd::gelu_erfv(v); };
-#else
-  auto fv = nullptr;
-#endif
-  const PostOp op = tanh ? PostOp::gelu_tanh() : PostOp::gelu_erf();
-  map_inplace(y, n, fv, [&op](float v) { return eltwise_ref(op, v); });
-}
-
 void ArgCache::bind(int arg, const memory::desc& md, const void* data) {
   auto it = args_.find(arg);
   if (it == args_.end())

@@ -79,21 +79,14 @@ class ArgCache {
   std::unordered_map<int, memory> args_;
 };
 
-// A trailing Swish (x * sigmoid(alpha x)) is split off a post-op chain and run as one vectorised pass over the
-// output after the primitive: oneDNN 2.6's swish post-op (an exp and a division per element in the kernel's store
-// phase) measured 1.2-2.6x slower than the convolution without it followed by that pass (16->96 channels at
-// 112x112: 235 vs 178 us; EfficientNet-B0's twelve 1x1 shapes: 925 vs 788 us). MatMul and Gemm split it too
-// (LLaMA's gate, [256, 512] x [512, 1376] + SiLU: 1.62-1.68 against 1.68-1.76 ms, interleaved minima). Returns its
-// alpha, or nullopt.
+// A trailing Swish (x * sigmoid(alpha x)) is split off a convolution's post-op chain and run as one vectorised
+// pass over the output after the primitive: oneDNN 2.6's swish post-op (an exp and a division per element in the
+// kernel's store phase) measured 1.2-2.6x slower than the convolution without it followed by that pass (16->96
+// channels at 112x112: 235 vs 178 us; EfficientNet-B0's twelve 1x1 shapes: 925 vs 788 us). Returns its alpha, or
+// nullopt. (MatMul and Gemm run everything from a chain's first SiLU or GELU as a PostOpPass.)
 std::optional<float> take_trailing_swish(std::vector<dnnl_ops::PostOp>& chain);
 // y[i] = y[i] * sigmoid(alpha y[i]) over n floats, in place, across the OpenMP threads.
 void swish_inplace(float* y, int64_t n, float alpha);
-// A trailing GELU likewise: oneDNN 2.6's gelu_erf post-op took 155-180 us of a [197, 384] x [384, 1536] product's
-// 1.24 ms (the ViT's MLP; the product alone 1.05 ms, with its bias 1.09), the pass after it about 20 us. Returns
-// GeluErf or GeluTanh, or nullopt.
-std::optional<dnnl_ops::PostOp::Kind> take_trailing_gelu(std::vector<dnnl_ops::PostOp>& chain);
-// y[i] = gelu(y[i]) (erf form, or tanh form when `tanh`) over n floats, in place, across the OpenMP threads.
-void gelu_inplace(float* y, int64_t n, bool tanh);
 
 // Runs a reorder between two memories (plain <-> blocked layouts, weights packing).
 void reorder_memory(const memory& from, const memory& to);

@@ -344,8 +344,8 @@ int main(int argc, char** argv) {
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
   std::vector<Case (*)()> cases = {elementwise_chain, transcendental_chain, add_relu_mul, reduce_mean, reduce_outer,
                                    reduce_middle, reduce_all, softmax_rows, shifted_rows, layernorm_rows,
-                                   matmul_bias_gelu, matmul_silu_mul, attention_core, attention_padded, attention_causal,
-                                   attention_layer, bert_layer_dynamic, se_late, se_early};
+                                   matmul_bias_gelu, matmul_silu_mul, attention_core, attention_padded,
+                                   attention_causal, attention_layer, bert_layer_dynamic, se_late, se_early};
   for (const auto& make : cases) {
     Case c = make();
     if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;

@@ -1555,7 +1555,8 @@ TEST(DnnlPostOps, PassAppliesEveryOpAndBroadcast) {
   for (P::BinaryOp bop : {P::BinaryOp::Mul, P::BinaryOp::Sub, P::BinaryOp::Div, P::BinaryOp::Max, P::BinaryOp::Min})
     for (int i = 0; i < int(operands.size()); ++i) chains.push_back({P::binary_op(bop, 2 + i)});
   for (int i = 0; i < int(operands.size()); ++i) chains.push_back({P::add(2 + i)});
-  chains.push_back({P::swish(), P::binary_op(P::BinaryOp::Mul, 2), P::add(5), P::relu(), P::binary_op(P::BinaryOp::Min, 4)});
+  chains.push_back(
+      {P::swish(), P::binary_op(P::BinaryOp::Mul, 2), P::add(5), P::relu(), P::binary_op(P::BinaryOp::Min, 4)});
 
   std::vector<std::vector<double>> operand_values;
   for (const Tensor& t : operands) operand_values.push_back(values(t));
@@ -1575,7 +1576,8 @@ TEST(DnnlPostOps, PassAppliesEveryOpAndBroadcast) {
     std::vector<double> want = values(y0);
     for (size_t i = 0; i < want.size(); ++i)
       for (const P& op : chain)
-        want[i] = op.takes_input() ? binary_want(op, want[i], operand_at(op.input, int64_t(i))) : apply_ref(op, want[i]);
+        want[i] = op.takes_input() ? binary_want(op, want[i], operand_at(op.input, int64_t(i)))
+                                   : apply_ref(op, want[i]);
     expect_close(y, out, want, 1e-5, 1e-5);
   }
 

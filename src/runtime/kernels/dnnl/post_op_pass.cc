@@ -28,67 +28,59 @@ float binary_ref(const PostOp& op, float x, float t) {
 }
 
 #if defined(GAF_SIMD)
-// The vector form of an op without an operand, where there is one that keeps eltwise_ref's results (NaN
-// included: a NaN stays NaN through Relu and Clip, as the unfused ops keep it); false where the op runs scalar.
+// f(the vector form of an op without an operand), where there is one that keeps eltwise_ref's results (NaN
+// included: a NaN stays NaN through Relu and Clip, as the unfused ops keep it); nothing where the op runs scalar.
 template <class F>
-bool with_vector_eltwise(const PostOp& op, F&& f) {
+void with_vector_eltwise(const PostOp& op, F&& f) {
   using namespace simd;
   switch (op.kind) {
     case PostOp::Kind::Relu: {
       const vf a = set1(op.alpha), z = zero();
-      f([a, z](vf v) { return select(gt(v, z), v, mul(v, a)); });
-      return true;
+      return f([a, z](vf v) { return select(gt(v, z), v, mul(v, a)); });
     }
-    case PostOp::Kind::GeluErf: f([](vf v) { return gelu_erfv(v); }); return true;
-    case PostOp::Kind::GeluTanh: f([](vf v) { return gelu_tanhv(v); }); return true;
+    case PostOp::Kind::GeluErf: return f([](vf v) { return gelu_erfv(v); });
+    case PostOp::Kind::GeluTanh: return f([](vf v) { return gelu_tanhv(v); });
     case PostOp::Kind::Swish: {
       const vf c = set1(-op.alpha * 1.44269504088896341f);
-      f([c](vf v) { return swishv(v, c); });
-      return true;
+      return f([c](vf v) { return swishv(v, c); });
     }
-    case PostOp::Kind::HardSwish: f([](vf v) { return hard_swishv(v); }); return true;
+    case PostOp::Kind::HardSwish: return f([](vf v) { return hard_swishv(v); });
     case PostOp::Kind::Clip: {
       // max and min return their second operand where either is NaN: x goes second.
       const vf lo = set1(op.alpha), hi = set1(op.beta);
-      f([lo, hi](vf v) { return min(hi, max(lo, v)); });
-      return true;
+      return f([lo, hi](vf v) { return min(hi, max(lo, v)); });
     }
     case PostOp::Kind::Linear: {
       const vf a = set1(op.alpha), b = set1(op.beta);
-      f([a, b](vf v) { return fmadd(v, a, b); });
-      return true;
+      return f([a, b](vf v) { return fmadd(v, a, b); });
     }
     case PostOp::Kind::Eltwise:
       switch (op.eltwise) {
-        case PostOp::Unary::Sigmoid: f([](vf v) { return sigmoidv(v); }); return true;
-        case PostOp::Unary::Abs: f([](vf v) { return simd::abs(v); }); return true;
-        case PostOp::Unary::Exp: f([](vf v) { return expv(v); }); return true;
-        case PostOp::Unary::Sqrt: f([](vf v) { return sqrtv(v); }); return true;
-        default: return false;
+        case PostOp::Unary::Sigmoid: return f([](vf v) { return sigmoidv(v); });
+        case PostOp::Unary::Abs: return f([](vf v) { return simd::abs(v); });
+        case PostOp::Unary::Exp: return f([](vf v) { return expv(v); });
+        case PostOp::Unary::Sqrt: return f([](vf v) { return sqrtv(v); });
+        default: return;
       }
     case PostOp::Kind::Add:
-    case PostOp::Kind::Binary: return false;
+    case PostOp::Kind::Binary: return;
   }
-  return false;
 }
 
+// f(the vector form of an op with an operand), where there is one that keeps binary_ref's results.
 template <class F>
-bool with_vector_binary(const PostOp& op, F&& f) {
+void with_vector_binary(const PostOp& op, F&& f) {
   using namespace simd;
-  if (op.kind == PostOp::Kind::Add) {
-    f([](vf x, vf t) { return add(x, t); });
-    return true;
-  }
+  if (op.kind == PostOp::Kind::Add) return f([](vf x, vf t) { return add(x, t); });
   switch (op.binary) {
-    case PostOp::BinaryOp::Mul: f([](vf x, vf t) { return mul(x, t); }); return true;
-    case PostOp::BinaryOp::Sub: f([](vf x, vf t) { return sub(x, t); }); return true;
+    case PostOp::BinaryOp::Mul: return f([](vf x, vf t) { return mul(x, t); });
+    case PostOp::BinaryOp::Sub: return f([](vf x, vf t) { return sub(x, t); });
     // std::max(x, t) and std::min(x, t) give x where either is NaN or both are zeros; the instructions give
     // their second operand.
-    case PostOp::BinaryOp::Max: f([](vf x, vf t) { return max(t, x); }); return true;
-    case PostOp::BinaryOp::Min: f([](vf x, vf t) { return min(t, x); }); return true;
-    case PostOp::BinaryOp::Div: return false;  // x / t to the last bit: scalar
+    case PostOp::BinaryOp::Max: return f([](vf x, vf t) { return max(t, x); });
+    case PostOp::BinaryOp::Min: return f([](vf x, vf t) { return min(t, x); });
+    case PostOp::BinaryOp::Div: return;  // x / t to the last bit: scalar
   }
-  return false;
 }
 #endif
 

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "gaf/kernel.h"
-#include "runtime/kernels/common.h"
 #include "runtime/kernels/dnnl/dnnl_ops.h"
 
 namespace gaf::runtime::dnnl_detail {

@@ -465,8 +465,9 @@ class Emitter {
     // A formula heavy in transcendentals is bound by the latency of its chain of dependent instructions (an
     // exp's polynomial, a division), not by memory: kUnroll vectors per step, each statement written for all of
     // them before the next, give the core independent chains to overlap (the 12-op chain of fusion_bench, 16M
-    // fp32, 2 threads: 15.3 -> 8.5 ms with AVX-512, 36 -> 20 ms with AVX2). One vector per step finishes what
-    // is left, then the scalar loop. Light formulas stream at the copy rate either way and keep one vector.
+    // fp32, 2 threads, four vectors a step against one: 15.3 -> 8.5 ms with AVX-512, 36 -> 20 ms with AVX2).
+    // Shorter steps finish what is left, then the scalar loop. Light formulas stream at the copy rate either
+    // way and keep one vector.
     const int unroll = vector && formula_flops() >= kHeavyFlops ? kUnroll : 1;
     auto vector_loop = [&](const char* var, const char* from, const char* to, const char* element) {
       os << fmt::format("    int64_t {} = {};\n#if defined(GAF_VECTOR)\n", var, from);
@@ -513,11 +514,19 @@ class Emitter {
   // Arithmetic per element of the body's formula, from the op definitions (an exp or a division counts 10 or
   // more, an add 1).
   static constexpr double kHeavyFlops = 10;
-  static constexpr int kUnroll = 4;
-  // The vector loops' steps (`unroll` vectors a step, then one), a step's width, and index `idx` moved to
-  // vector u of a step.
+  // Vectors per step of a heavy formula: eight chains in flight keep both FMA pipes of an AVX-512 core busy
+  // where four left it waiting on their latency, and AVX2 gains too although its 16 registers spill (the
+  // 12-op chain's kernel alone, one thread: AVX-512 12.5-13.5 -> 9.2-9.5 ms, AVX2 29-31 -> 24-25 ms; six
+  // vectors 10.2-11.2, twelve 13.6-15.9, sixteen 9.8-10.7 ms). Rows too short for eight (a head of 64) take
+  // kShortUnroll.
+  static constexpr int kUnroll = 8;
+  static constexpr int kShortUnroll = 4;
+  // The vector loops' steps (`unroll` vectors a step, then kShortUnroll, then one), a step's width, and index
+  // `idx` moved to vector u of a step.
   static std::vector<int> vector_steps(int unroll) {
-    return unroll > 1 ? std::vector<int>{unroll, 1} : std::vector<int>{1};
+    if (unroll <= 1) return {1};
+    if (unroll > kShortUnroll) return {unroll, kShortUnroll, 1};
+    return {unroll, 1};
   }
   static std::string step_width(int step) { return step > 1 ? fmt::format("{} * gaf_vw", step) : "gaf_vw"; }
   static std::string vector_at(const std::string& idx, int u) {
@@ -689,9 +698,9 @@ class Emitter {
   // ---- rows ----
   void emit_rows(std::ostream& os);
   // For row-shaped elementwise node n on the CPU: opens `{ int64_t jv = 0;` and prints the vector loops over the
-  // row (kUnroll vectors per step for a heavy formula, then one), each computing n's formula from vector_arg(n,
-  // i, u) and handing the result and its offset to store(value, offset); returns false, printing nothing, where
-  // an input or the output is not fp32. The caller's scalar loop starts at jv and closes the brace.
+  // row (kUnroll vectors per step for a heavy formula, then shorter steps), each computing n's formula from
+  // vector_arg(n, i, u) and handing the result and its offset to store(value, offset); returns false, printing
+  // nothing, where an input or the output is not fp32. The caller's scalar loop starts at jv and closes the brace.
   template <class VectorArg, class Store>
   bool row_vector_loops(std::ostream& os, const Node& n, const std::string& ind, VectorArg vector_arg, Store store) {
     if (cuda_ || n.output(0)->type.dtype != DType::Float) return false;
@@ -1760,10 +1769,10 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   // own accumulators: the reduced loops run outside an omp simd loop over the block, so column reductions (NHWC
   // global pooling: [1, H, W, C] -> [1, 1, 1, C]) vectorise across contiguous channels and split over the
   // threads even when the output is one row. Each output element still accumulates its inputs in the same
-  // order, whatever W is. W is the widest of 1024, 512, ..., 64 that still gives each thread of this run
-  // kRedItemsPerThread items (and is not twice the row): wide blocks read longer contiguous runs of each reduced
-  // step ([4096, 4096] over axis 0: 3.1-3.3 ms with W = 64, 2.3-2.6 with 1024), narrow ones keep the threads busy
-  // on a short row. Parallel from 16384 elements read: a reduction's element costs a load, a conversion and an
+  // order, whatever W is. W is the widest of the block (1024; 4096 for columns), its halves, ..., 64 that still
+  // gives each thread of this run kRedItemsPerThread items (and is not twice the row): wide blocks read longer
+  // contiguous runs of each reduced step ([4096, 4096] over axis 0: 3.1-3.3 ms with W = 64, 2.3-2.6 with 1024),
+  // narrow ones keep the threads busy on a short row. Parallel from 16384 elements read: a reduction's element costs a load, a conversion and an
   // add on one thread, about 1 ns on an input another core wrote (ResNet-18's NHWC global pool, [1, 7, 7, 512]:
   // 28 us on one thread, 11 on two; the op-by-op Relu and ReduceMean took 11).
   //
@@ -1774,10 +1783,16 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   //
   // Lanes (the innermost input axis reduced, no ReduceProd): per output element, the innermost reduced loop is
   // an omp simd reduction over kRedLanePartial steps at a time, each partial folded into the accumulator.
-  constexpr int kRedBlock = 1024, kRedItemsPerThread = 2, kRedPartial = 64, kRedLanePartial = 1024;
-  constexpr int kRedChunks = 64;
+  //
+  // Column reductions read whole rows: blocks of up to kRedColumnBlock, and where fewer than kSplitRows such
+  // blocks span the output, the outermost reduced axis splits into that many chunks instead of the blocks
+  // narrowing, so each item streams whole rows rather than stretches a page apart ([4096, 4096] over axis 0, the
+  // kernel alone on two threads: 1.35-1.40 ms with blocks of 1024, 1.07-1.10 with 4 chunks of whole rows).
+  constexpr int kRedBlock = 1024, kRedColumnBlock = 4096, kRedItemsPerThread = 2, kRedPartial = 64;
+  constexpr int kRedLanePartial = 1024, kRedChunks = 64;
   bool lanes = !cuda_ && rank > 0 && reduced[size_t(rank - 1)];
   for (const Red& r : reds) lanes &= r.op != "ReduceProd";
+  const int block = lanes ? kRedBlock : kRedColumnBlock;
   bool blocked = lanes;  // the innermost reduced loop runs in blocks
   for (Red& r : reds) {
     r.partial = !cuda_ && !lanes && r.node->input(0)->type.dtype == DType::Float &&
@@ -1798,7 +1813,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
        << "  const int64_t inner = " << (orank ? text(space[orank - 1]) : std::string("1")) << ";\n"
        << "  const int64_t rows = n / inner;\n"
        << "  const double work = double(n) * (" << count << ");\n";
-    if (split_axis >= 0)
+    if (split_axis >= 0) {
       os << "  const int64_t extent = " << text(id[size_t(split_axis)]) << ";\n"
          << "  int64_t chunks = 1;\n"
          << "  if (rows * ((inner + 63) / 64) < 8) {\n"
@@ -1806,9 +1821,21 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
          << "    if (chunks > " << kRedChunks << ") chunks = " << kRedChunks << ";\n"
          << "    if (chunks > extent) chunks = extent;\n"
          << "    if (chunks < 1) chunks = 1;\n"
-         << "  }\n";
-    else
+         << "  }";
+      if (!lanes) {
+        const std::string wide = fmt::format("rows * ((inner + {}) / {})", block - 1, block);
+        os << " else if (" << wide << " < " << kSplitRows << ") {\n"
+           << "    chunks = (" << kSplitRows << " + " << wide << " - 1) / (" << wide << ");\n"
+           << "    if (double(chunks) > work / " << kSplitReduced << ".0) chunks = int64_t(work / " << kSplitReduced
+           << ".0);\n"
+           << "    if (chunks > extent) chunks = extent;\n"
+           << "    if (chunks < 1) chunks = 1;\n"
+           << "  }";
+      }
+      os << "\n";
+    } else {
       os << "  const int64_t chunks = 1;\n";
+    }
     for (size_t k = 0; k < reds.size(); ++k) {
       os << "  " << reds[k].acc_t << "* __restrict states" << k << " = chunks > 1 ? static_cast<" << reds[k].acc_t
          << "*>(gaf_take(scratch_, sizeof(" << reds[k].acc_t << ") * size_t(chunks * n))) : nullptr;\n"
@@ -1816,7 +1843,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
       region_ptrs_.emplace_back(reds[k].acc_t + "* __restrict", fmt::format("states{}", k));
     }
     os << "  const int64_t items = " << kRedItemsPerThread << " * int64_t(omp_get_max_threads());\n"
-       << "  int64_t W = " << kRedBlock << ";\n"
+       << "  int64_t W = " << block << ";\n"
        << "  while (W > 64 && (W >= 2 * inner || chunks * rows * ((inner + W - 1) / W) < items)) W /= 2;\n"
        << "  const int64_t nblk = (inner + W - 1) / W;\n"
        << "  const int64_t blocks = rows * nblk;\n";
@@ -1834,9 +1861,9 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
     if (orank) oidx.push_back("j");
     os << "    (void)rem;\n";
     for (size_t k = 0; k < reds.size(); ++k) {
-      os << "    " << reds[k].acc_t << " acc" << k << "[" << kRedBlock << "];\n"
+      os << "    " << reds[k].acc_t << " acc" << k << "[" << block << "];\n"
          << "    for (int64_t jj = 0; jj < jn; ++jj) acc" << k << "[jj] = " << reds[k].init << ";\n";
-      if (reds[k].partial) os << "    float part" << k << "[" << kRedBlock << "];\n";
+      if (reds[k].partial) os << "    float part" << k << "[" << block << "];\n";
     }
   }
   Index iidx(static_cast<size_t>(rank));

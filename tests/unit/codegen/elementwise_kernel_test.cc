@@ -239,10 +239,11 @@ std::vector<float> row_values(int64_t rows, int64_t cols, uint32_t seed) {
   return v;
 }
 
-// Rows of 37 run one vector per step and a scalar tail; rows of 85 (these formulas are heavy: four vectors per
-// step) also run the unrolled loop, then one vector, then the tail, with 16 lanes as with 8.
+// Rows of 37 run one vector per step and a scalar tail; rows of 85 (these formulas are heavy: eight vectors
+// per step where the row has them, else four) run four, then one vector, then the tail; rows of 221 eight, four
+// (with 16 lanes), one and the tail, with 16 lanes as with 8.
 TEST(ElementwiseKernel, VectorLoopAndTailAgreeInEveryLoopForm) {
-  for (const int64_t C : {37, 85}) {
+  for (const int64_t C : {37, 85, 221}) {
   const int64_t R = 40;
   const std::vector<Tensor> in = {Tensor::from<float>({R, C}, row_values(R, C, 1)),
                                   Tensor::from<float>({R, C}, row_values(R, C, 2)),
@@ -267,11 +268,11 @@ TEST(ElementwiseKernel, VectorLoopAndTailAgreeInEveryLoopForm) {
   }
 }
 
-// A row kernel's row-shaped elementwise stages run on vectors too (a heavy formula four per step): inputs read
-// whole (x), along the row (b), once per row (c) and a row's reduction broadcast back (m), in rows of 37 (one
-// vector per step, then the tail) and of 85 (four, one, then the tail).
+// A row kernel's row-shaped elementwise stages run on vectors too (a heavy formula eight or four per step):
+// inputs read whole (x), along the row (b), once per row (c) and a row's reduction broadcast back (m), in rows
+// of 37 (one vector per step, then the tail), of 85 (four, one, then the tail) and of 221 (eight first).
 TEST(ElementwiseKernel, RowKernelStagesRunOnVectors) {
-  for (const int64_t C : {37, 85}) {
+  for (const int64_t C : {37, 85, 221}) {
     const int64_t R = 40;
     // b finite: a NaN in it would reach every row's mean and leave nothing to compare.
     std::vector<float> b = row_values(1, C, 7);

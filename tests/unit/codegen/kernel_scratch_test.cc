@@ -175,6 +175,60 @@ TEST(KernelScratch, ASplitReductionTakesItsPartialStates) {
   }
 }
 
+// A column sum whose output is one row of 1100 (one block wide): its reduced axis splits into 8 chunks of whole
+// rows, the last ones uneven (1003 rows), each chunk's 1100 partial sums a state taken from the caller. The
+// chunk count comes from the shape alone, so one thread and two give the same bits.
+TEST(KernelScratch, AWideColumnSumSplitsItsReducedAxisIntoChunksOfWholeRows) {
+  constexpr int64_t kR = 1003, kC = 1100;
+  OneKernel k = build(R"(
+    g (float[1003, 1100] x) => (float[1, 1100] y) {
+      ax = Constant <value = int64[1] {0}> ()
+      a = Abs(x)  y = ReduceSum(a, ax)
+    })");
+  ASSERT_TRUE(k.fn);
+  const std::vector<float> x = seeded(size_t(kR * kC));
+  std::vector<float> y(static_cast<size_t>(kC)), y1(static_cast<size_t>(kC));
+  Lender lender;
+  call(k, x, y, lender);
+  ASSERT_EQ(lender.taken.size(), 1u);
+  EXPECT_EQ(lender.taken[0], 8 * size_t(kC) * sizeof(double)) << "8 chunks of the 1100 sums";
+  for (int64_t c = 0; c < kC; ++c) {
+    double sum = 0;
+    for (int64_t r = 0; r < kR; ++r) sum += std::abs(double(x[size_t(r * kC + c)]));
+    ASSERT_NEAR(y[size_t(c)], sum, 1e-6 * sum) << "column " << c;
+  }
+  {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    Lender one;
+    call(k, x, y1, one);
+    omp_set_num_threads(saved);
+  }
+  EXPECT_EQ(y1, y);
+}
+
+// Twin: eight output rows of 1100 are eight blocks, enough items without a split: nothing taken.
+TEST(KernelScratch, ColumnSumsOverEightRowsOfOutputsDoNotSplit) {
+  constexpr int64_t kB = 8, kR = 500, kC = 1100;
+  OneKernel k = build(R"(
+    g (float[8, 500, 1100] x) => (float[8, 1, 1100] y) {
+      ax = Constant <value = int64[1] {1}> ()
+      a = Abs(x)  y = ReduceSum(a, ax)
+    })");
+  ASSERT_TRUE(k.fn);
+  const std::vector<float> x = seeded(size_t(kB * kR * kC));
+  std::vector<float> y(size_t(kB * kC));
+  Lender lender;
+  call(k, x, y, lender);
+  EXPECT_TRUE(lender.taken.empty());
+  for (int64_t b = 0; b < kB; ++b)
+    for (int64_t c = 0; c < kC; ++c) {
+      double sum = 0;
+      for (int64_t r = 0; r < kR; ++r) sum += std::abs(double(x[size_t((b * kR + r) * kC + c)]));
+      ASSERT_NEAR(y[size_t(b * kC + c)], sum, 1e-6 * sum) << "row " << b << " column " << c;
+    }
+}
+
 // A column mean the subtraction reads back: its result is a buffer taken from the caller.
 TEST(KernelScratch, AReductionReadBackTakesItsBuffer) {
   OneKernel k = build(R"(

@@ -19,6 +19,9 @@
 # against ORT's own int8: the decoder in the form onnxruntime's quantize_dynamic writes (per-column int8 weights,
 # activations quantised per run: DynamicQuantizeLinear + MatMulInteger, which ORT runs as its
 # DynamicQuantizeMatMul; tests/models/dynamic_int8.h), run by ort_generate.js.
+# Ours computes every position's logits in the side-by-side columns (--all-logits: the model as exported, the work
+# ORT does); "last logits" is the same prefill with generate's default, the last position's logits only (the
+# one row greedy decoding reads, as Hugging Face's logits_to_keep), against ORT's every position.
 # The ids of every fp32 run are compared with ORT's: a difference is reported (random weights give close logits, so
 # float noise may flip a late token; the first tokens must agree).
 set -euo pipefail
@@ -57,19 +60,23 @@ field() { node -e 'const o = JSON.parse(process.argv[1]); const v = o[process.ar
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "# LLM decode, $layers layers, $threads threads, prompt $prompt_tokens tokens, $rounds rounds ($(date -u +%F))"
-printf '| model | tokens | ORT-all tok/s | ours fused tok/s | fused/ORT | ours unfused tok/s | TTFT ORT / fused ms | prefill warm ORT / fused ms (x) | prefill after steps ORT / fused ms | peak RSS ORT / fused MB | ids | bf16 tok/s (x ORT) | int8 tok/s (x ORT) | ORT int8 tok/s | int8 ours / ORT int8 |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| model | tokens | ORT-all tok/s | ours fused tok/s | fused/ORT | ours unfused tok/s | TTFT ORT / fused ms | prefill warm ORT / fused ms (x) | prefill after steps ORT / fused ms | last logits: TTFT / prefill warm ms (x ORT) | peak RSS ORT / fused MB | ids | bf16 tok/s (x ORT) | int8 tok/s (x ORT) | ORT int8 tok/s | int8 ours / ORT int8 |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 for model in gpt2 llama; do
   for n in $tokens; do
     declare -a ort=() fused=() unfused=() ort_ttft=() fused_ttft=() ort_rss=() fused_rss=() ratio=() bf16=() int8=()
     declare -a bf16_ratio=() int8_ratio=() ort_warm=() fused_warm=() warm_ratio=() ort_after=() fused_after=()
-    declare -a ort_int8=() int8_vs_ort_int8=()
+    declare -a ort_int8=() int8_vs_ort_int8=() last_ttft=() last_warm=() last_ratio=()
     same=yes
     for ((r = 0; r < rounds; r++)); do
       o=$(node "$here/ort_generate.js" "$work/$model.onnx" --prompt "$prompt" --tokens "$n" --threads "$threads" \
             --prefill-runs "$prefill_runs")
       f=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n "$n" --prefill-runs "$prefill_runs" \
+            --all-logits --json)
+      l=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n 2 --prefill-runs "$prefill_runs" \
             --json)
+      last_ttft+=("$(field "$l" prefill_ms)") last_warm+=("$(field "$l" prefill_warm_ms)")
+      last_ratio+=("$(awk "BEGIN { print $(field "$l" prefill_warm_ms) / $(field "$o" prefill_warm_ms) }")")
       u=$("$bins/graph-autofusion" generate "$work/$model.onnx" --prompt "$prompt" -n "$n" -O 0 --json)
       ort+=("$(field "$o" tokens_per_s)") fused+=("$(field "$f" tokens_per_s)") unfused+=("$(field "$u" tokens_per_s)")
       ort_ttft+=("$(field "$o" prefill_ms)") fused_ttft+=("$(field "$f" prefill_ms)")
@@ -88,11 +95,12 @@ for model in gpt2 llama; do
       bf16_ratio+=("$(awk "BEGIN { print $(field "$b" tokens_per_s) / $(field "$o" tokens_per_s) }")")
       int8_ratio+=("$(awk "BEGIN { print $(field "$q" tokens_per_s) / $(field "$o" tokens_per_s) }")")
     done
-    printf '| %s | %s | %.1f | %.1f | %.2fx | %.1f | %.1f / %.1f | %.2f / %.2f (%.2fx) | %.2f / %.2f | %.0f / %.0f | %s | %.1f (%.2fx) | %.1f (%.2fx) | %.1f | %.2fx |\n' \
+    printf '| %s | %s | %.1f | %.1f | %.2fx | %.1f | %.1f / %.1f | %.2f / %.2f (%.2fx) | %.2f / %.2f | %.1f / %.2f (%.2fx) | %.0f / %.0f | %s | %.1f (%.2fx) | %.1f (%.2fx) | %.1f | %.2fx |\n' \
       "$model" "$n" "$(median "${ort[@]}")" "$(median "${fused[@]}")" "$(median "${ratio[@]}")" \
       "$(median "${unfused[@]}")" "$(median "${ort_ttft[@]}")" "$(median "${fused_ttft[@]}")" \
       "$(median "${ort_warm[@]}")" "$(median "${fused_warm[@]}")" "$(median "${warm_ratio[@]}")" \
       "$(median "${ort_after[@]}")" "$(median "${fused_after[@]}")" \
+      "$(median "${last_ttft[@]}")" "$(median "${last_warm[@]}")" "$(median "${last_ratio[@]}")" \
       "$(median "${ort_rss[@]}")" "$(median "${fused_rss[@]}")" "$same" "$(median "${bf16[@]}")" \
       "$(median "${bf16_ratio[@]}")" "$(median "${int8[@]}")" "$(median "${int8_ratio[@]}")" \
       "$(median "${ort_int8[@]}")" "$(median "${int8_vs_ort_int8[@]}")"

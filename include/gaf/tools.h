@@ -257,6 +257,7 @@ struct GenerateResult {
   size_t weights_bytes = 0;        // the model's constants
   size_t released_bytes = 0;       // of those, held only in kernels' own form (Session::released_weight_bytes)
   int threads = 0;  // the threads the last step ran on (the session adapts them to the machine's load)
+  int64_t prefill_logits_rows = 0;  // positions the prefill's logits held (1 after keep_last_logits)
   double tokens_per_s() const;     // decode steps over their total time
   double median_step_s() const;
   double median_prefill_warm_s() const;  // 0 without prefill_runs
@@ -272,6 +273,12 @@ struct GenerateResult {
 };
 // Throws gaf::Error naming what the model lacks (no token input, pasts and presents that do not pair up, ...).
 GenerateResult generate(runtime::Session& session, const GenerateOptions& opts);
+// Only the logits greedy decoding reads, the last position's: the MatMul that makes the logits output ("logits",
+// or the first output), a [B, S, D] input times a constant [D, V] (plus a constant bias), takes the last position
+// of its input (a Slice along axis 1 put before it), so a prompt's prefill skips the vocabulary product of every
+// other position and the logits come out [B, 1, V]. Before fusion. Returns "" where it did so, else why not,
+// the model left as it was.
+std::string keep_last_logits(Model& m);
 
 }  // namespace gaf::tools
 

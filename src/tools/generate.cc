@@ -125,6 +125,54 @@ void resident_now(size_t& anon, size_t& file) {
 
 }  // namespace
 
+std::string keep_last_logits(Model& m) {
+  Graph& g = *m.graph;
+  if (g.outputs().empty()) return "the model has no outputs";
+  Value* logits = g.outputs().front();
+  for (Value* v : g.outputs())
+    if (v->name() == "logits") logits = v;
+  const auto is_constant = [](const Value* v) { return v && v->is_constant(); };
+  Node* mm = logits->producer();
+  Node* bias = nullptr;
+  if (mm && mm->op_type == "Add" && mm->domain.empty() && mm->num_inputs() == 2) {
+    const int c = is_constant(mm->input(1)) ? 1 : is_constant(mm->input(0)) ? 0 : -1;
+    const Value* b = c < 0 ? nullptr : mm->input(c);
+    if (b && b->type.shape && b->type.shape->size() <= 1 && mm->input(1 - c)->uses().size() == 1) {
+      bias = mm;
+      mm = mm->input(1 - c)->producer();
+    }
+  }
+  if (!mm || mm->op_type != "MatMul" || !mm->domain.empty())
+    return fmt::format("'{}' is not made by a MatMul (times a constant, plus a bias)", logits->name());
+  Value* h = mm->input(0);
+  const Value* w = mm->input(1);
+  if (!is_constant(w) || !w->type.shape || w->type.shape->size() != 2)
+    return fmt::format("the MatMul making '{}' ({}) does not multiply by a constant matrix", logits->name(),
+                       mm->name);
+  if (!h->type.shape || h->type.shape->size() != 3)
+    return fmt::format("the MatMul making '{}' ({}) reads {}, not [batch, sequence, features]", logits->name(),
+                       mm->name, h->type.to_string());
+  if (m.opsets.count("") && m.opsets.at("") < 10) return "the model's opset is below 10 (Slice with inputs)";
+  if (!logits->uses().empty()) return fmt::format("'{}' is also read inside the model", logits->name());
+  auto scalar = [&](const std::string& name, int64_t v) {
+    return g.add_constant(g.unique_name(name), Tensor::from<int64_t>({1}, std::span<const int64_t>(&v, 1)));
+  };
+  Value* starts = scalar("last_position_starts", -1);
+  Value* ends = scalar("last_position_ends", std::numeric_limits<int64_t>::max());
+  Value* axes = scalar("last_position_axes", 1);
+  Node* slice = g.insert_node_before(mm, "Slice", {h, starts, ends, axes}, {g.unique_name(h->name() + "_last")},
+                                     g.unique_name(mm->name + "_last_position"));
+  slice->opset = mm->opset;
+  Value* last = slice->output(0);
+  last->type = h->type;
+  (*last->type.shape)[1] = Dim(1);
+  mm->set_input(0, last);
+  for (Value* v : {mm->output(0), bias ? bias->output(0) : nullptr})
+    if (v && v->type.shape && v->type.shape->size() == 3) (*v->type.shape)[1] = Dim(1);
+  verify(g);
+  return "";
+}
+
 GenerateResult generate(runtime::Session& session, const GenerateOptions& opts) {
   GAF_CHECK(!opts.prompt.empty(), "generate: the prompt is empty: give at least one token id");
   GAF_CHECK(opts.tokens >= 1, "generate: --tokens must be at least 1 (got {})", opts.tokens);
@@ -158,12 +206,15 @@ GenerateResult generate(runtime::Session& session, const GenerateOptions& opts) 
     for (size_t k = 0; k < pasts.size(); ++k) in.insert_or_assign(io.pasts[k]->name(), std::move(pasts[k]));
     const auto t0 = clock::now();
     std::vector<Tensor> outs = session.run(in);
-    const int64_t next = argmax_last(outs[size_t(io.logits)]);
+    const Tensor& logits = outs[size_t(io.logits)];
+    const int64_t next = argmax_last(logits);
     const double dt = std::chrono::duration<double>(clock::now() - t0).count();
-    if (t == 0)
+    if (t == 0) {
       r.prefill_s = dt;
-    else
+      r.prefill_logits_rows = logits.numel() / std::max<int64_t>(1, logits.dim(-1));
+    } else {
       r.step_s.push_back(dt);
+    }
     for (size_t k = 0; k < pasts.size(); ++k) {
       Tensor& p = outs[size_t(io.presents[k])];
       GAF_CHECK(
@@ -243,17 +294,18 @@ std::string GenerateResult::json() const {
       "\"median_last32_ms\": {:.3f}, \"peak_rss_mb\": {:.1f}, "
       "\"rss_anon_mb\": {:.1f}, \"rss_file_mb\": {:.1f}, \"pool_mb\": {:.1f}, \"kv_pairs\": {}, "
       "\"kv_cache_mb\": {:.1f}, \"weights_mb\": {:.1f}, "
-      "\"weights_packed_only_mb\": {:.1f}, \"threads\": {}, \"ids\": [{}]}}\n",
+      "\"weights_packed_only_mb\": {:.1f}, \"threads\": {}, \"prefill_logits_rows\": {}, \"ids\": [{}]}}\n",
       prefill_s * 1e3, median_prefill_warm_s() * 1e3, prefill_after_steps_s() * 1e3,
       tokens_per_s(), median_step_s() * 1e3, step_s.empty() ? 0 : step_s.front() * 1e3,
       step_s.empty() ? 0 : step_s.back() * 1e3, median_first_steps_s(32) * 1e3, median_last_steps_s(32) * 1e3,
       double(peak_rss_bytes) / 1e6, double(rss_anon_bytes) / 1e6, double(rss_file_bytes) / 1e6,
       double(pool_bytes) / 1e6, kv_pairs, double(kv_cache_bytes) / 1e6, double(weights_bytes) / 1e6,
-      double(released_bytes) / 1e6, threads, fmt::join(ids, ","));
+      double(released_bytes) / 1e6, threads, prefill_logits_rows, fmt::join(ids, ","));
 }
 
 std::string GenerateResult::text() const {
-  std::string s = fmt::format("time to first token: {:.2f} ms\n", prefill_s * 1e3);
+  std::string s = fmt::format("time to first token: {:.2f} ms (the prompt's logits: {} position{})\n",
+                              prefill_s * 1e3, prefill_logits_rows, prefill_logits_rows == 1 ? "" : "s");
   if (!prefill_warm_s.empty())
     s += fmt::format("prefill on the warm session: {:.2f} ms (median of {}; the first, right after the loop: "
                      "{:.2f} ms)\n",

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <new>
 #include <sstream>
@@ -105,10 +106,12 @@ void save_tensors(const std::vector<Tensor>& ts, const std::vector<Value*>& valu
   std::cout << "wrote " << ts.size() << " " << kind << "(s) to " << dir << "\n";
 }
 
-// The model at `path`, fused in memory first at `opt_level` (> 0) with the rules file (or the environment's);
-// the fusion summary printed unless `quiet`.
-Model load_fused(const std::string& path, int opt_level, const std::string& rules, bool quiet) {
+// The model at `path`, `before_fusion` applied, fused in memory first at `opt_level` (> 0) with the rules file
+// (or the environment's); the fusion summary printed unless `quiet`.
+Model load_fused(const std::string& path, int opt_level, const std::string& rules, bool quiet,
+                 const std::function<void(Model&)>& before_fusion = {}) {
   Model m = tools::read_model(path);
+  if (before_fusion) before_fusion(m);
   if (opt_level > 0) {
     tools::FuseOptions opts;
     opts.fusion.opt_level = opt_level;
@@ -191,6 +194,7 @@ struct GenerateArgs {
   bool progress = false;
   bool json = false;
   bool no_kv_cache = false;
+  bool all_logits = false;
   int prefill_runs = 0;
 };
 
@@ -216,7 +220,12 @@ std::vector<int64_t> parse_ids(const std::string& text) {
 }
 
 int cmd_generate(const GenerateArgs& a) {
-  Model m = load_fused(a.model, a.opt_level, a.rules, a.json);
+  std::string full_logits;  // why every position's logits are computed, where they are
+  Model m = load_fused(a.model, a.opt_level, a.rules, a.json, [&](Model& model) {
+    if (!a.all_logits) full_logits = tools::keep_last_logits(model);
+  });
+  if (!a.json && a.all_logits) std::cout << "logits: every position (--all-logits)\n";
+  else if (!a.json && !full_logits.empty()) std::cout << "logits: every position (" << full_logits << ")\n";
   runtime::Session session(std::move(m.graph));  // owned: the weights a kernel keeps packed are held once
   tools::GenerateOptions g;
   g.prompt = parse_ids(a.prompt);
@@ -636,6 +645,9 @@ int main(int argc, char** argv) {
   generate->add_option("--rules", gen_args.rules, "with --opt-level: JSON rules file (else $GAF_FUSION_CONFIG)");
   generate->add_flag("--progress", gen_args.progress, "a live progress bar on stderr");
   generate->add_flag("--json", gen_args.json, "print the result as one JSON object");
+  generate->add_flag("--all-logits", gen_args.all_logits,
+                     "compute the logits of every prompt position, as the model is exported (by default only the "
+                     "last position's, which greedy decoding reads)");
   generate->add_flag("--no-kv-cache", gen_args.no_kv_cache,
                      "feed each present back as a new past tensor (the past copied every step) instead of keeping "
                      "keys and values in place");

@@ -71,6 +71,38 @@ TEST_P(Generate, FusedLoopPicksWhatAFullPrefillPicks) {
   EXPECT_EQ(tools::generate(s, g).ids, r.ids);
 }
 
+// Only the last position's logits (keep_last_logits): the same tokens as every position's, the prompt's logits
+// one row, and the last row the same numbers.
+TEST_P(Generate, LastPositionLogitsPickTheSameTokens) {
+  Model m = testing::parse(GetParam().text(2, {}));
+  Model last = testing::parse(GetParam().text(2, {}));
+  ASSERT_EQ(tools::keep_last_logits(last), "");
+  tools::FuseOptions opts;
+  opts.fusion.opt_level = 3;
+  Model fused_all = testing::fused_copy(m, opts), fused_last = testing::fused_copy(last, opts);
+  tools::GenerateOptions g;
+  g.prompt = {5, 17, 3, 42, 8, 1};
+  g.tokens = 12;
+  runtime::Session sa(*fused_all.graph), sl(*fused_last.graph);
+  tools::GenerateResult ra = tools::generate(sa, g), rl = tools::generate(sl, g);
+  EXPECT_EQ(rl.ids, ra.ids);
+  EXPECT_EQ(ra.prefill_logits_rows, 6);
+  EXPECT_EQ(rl.prefill_logits_rows, 1);
+  // One prefill of the prompt through the unfused models: the last row of every position's logits is the row
+  // keep_last_logits leaves.
+  std::map<std::string, Tensor> in;
+  in.emplace("input_ids", Tensor::from<int64_t>({1, 6}, g.prompt));
+  for (const Value* v : m.graph->inputs())
+    if (v->name().rfind("past", 0) == 0) in.emplace(v->name(), Tensor(DType::Float, {1, 4, 0, 16}));
+  runtime::Session pa(*m.graph), pl(*last.graph);
+  const Tensor all = pa.run(in)[0], one = pl.run(in)[0];
+  ASSERT_EQ(one.dims(), (std::vector<int64_t>{1, 1, all.dim(-1)}));
+  const int64_t vocab = all.dim(-1);
+  for (int64_t j = 0; j < vocab; ++j)
+    EXPECT_NEAR(one.data<float>()[j], all.data<float>()[5 * vocab + j], 1e-5f * (1 + std::abs(one.data<float>()[j])))
+        << "logit " << j;
+}
+
 INSTANTIATE_TEST_SUITE_P(Exports, Generate,
                          ::testing::Values(Export{"gpt2", testing::gpt2_decoder},
                                            Export{"llama", testing::llama_decoder}),
@@ -95,6 +127,20 @@ TEST(Generate, RefusesModelsWithoutTheLoopsInputs) {
       "  f = Cast <to = 1> (input_ids)  ax = Constant <value = int64[1] {2}> ()  u = Unsqueeze(f, ax)"
       "  s = Constant <value = int64[3] {1, 1, 8}> ()  logits = Expand(u, s) }",
       "1 past input(s) but 0 present");
+  // keep_last_logits where the logits are not a product of the last positions: the reason, the model as it was.
+  Model expand = testing::parse(testing::header(14) +
+                                "g (int64[1,T] input_ids) => (float[1,T,8] logits) {"
+                                "  f = Cast <to = 1> (input_ids)  ax = Constant <value = int64[1] {2}> ()"
+                                "  u = Unsqueeze(f, ax)  s = Constant <value = int64[3] {1, 1, 8}> ()"
+                                "  logits = Expand(u, s) }");
+  const size_t nodes = expand.graph->num_nodes();
+  EXPECT_NE(tools::keep_last_logits(expand).find("'logits' is not made by a MatMul"), std::string::npos);
+  EXPECT_EQ(expand.graph->num_nodes(), nodes);
+  Model product = testing::parse(testing::header(14) +
+                                 "g (float[1,T,4] h, float[4,8] w) => (float[1,T,8] logits) {"
+                                 "  logits = MatMul(h, w) }");
+  EXPECT_NE(tools::keep_last_logits(product).find("does not multiply by a constant matrix"), std::string::npos);
+  EXPECT_EQ(product.graph->num_nodes(), 1u);
   Model ok = testing::parse(testing::gpt2_decoder(1));
   runtime::Session s(*ok.graph);
   tools::GenerateOptions g;

@@ -146,8 +146,10 @@ std::vector<Tensor> inputs_for(const Graph& g, const py::object& feeds) {
 class PySession {
  public:
   PySession(const py::object& model, int opt_level, const std::optional<std::string>& rules,
-            const std::string& device, const std::optional<py::object>& max_memory)
+            const std::string& device, const std::optional<py::object>& max_memory, bool last_logits)
       : model_(std::make_unique<Model>(load(model))) {
+    if (last_logits)
+      if (std::string why = tools::keep_last_logits(*model_); !why.empty()) fail("last_logits=True: {}", why);
     runtime::SessionOptions session_options;
     if (max_memory && !max_memory->is_none()) {
       std::optional<size_t> bytes;
@@ -267,6 +269,7 @@ class PySession {
     d["kv_cache_mb"] = double(r.kv_cache_bytes) / 1e6;
     d["weights_mb"] = double(r.weights_bytes) / 1e6;
     d["weights_packed_only_mb"] = double(r.released_bytes) / 1e6;
+    d["prefill_logits_rows"] = r.prefill_logits_rows;
     return d;
   }
   size_t generated_kernels() const { return session_ ? session_->generated_kernels() : cuda_->generated_kernels(); }
@@ -347,11 +350,14 @@ PYBIND11_MODULE(_core, m) {
       "A model fused in memory at opt_level, then compiled for the CPU runtime, or with "
       "device='cuda' for the GPU (static shapes). max_memory (bytes, or '8G', '512M'): a run "
       "that needs more (weights + intermediate tensors live at once) raises before it "
-      "allocates; default: the memory the machine has available.")
+      "allocates; default: the memory the machine has available. last_logits=True: a decoder's "
+      "'logits' only for the last position ([batch, 1, vocab]; what generate reads), the product "
+      "that makes them skipping every other position; raises where the logits are not such a "
+      "product.")
       .def(py::init<const py::object&, int, const std::optional<std::string>&, const std::string&,
-                    const std::optional<py::object>&>(),
+                    const std::optional<py::object>&, bool>(),
            py::arg("model"), py::arg("opt_level") = 3, py::arg("rules") = py::none(),
-           py::arg("device") = "cpu", py::arg("max_memory") = py::none())
+           py::arg("device") = "cpu", py::arg("max_memory") = py::none(), py::arg("last_logits") = false)
       .def("run", &PySession::run, py::arg("feeds"),
            "Runs on {input name: numpy array}; returns {output name: array}. Outputs are the session's own "
            "memory (no copy); fed back to run as they are (a present as the next past), they cross without a "

@@ -57,6 +57,15 @@ check("generate", g1["ids"] == g0["ids"] and len(g1["ids"]) == 8, (g1, g0))
 check("generate-prefill-warm", g1["prefill_warm_ms"] > 0 and g0["prefill_warm_ms"] == 0, (g1, g0))
 check("generate-prefill-after-steps", g1["prefill_after_steps_ms"] > 0 and g0["prefill_after_steps_ms"] == 0, (g1, g0))
 check("generate-kv", g1["kv_pairs"] == 4 and g0["kv_pairs"] == 4, (g1, g0))
+# Only the last position's logits: the same tokens, one row of logits for the prompt instead of three.
+g2 = gaf.Session(dec, last_logits=True).generate([5, 17, 3], tokens=8)
+check("generate-last-logits", g2["ids"] == g1["ids"] and g2["prefill_logits_rows"] == 1
+      and g1["prefill_logits_rows"] == 3, (g2, g1))
+try:
+    gaf.Session(mlp, last_logits=True)
+    check("last-logits-refused", False, "no error")
+except Exception as e:  # noqa: BLE001 - the binding raises gaf's error as RuntimeError
+    check("last-logits-refused", "last_logits=True" in str(e), str(e))
 check("generate-weights", g1["weights_mb"] > 0 and 0 <= g1["weights_packed_only_mb"] <= g1["weights_mb"], g1)
 check("generate-rss", g1["rss_anon_mb"] >= g1["weights_mb"] - g1["weights_packed_only_mb"] > 0.1
       and g1["rss_file_mb"] > 0 and g1["rss_anon_mb"] + g1["rss_file_mb"] <= g1["peak_rss_mb"] + 1e-6, g1)

@@ -1772,9 +1772,9 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   // order, whatever W is. W is the widest of the block (1024; 4096 for columns), its halves, ..., 64 that still
   // gives each thread of this run kRedItemsPerThread items (and is not twice the row): wide blocks read longer
   // contiguous runs of each reduced step ([4096, 4096] over axis 0: 3.1-3.3 ms with W = 64, 2.3-2.6 with 1024),
-  // narrow ones keep the threads busy on a short row. Parallel from 16384 elements read: a reduction's element costs a load, a conversion and an
-  // add on one thread, about 1 ns on an input another core wrote (ResNet-18's NHWC global pool, [1, 7, 7, 512]:
-  // 28 us on one thread, 11 on two; the op-by-op Relu and ReduceMean took 11).
+  // narrow ones keep the threads busy on a short row. Parallel from 16384 elements read: a reduction's element
+  // costs a load, a conversion and an add on one thread, about 1 ns on an input another core wrote (ResNet-18's
+  // NHWC global pool, [1, 7, 7, 512]: 28 us on one thread, 11 on two; the op-by-op Relu and ReduceMean took 11).
   //
   // Sums of fp32 values (ReduceSum, ReduceMean, ReduceL1, ReduceLogSum) add kRedPartial steps of the innermost
   // reduced loop in fp32 and each such partial into the double accumulator: converting every element to double
@@ -1787,7 +1787,8 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   // Column reductions read whole rows: blocks of up to kRedColumnBlock, and where fewer than kSplitRows such
   // blocks span the output, the outermost reduced axis splits into that many chunks instead of the blocks
   // narrowing, so each item streams whole rows rather than stretches a page apart ([4096, 4096] over axis 0, the
-  // kernel alone on two threads: 1.35-1.40 ms with blocks of 1024, 1.07-1.10 with 4 chunks of whole rows).
+  // kernel alone on two threads, medians of three alternations: 1.39-1.60 ms with blocks of 1024, 1.18-1.29 with
+  // the 8 chunks of whole rows, 1.12-1.17 with 4).
   constexpr int kRedBlock = 1024, kRedColumnBlock = 4096, kRedItemsPerThread = 2, kRedPartial = 64;
   constexpr int kRedLanePartial = 1024, kRedChunks = 64;
   bool lanes = !cuda_ && rank > 0 && reduced[size_t(rank - 1)];
@@ -1819,8 +1820,6 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
          << "  if (rows * ((inner + 63) / 64) < 8) {\n"
          << "    chunks = int64_t(work / " << kSplitReduced << ".0);\n"
          << "    if (chunks > " << kRedChunks << ") chunks = " << kRedChunks << ";\n"
-         << "    if (chunks > extent) chunks = extent;\n"
-         << "    if (chunks < 1) chunks = 1;\n"
          << "  }";
       if (!lanes) {
         const std::string wide = fmt::format("rows * ((inner + {}) / {})", block - 1, block);
@@ -1828,11 +1827,10 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
            << "    chunks = (" << kSplitRows << " + " << wide << " - 1) / (" << wide << ");\n"
            << "    if (double(chunks) > work / " << kSplitReduced << ".0) chunks = int64_t(work / " << kSplitReduced
            << ".0);\n"
-           << "    if (chunks > extent) chunks = extent;\n"
-           << "    if (chunks < 1) chunks = 1;\n"
            << "  }";
       }
-      os << "\n";
+      os << "\n  if (chunks > extent) chunks = extent;\n"
+         << "  if (chunks < 1) chunks = 1;\n";
     } else {
       os << "  const int64_t chunks = 1;\n";
     }

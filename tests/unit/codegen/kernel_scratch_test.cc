@@ -198,11 +198,9 @@ TEST(KernelScratch, AWideColumnSumSplitsItsReducedAxisIntoChunksOfWholeRows) {
     ASSERT_NEAR(y[size_t(c)], sum, 1e-6 * sum) << "column " << c;
   }
   {
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
+    testing::OneThread restore;  // puts the count back after
     Lender one;
     call(k, x, y1, one);
-    omp_set_num_threads(saved);
   }
   EXPECT_EQ(y1, y);
 }

@@ -39,6 +39,12 @@ class EmitterBackend final : public KernelBackend {
     std::vector<const Value*> inputs, outputs;
     return emit_group(nodes, g, "gaf_probe", opts_, &why, &inputs, &outputs) ? "" : why;
   }
+  // oneDNN's post-ops (CPU) and cuBLASLt's epilogues and cuDNN's fused activations (CUDA) apply the chain on the
+  // way out and write its last value only: an intermediate read outside would leave the group to run op by op.
+  int anchor_group_outputs() const override { return 1; }
+  std::string_view anchor_epilogue() const override {
+    return opts_.dialect == Dialect::Cuda ? "cuBLASLt / cuDNN epilogue" : "oneDNN post-ops";
+  }
 
  private:
   std::string_view name_;

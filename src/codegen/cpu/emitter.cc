@@ -1,26 +1,30 @@
-// CPU emitter: a fused node's body -> one C++ function.
+// The emitter: a fused node's body -> one kernel (a C++ function, or a CUDA `__global__` kernel).
 //
-// Two kernel shapes, chosen from the body:
+// Three kernel shapes, chosen from the body:
 //
 //   elementwise   out[i] = f(in0[idx0(i)], in1[idx1(i)], ...) over the output iteration space, one pass over
-//                 memory. Operands that cover the whole space (or are scalars) index with i directly (a flat
-//                 loop); broadcast operands get a per-row base offset and an inner stride of 1 or 0 (a row loop).
-//                 The outer loop is OpenMP-parallel for large sizes. Where every operand and output is fp32,
-//                 the inner loop runs on whole vectors first (gaf_v: 16 lanes with AVX-512, 8 with AVX2; each
-//                 formula compiles on it through the prelude's vector forms of the gaf_* helpers), then a
+//                 memory. Lowered to the lowering IR (lower::ElementwiseKernel, src/codegen/lower/kernel_ir.h)
+//                 and printed by the dialect's printer (cpu::print_elementwise, cuda::print_elementwise).
+//                 Operands that cover the whole space (or are scalars) index with i directly (the Flat walk);
+//                 broadcast operands get a per-row base offset and an inner stride of 1 or 0 (the Rows walk).
+//                 The CPU's outer loop is OpenMP-parallel for large sizes. Where every operand and output is
+//                 fp32, the inner loop runs on whole vectors first (gaf_v: 16 lanes with AVX-512, 8 with AVX2;
+//                 each formula compiles on it through the prelude's vector forms of the gaf_* helpers), then a
 //                 `#pragma omp simd` scalar loop takes the last elements; otherwise that loop does it all.
 //
 //   row           reductions over the same trailing axes (layer-norm / softmax shaped): rows in parallel; each row
 //                 is staged through small per-thread buffers that stay in cache, so DRAM sees every input once
 //                 and every output once. Values are row-shaped (one element per row element) or per-row scalars.
 //
-//   indexed      groups with injective ops (Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice, Expand,
+//   indexed       groups with injective ops (Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice, Expand,
 //                 Split) among elementwise ones: one loop nest over the output space; each value is computed at
 //                 the index its consumer needs, the injective ops folded into index arithmetic (a Reshape
 //                 re-ravels the linear index, a Transpose permutes it, a Slice offsets and strides it), so nothing
 //                 in between is written to memory.
 //
 // Every dimension is a constant or a symbol read from `sym[]`, so a kernel serves every shape of a dynamic model.
+// The row and indexed shapes are printed here directly, both dialects from one walk over the group; they are to
+// be lowered like the elementwise one.
 //
 // The CUDA dialect (EmitOptions::dialect) prints the same declarations and expressions as `__global__` kernels
 // for NVRTC (head, loop headers and limits in codegen/cuda/printer.h, helpers in cuda_prelude()); only the loops
@@ -42,8 +46,10 @@
 #include <set>
 #include <sstream>
 
-#include "codegen/cpu/scalar_ops.h"
+#include "codegen/cpu/printer.h"
 #include "codegen/cuda/printer.h"
+#include "codegen/lower/c_text.h"
+#include "codegen/lower/kernel_ir.h"
 #include "gaf/codegen.h"
 #include "gaf/op_registry.h"
 #include "ops/reduction.h"
@@ -54,30 +60,21 @@ namespace {
 
 using Dims = std::vector<DimExpr>;
 
-bool same(const DimExpr& a, const DimExpr& b) { return a.value == b.value && a.symbol == b.symbol; }
-bool same(const Dims& a, const Dims& b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](auto& x, auto& y) { return same(x, y); });
-}
-bool is_one(const DimExpr& d) { return d.value == 1; }
-
-std::string text(const DimExpr& d) {
-  return d.value >= 0 ? fmt::format("int64_t({})", d.value) : fmt::format("sym[{}]", d.symbol);
-}
-// The linear index over dims [from, to) of index expressions `idx` (size-1 dims skipped: their index is 0).
-std::string ravel(const std::vector<std::string>& idx, const Dims& dims, size_t from, size_t to) {
-  std::string lin;
-  for (size_t k = from; k < to; ++k) {
-    if (dims[k].value == 1) continue;
-    lin = lin.empty() ? idx[k] : fmt::format("({}) * {} + {}", lin, text(dims[k]), idx[k]);
-  }
-  return lin.empty() ? "0" : lin;
-}
-
-std::string product(const Dims& dims, size_t from, size_t to) {
-  std::string s;
-  for (size_t i = from; i < to; ++i) s += (s.empty() ? "" : " * ") + text(dims[i]);
-  return s.empty() ? "int64_t(1)" : s;
-}
+using lower::c_type;
+using lower::decl;
+using lower::is_one;
+using lower::load;
+using lower::product;
+using lower::ravel;
+using lower::same;
+using lower::scalar_type;
+using lower::store;
+using lower::text;
+using lower::vector_at;
+using cpu::kHeavyFlops;
+using cpu::kUnroll;
+using cpu::step_width;
+using cpu::vector_steps;
 
 bool storage_ok(DType t) {
   return t == DType::Float || t == DType::Float16 || t == DType::BFloat16 || t == DType::Bool;
@@ -98,31 +95,6 @@ bool cast_only_input(const Graph& body, const Value* v) {
       }
   return read;
 }
-std::string c_type(DType t) {
-  switch (t) {
-    case DType::Int64: return "int64_t";
-    case DType::Int32: return "int32_t";
-    case DType::Float: return "float";
-    case DType::Float16:
-    case DType::BFloat16: return "uint16_t";
-    case DType::Bool: return "bool";
-    default: return "void";
-  }
-}
-std::string load(DType t, const std::string& e) {
-  if (t == DType::Int64 || t == DType::Int32) return "float(" + e + ")";
-  if (t == DType::Float16) return "gaf_load_half(" + e + ")";
-  if (t == DType::BFloat16) return "gaf_load_bf16(" + e + ")";
-  return e;
-}
-std::string store(DType t, const std::string& e) {
-  if (t == DType::Float16) return "gaf_store_half(" + e + ")";
-  if (t == DType::BFloat16) return "gaf_store_bf16(" + e + ")";
-  return e;
-}
-ScalarType scalar_type(DType t) { return t == DType::Bool ? ScalarType::Bool : ScalarType::F32; }
-std::string decl(ScalarType t) { return t == ScalarType::Bool ? "const bool" : "const float"; }
-
 class Unsupported : public std::exception {
  public:
   explicit Unsupported(std::string why) : why_(std::move(why)) {}
@@ -144,14 +116,6 @@ std::vector<int64_t> reduce_axes(const Node& n) {
   return n.input(1)->constant().to_int_vector();
 }
 
-// An operand read from memory: a body input or an inlined constant, seen through virtual dims (right-aligned to
-// the iteration space, or BatchNormalization's per-channel layout).
-struct Operand {
-  const Value* value;
-  Dims vdims;
-  std::string ptr;
-};
-
 // Injective ops the indexed kernel folds into index arithmetic (the registry's kIndexable flag).
 bool indexable(const Node& n) {
   const OpInfo* info = n.domain.empty() ? OpRegistry::instance().find(n.op_type) : nullptr;
@@ -161,7 +125,7 @@ bool indexable(const Node& n) {
 class Emitter {
  public:
   Emitter(const Node& fused, const std::string& symbol, const EmitOptions& opts)
-      : fused_(fused), body_(*fused.body), opts_(opts), cuda_(opts.dialect == Dialect::Cuda) {
+      : fused_(fused), body_(*fused.body), opts_(opts), cuda_(opts.dialect == Dialect::Cuda), names_(opts.debug) {
     sig_.symbol = symbol;
     for (const Node* n : body_.nodes()) sig_.original_nodes.push_back(n->display_name());
   }
@@ -258,27 +222,12 @@ class Emitter {
              cuda::kMaxInputs, cuda::kMaxOutputs, cuda::kMaxSymbols, body_.inputs().size(), body_.outputs().size(),
              sig_.symbol_binds.size());
   }
-  // A parallel loop that costs nothing when its work is small. libgomp enters a parallel region even when its if
-  // clause is false, 1.2 us a call on this VM (futex wakes), where a 512-element loop takes 10 ns. So the loop is
-  // an orphaned `omp for` inside a lambda that the kernel calls itself when `cond` is false, or from inside
-  // `#pragma omp parallel` when it is true (the orphaned loop then splits over the team). The kernel's pointers
-  // are the lambda's __restrict parameters: captured (by reference or by value), they were reloaded per lane
-  // inside omp simd loops, as gathers (a whole-tensor mean 1.1 -> 9.9 ms). Scalars are captured by value;
-  // constant tables are static locals, which no capture copies.
-  // The lambda's last parameter, gaf_team, says whether it runs on the parallel region's team (each thread then
-  // takes its slot of per-thread scratch by omp_get_thread_num()) or alone on the calling thread (slot 0).
+  // A parallel region (cpu::region_open) over the kernel's pointers; `cond` says when it runs on the team.
   void open_region(std::ostream& os, std::string cond) {
     region_cond_ = std::move(cond);
-    os << "  {\n  const auto gaf_region = [=](";
-    for (const auto& [type, name] : region_ptrs_) os << type << " " << name << ", ";
-    os << "[[maybe_unused]] const bool gaf_team) {\n";
+    os << cpu::region_open(region_ptrs_);
   }
-  void close_region(std::ostream& os) const {
-    std::string args;
-    for (const auto& [type, name] : region_ptrs_) args += name + ", ";
-    os << "  };\n  if (" << region_cond_ << ") {\n#pragma omp parallel\n    gaf_region(" << args << "true);\n"
-       << "  } else {\n    gaf_region(" << args << "false);\n  }\n  }\n";
-  }
+  void close_region(std::ostream& os) const { os << cpu::region_close(region_ptrs_, region_cond_); }
   // An OpenMP pragma line at indent `ind`; nothing in the CUDA dialect, whose loops are spread over the grid.
   std::string omp(const std::string& ind, const std::string& clause) const {
     return cuda_ ? "" : ind + "#pragma omp " + clause + "\n";
@@ -389,310 +338,85 @@ class Emitter {
     return load(loaded_type(v), ptr_.at(v) + "[" + index + "]");
   }
 
-  // Scalar formula of node n given argument expressions; BatchNormalization has its own.
+  // Scalar formula of node n given argument expressions, from its op definition.
   ScalarExpr node_expr(const Node& n, const std::vector<std::string>& args, const std::vector<ScalarType>& types) {
-    if (n.op_type == "BatchNormalization" && n.domain.empty()) {
-      if ((n.num_outputs() > 1 && !n.output(1)->absent_output) || n.attr_int("training_mode", 0))
-        reject("{}: training-mode batch statistics", n.describe());
-      std::string eps = float_literal(n.attr_float("epsilon", 1e-5f));
-      return {fmt::format("(({} - {}) / gaf_sqrt({} + {}) * {} + {})", args[0], args[3], args[4], eps, args[1], args[2]),
-              ScalarType::F32};
-    }
     std::string why;
-    auto e = scalar_expr(n, args, types, &why);
-    if (!e) reject("{}", why);
-    if (n.num_outputs() > 1)
-      for (int k = 1; k < n.num_outputs(); ++k)
-        if (!n.output(k)->absent_output && !n.output(k)->uses().empty())
-          reject("{}: only its first output can be fused", n.describe());
-    return *e;
+    ScalarExpr e = lower::formula(n, args, types, &why);
+    if (e.expr.empty()) reject("{}", why);
+    return e;
   }
 
-  std::string var_name(const Value* v) {
-    if (opts_.debug) {
-      std::string s = "v_";
-      for (char c : v->name()) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-      return s + fmt::format("_{}", var_counter_++);
-    }
-    return fmt::format("t{}", var_counter_++);
-  }
+  std::string var_name(const Value* v) { return names_(v); }
 
   // ---- elementwise ----
+  // The group as an elementwise kernel of the lowering IR: every value spans the output's space, operands (by
+  // value and virtual dims) broadcast into it; printed by the dialect's printer.
   void emit_elementwise(std::ostream& os) {
-    const Value* first = body_.outputs()[0];
-    Dims space = dims_of(first);
-    size_t rank = space.size();
+    lower::ElementwiseKernel k;
+    k.space = dims_of(body_.outputs()[0]);
+    const size_t rank = k.space.size();
     for (const Node* n : body_.nodes())
       for (const Value* o : n->outputs())
-        if (!o->absent_output && !same(dims_of(o), space))
+        if (!o->absent_output && !same(dims_of(o), k.space))
           reject("'{}' does not span the group's iteration space", o->name());
-    // Operands by (value, virtual dims).
-    std::vector<Operand> operands;
-    std::map<std::pair<const Node*, int>, int> operand_of;
     bool flat = true;
+    std::map<const Value*, int> statement_of;
     for (const Node* n : body_.nodes()) {
-      for (int i = 0; i < n->num_inputs(); ++i) {
-        const Value* v = n->input(i);
-        if (!v || (v->producer() && v->producer()->graph() == &body_)) continue;
-        if (!ptr_.count(v)) reject("'{}' is neither an input nor a constant of the body", v->name());
-        Dims vd = operand_dims(*n, i, rank);
-        for (size_t d = 0; d < rank; ++d)
-          if (!same(vd[d], space[d]) && !is_one(vd[d]))
-            reject("operand '{}' does not broadcast to the output space", v->name());
-        bool full = same(vd, space);
-        bool scalar = std::all_of(vd.begin(), vd.end(), is_one);
-        flat &= full || scalar;
-        int idx = -1;
-        for (size_t k = 0; k < operands.size(); ++k)
-          if (operands[k].value == v && same(operands[k].vdims, vd)) idx = int(k);
-        if (idx < 0) {
-          idx = int(operands.size());
-          operands.push_back({v, vd, ptr_.at(v)});
-        }
-        operand_of[{n, i}] = idx;
-      }
-    }
-    os << "  const int64_t n = " << product(space, 0, rank) << ";\n  if (n == 0) return;\n";
-    if (cuda_) {
-      emit_elementwise_cuda(os, operands, operand_of, space, flat);
-      return;
-    }
-    std::vector<std::string> index(operands.size());
-    // Where every operand and output is fp32, the inner loop first runs on whole vectors (gaf_v, the prelude's
-    // vector forms of the formulas), then the scalar loop finishes the last elements.
-    const bool vector = vectorisable(operands);
-    std::vector<bool> splat(operands.size());
-    // A formula heavy in transcendentals is bound by the latency of its chain of dependent instructions (an
-    // exp's polynomial, a division), not by memory: kUnroll vectors per step, each statement written for all of
-    // them before the next, give the core independent chains to overlap (the 12-op chain of fusion_bench, 16M
-    // fp32, 2 threads, four vectors a step against one: 15.3 -> 8.5 ms with AVX-512, 36 -> 20 ms with AVX2).
-    // Shorter steps finish what is left, then the scalar loop. Light formulas stream at the copy rate either
-    // way and keep one vector.
-    const int unroll = vector && formula_flops() >= kHeavyFlops ? kUnroll : 1;
-    auto vector_loop = [&](const char* var, const char* from, const char* to, const char* element) {
-      os << fmt::format("    int64_t {} = {};\n#if defined(GAF_VECTOR)\n", var, from);
-      for (int u : vector_steps(unroll)) {
-        const std::string step = step_width(u);
-        os << fmt::format("    for (; {} + {} <= {}; {} += {}) {{\n      {};\n", var, step, to, var, step, element);
-        emit_body(os, operands, operand_of, index, [](size_t) { return std::string("i"); }, "      ", &splat, u);
-        os << "    }\n";
-      }
-      os << "#endif\n";
-    };
-    if (flat || rank == 0) {
-      os << "  const int64_t blocks = (n + 16383) / 16384;\n";
-      open_region(os, "n >= 65536");
-      os << "#pragma omp for schedule(static)\n"
-            "  for (int64_t blk = 0; blk < blocks; ++blk) {\n"
-            "    const int64_t lo = blk * 16384, hi = lo + 16384 < n ? lo + 16384 : n;\n";
-      for (size_t k = 0; k < operands.size(); ++k) {
-        splat[k] = std::all_of(operands[k].vdims.begin(), operands[k].vdims.end(), is_one);
-        index[k] = splat[k] ? "0" : "i";
-      }
-      if (vector) vector_loop("iv", "lo", "hi", "const int64_t i = iv");
-      os << "#pragma omp simd\n    for (int64_t i = " << (vector ? "iv" : "lo") << "; i < hi; ++i) {\n";
-    } else {
-      os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n";
-      open_region(os, "n >= 65536");
-      os << "#pragma omp for schedule(static)\n"
-         << "  for (int64_t r = 0; r < rows; ++r) {\n";
-      // Row coordinates, innermost first.
-      os << "    int64_t rem = r;\n";
-      for (int d = int(rank) - 2; d >= 0; --d)
-        os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
-      row_bases(os, operands, space, index);
-      for (size_t k = 0; k < operands.size(); ++k) splat[k] = index[k].find('j') == std::string::npos;
-      if (vector) vector_loop("jv", "0", "inner", "const int64_t j = jv, i = r * inner + j");
-      os << "#pragma omp simd\n    for (int64_t j = " << (vector ? "jv" : "0") << "; j < inner; ++j) {\n";
-      os << "      const int64_t i = r * inner + j;\n";
-    }
-    emit_body(os, operands, operand_of, index, [](size_t) { return std::string("i"); }, "      ");
-    os << "    }\n  }\n";
-    close_region(os);
-  }
-
-  // Arithmetic per element of the body's formula, from the op definitions (an exp or a division counts 10 or
-  // more, an add 1).
-  static constexpr double kHeavyFlops = 10;
-  // Vectors per step of a heavy formula: eight chains in flight keep both FMA pipes of an AVX-512 core busy
-  // where four left it waiting on their latency, and AVX2 gains too although its 16 registers spill (the
-  // 12-op chain's kernel alone, one thread: AVX-512 12.5-13.5 -> 9.2-9.5 ms, AVX2 29-31 -> 24-25 ms; six
-  // vectors 10.2-11.2, twelve 13.6-15.9, sixteen 9.8-10.7 ms). Rows too short for eight (a head of 64) take
-  // kShortUnroll.
-  static constexpr int kUnroll = 8;
-  static constexpr int kShortUnroll = 4;
-  // The vector loops' steps (`unroll` vectors a step, then kShortUnroll, then one), a step's width, and index
-  // `idx` moved to vector u of a step.
-  static std::vector<int> vector_steps(int unroll) {
-    if (unroll <= 1) return {1};
-    if (unroll > kShortUnroll) return {unroll, kShortUnroll, 1};
-    return {unroll, 1};
-  }
-  static std::string step_width(int step) { return step > 1 ? fmt::format("{} * gaf_vw", step) : "gaf_vw"; }
-  static std::string vector_at(const std::string& idx, int u) {
-    return u ? fmt::format("{} + {} * gaf_vw", idx, u) : idx;
-  }
-  double formula_flops() const {
-    double f = 0;
-    for (const Node* n : body_.nodes()) f += formula_flops(*n);
-    return f;
-  }
-  static double formula_flops(const Node& n) {
-    const OpInfo* info = find_op(n);
-    return info ? info->flops_per_element : 0;
-  }
-
-  // True when the vector loop applies: the CPU dialect, every operand read and every output written as fp32.
-  bool vectorisable(const std::vector<Operand>& operands) const {
-    if (cuda_) return false;
-    for (const Operand& o : operands)
-      if (loaded_type(o.value) != DType::Float) return false;
-    for (const Value* v : body_.outputs())
-      if (v->type.dtype != DType::Float) return false;
-    return true;
-  }
-
-  // The row form's per-operand base offsets from the row coordinates q<d> (index[k]: b<k> + j, or b<k> for an
-  // operand broadcast along the row).
-  void row_bases(std::ostream& os, const std::vector<Operand>& operands, const Dims& space,
-                 std::vector<std::string>& index) {
-    const size_t rank = space.size();
-    for (size_t k = 0; k < operands.size(); ++k) {
-      const Dims& vd = operands[k].vdims;
-      std::string base;
-      for (size_t d = 0; d + 1 < rank; ++d) {
-        if (is_one(vd[d]) && !is_one(space[d])) continue;
-        base += fmt::format(" + q{} * ({})", d, product(vd, d + 1, rank));
-      }
-      os << fmt::format("    const int64_t b{} = 0{};\n", k, base);
-      bool inner_bcast = is_one(vd[rank - 1]) && !is_one(space[rank - 1]);
-      index[k] = inner_bcast ? fmt::format("b{}", k) : fmt::format("b{} + j", k);
-    }
-  }
-
-  // A CUDA grid-stride loop over the linear index i of `space` (rank >= 2), opened with the column j and the row
-  // coordinates q<d> derived from i, as the CPU row loops name them.
-  void cuda_row_loop(std::ostream& os, const Dims& space) const {
-    const size_t rank = space.size();
-    os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  " << cuda::element_loop() << " {\n"
-       << "    int64_t rem = i / inner;\n    [[maybe_unused]] const int64_t j = i - rem * inner;\n";
-    for (int d = int(rank) - 2; d >= 0; --d)
-      os << fmt::format("    [[maybe_unused]] const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]),
-                        text(space[d]));
-  }
-
-  // The CUDA form of emit_elementwise's loops (after `n`): one grid-stride loop over i, the row form's row r and
-  // column j derived from it.
-  void emit_elementwise_cuda(std::ostream& os, const std::vector<Operand>& operands,
-                             const std::map<std::pair<const Node*, int>, int>& operand_of, const Dims& space,
-                             bool flat) {
-    const size_t rank = space.size();
-    std::vector<std::string> index(operands.size());
-    if (flat || rank == 0) {
-      for (size_t k = 0; k < operands.size(); ++k)
-        index[k] = std::all_of(operands[k].vdims.begin(), operands[k].vdims.end(), is_one) ? "0" : "i";
-      // Whole-space operands all kernel arguments (aligned bases, no constant arrays): four consecutive elements
-      // per thread and step, which the compiler turns into 16-byte accesses (a quarter of the load instructions,
-      // four times the bytes in flight), then the last n % 4 one by one.
-      bool vector = rank > 0;
-      for (size_t k = 0; k < operands.size(); ++k)
-        vector &= index[k] == "0" || operands[k].ptr.rfind("in", 0) == 0;
-      if (vector) {
-        const auto out_i = [](size_t) { return std::string("i"); };
-        os << "  const int64_t n4 = n / 4;\n"
-           << "  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < n4; v += int64_t(gridDim.x) * "
-              "blockDim.x) {\n"
-           << "#pragma unroll\n    for (int l = 0; l < 4; ++l) {\n      const int64_t i = v * 4 + l;\n";
-        emit_body(os, operands, operand_of, index, out_i, "      ");
-        os << "    }\n  }\n"
-           << "  for (int64_t i = n4 * 4 + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += "
-              "int64_t(gridDim.x) * blockDim.x) {\n";
-        emit_body(os, operands, operand_of, index, out_i, "    ");
-        os << "  }\n";
-        return;
-      }
-      os << "  " << cuda::element_loop() << " {\n";
-    } else {
-      // Not flat: some operand is broadcast over part of the space, so rank >= 2.
-      cuda_row_loop(os, space);
-      row_bases(os, operands, space, index);
-    }
-    emit_body(os, operands, operand_of, index, [](size_t) { return std::string("i"); }, "    ");
-    os << "  }\n";
-  }
-
-  // Loads, node formulas and stores for one element; `index[k]` indexes operand k.
-  template <class OutIndex>
-  void emit_body(std::ostream& os, const std::vector<Operand>& operands,
-                 const std::map<std::pair<const Node*, int>, int>& operand_of, const std::vector<std::string>& index,
-                 OutIndex out_index, const std::string& ind, const std::vector<bool>* splat = nullptr,
-                 int unroll = 1) {
-    // splat: the vector form (gaf_v values, see vectorisable()); splat[k] says operand k is one element per
-    // vector (a scalar or a row's broadcast value), set on every lane. unroll (vector form only): that many
-    // consecutive vectors, each statement printed for vector 0, 1, ... before the next statement; vector u's
-    // names end in _u and its elements start u * gaf_vw after the index.
-    const bool vec = splat != nullptr;
-    const int lanes = vec ? unroll : 1;
-    auto named = [&](const std::string& name, int u) { return lanes > 1 ? fmt::format("{}_{}", name, u) : name; };
-    std::map<int, std::string> loaded;
-    for (const Node* n : body_.nodes()) {
+      lower::Statement st;
+      st.node = n;
       std::vector<std::string> args;
       std::vector<ScalarType> types;
       for (int i = 0; i < n->num_inputs(); ++i) {
         const Value* v = n->input(i);
-        if (!v) {
-          args.emplace_back();
-          types.push_back(ScalarType::F32);
-          continue;
-        }
-        if (var_.count(v)) {
-          args.push_back(var_[v]);
-          types.push_back(var_type_[v]);
-          continue;
-        }
-        int k = operand_of.at({n, i});
-        if (!loaded.count(k)) {
-          std::string name = fmt::format("a{}", k);
-          for (int u = 0; u < lanes; ++u) {
-            if (vec)
-              os << ind << "const gaf_v " << named(name, u) << " = "
-                 << ((*splat)[k] ? fmt::format("gaf_vec({}[{}])", ptr_.at(v), index[k])
-                                 : fmt::format("gaf_vload({} + ({}))", ptr_.at(v), vector_at(index[k], u)))
-                 << ";\n";
-            else
-              os << ind << decl(scalar_type(v->type.dtype)) << " " << name << " = " << load_expr(v, index[k])
-                 << ";\n";
+        lower::Arg arg;
+        if (v && v->producer() && v->producer()->graph() == &body_) {
+          auto it = statement_of.find(v);
+          if (it == statement_of.end())
+            reject("{}: '{}' is not the first output of a node of the group", n->describe(), v->name());
+          arg.statement = it->second;
+          types.push_back(k.statements[size_t(arg.statement)].type);
+        } else if (v) {
+          if (!ptr_.count(v)) reject("'{}' is neither an input nor a constant of the body", v->name());
+          Dims vd = operand_dims(*n, i, rank);
+          for (size_t d = 0; d < rank; ++d)
+            if (!same(vd[d], k.space[d]) && !is_one(vd[d]))
+              reject("operand '{}' does not broadcast to the output space", v->name());
+          flat &= same(vd, k.space) || std::all_of(vd.begin(), vd.end(), is_one);
+          for (size_t o = 0; o < k.operands.size() && arg.operand < 0; ++o)
+            if (k.operands[o].value == v && same(k.operands[o].vdims, vd)) arg.operand = int(o);
+          if (arg.operand < 0) {
+            arg.operand = int(k.operands.size());
+            const std::string& array = ptr_.at(v);
+            k.operands.push_back({v, array, array.rfind("in", 0) == 0, loaded_type(v), vd});
           }
-          loaded[k] = name;
+          types.push_back(scalar_type(v->type.dtype));
+        } else {
+          types.push_back(ScalarType::F32);
         }
-        args.push_back(loaded[k]);
-        types.push_back(scalar_type(v->type.dtype));
+        st.args.push_back(arg);
+        args.push_back(v ? fmt::format("a{}", i) : "");
       }
-      std::string name = var_name(n->output(0));
-      ScalarType type = ScalarType::F32;
-      for (int u = 0; u < lanes; ++u) {
-        std::vector<std::string> lane_args = args;
-        for (std::string& a : lane_args)
-          if (!a.empty()) a = named(a, u);
-        ScalarExpr e = node_expr(*n, lane_args, types);
-        os << ind << (vec ? "const auto" : decl(e.type)) << " " << named(name, u) << " = " << e.expr << ";\n";
-        type = e.type;
-      }
-      var_[n->output(0)] = name;
-      var_type_[n->output(0)] = type;
+      st.type = node_expr(*n, args, types).type;
+      statement_of[n->output(0)] = int(k.statements.size());
+      k.statements.push_back(st);
+      k.flops_per_element += formula_flops(*n);
     }
     for (size_t o = 0; o < body_.outputs().size(); ++o) {
       const Value* v = body_.outputs()[o];
-      for (int u = 0; u < lanes; ++u) {
-        if (vec)
-          os << ind << "gaf_vstore(out" << o << " + (" << vector_at(out_index(o), u) << "), gaf_vec("
-             << named(var_.at(v), u) << "));\n";
-        else
-          os << ind << "out" << o << "[" << out_index(o) << "] = " << store(v->type.dtype, var_.at(v)) << ";\n";
-      }
+      auto it = statement_of.find(v);
+      if (it == statement_of.end()) reject("output '{}' is not the first output of a node of the group", v->name());
+      k.stores.push_back({int(o), it->second, v->type.dtype});
     }
-    var_.clear();
-    var_type_.clear();
+    k.walk = flat ? lower::Walk::Flat : lower::Walk::Rows;
+    if (cuda_)
+      cuda::print_elementwise(os, k, names_);
+    else
+      cpu::print_elementwise(os, k, region_ptrs_, names_);
+  }
+
+  static double formula_flops(const Node& n) {
+    const OpInfo* info = find_op(n);
+    return info ? info->flops_per_element : 0;
   }
 
   // ---- rows ----
@@ -815,7 +539,7 @@ class Emitter {
   std::map<const Value*, bool> const_float_;
   std::map<const Value*, std::string> var_;
   std::map<const Value*, ScalarType> var_type_;
-  int var_counter_ = 0;
+  lower::Namer names_;
 };
 
 // Row kernels: see the file comment. Stages, in body order:
@@ -1517,7 +1241,7 @@ Emitter::Index Emitter::open_rows(std::ostream& os, const Dims& space, int64_t p
     if (rank == 1) {
       os << "  " << cuda::element_loop() << " {\n    [[maybe_unused]] const int64_t j = i;\n";
     } else {
-      cuda_row_loop(os, space);
+      os << cuda::element_row_loop(space);
     }
     Index idx;
     for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));

@@ -1,10 +1,15 @@
-// The CUDA dialect's pieces of the generated-kernel emitter (src/codegen/cpu/emitter.cc prints the kernel
-// bodies for both dialects from one walk over the group, so CPU and GPU kernels compute the same formulas):
-// the kernel head, the loop headers of the CUDA kernel shapes, and the limits they assume.
+// The CUDA printer: kernels of the lowering IR (src/codegen/lower/kernel_ir.h) as grid-stride loops for NVRTC,
+// and the pieces the emitter's row and indexed kernels print in the CUDA dialect (src/codegen/cpu/emitter.cc
+// prints those for both dialects from one walk over the group, so CPU and GPU kernels compute the same
+// formulas): the kernel head, the loop headers of the CUDA kernel shapes, and the limits they assume.
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
+
+#include "codegen/lower/c_text.h"
+#include "codegen/lower/kernel_ir.h"
 
 namespace gaf::codegen::cuda {
 
@@ -26,5 +31,13 @@ std::string row_loop();
 // The block's threads over a row, j in [0, L). Every row loop uses this one header, so each thread reads back
 // only the row-buffer entries it wrote itself and needs no barrier between loops.
 std::string row_element_loop();
+// A grid-stride loop over the linear index i of `space` (rank >= 2), opened with the column j and the row
+// coordinates q<d> derived from i, as the CPU row loops name them (some may go unread).
+std::string element_row_loop(const lower::Dims& space);
+
+// Kernel k's loops after the kernel's pointer declarations: `n`, then one grid-stride loop over i (the Rows walk's
+// row coordinates and column derived from it); a Flat kernel whose operands are all arguments or single elements
+// takes four consecutive elements per thread and step.
+void print_elementwise(std::ostream& os, const lower::ElementwiseKernel& k, lower::Namer& names);
 
 }  // namespace gaf::codegen::cuda

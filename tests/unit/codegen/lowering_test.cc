@@ -1,0 +1,139 @@
+// The lowering IR of generated kernels (src/codegen/lower): one lowered kernel, printed by the CPU and the CUDA
+// printer, computes the same formulas; each printer chooses its own loops from the IR's facts (the walk, which
+// operands are splat, kernel arguments or constant arrays, how heavy the formula is).
+#include <sstream>
+#include <string>
+
+#include "codegen/cpu/printer.h"
+#include "codegen/cuda/printer.h"
+#include "codegen/lower/c_text.h"
+#include "codegen/lower/kernel_ir.h"
+#include "test_util.h"
+
+namespace gaf {
+namespace {
+
+namespace lower = codegen::lower;
+using lower::ElementwiseKernel;
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+// z = f(x * y) over [8, 16] with y [1, 16] (the second operand `y_array`: an argument "in1" or a constant array)
+// lowered by hand: x and y operands, the two nodes statements, z stored.
+struct Lowered {
+  Model model;
+  ElementwiseKernel kernel;
+};
+Lowered lowered(const std::string& f, const std::string& y_array) {
+  Lowered l{testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+      g (float[8,16] x, float[1,16] y) => (float[8,16] z) { a = Mul(x, y)  z = )" + f + "(a) }"),
+            {}};
+  const Graph& g = *l.model.graph;
+  ElementwiseKernel& k = l.kernel;
+  k.space = {{8, -1}, {16, -1}};
+  k.walk = lower::Walk::Rows;
+  k.operands.push_back({g.inputs()[0], "in0", true, DType::Float, k.space});
+  k.operands.push_back({g.inputs()[1], y_array, y_array == "in1", DType::Float, {{1, -1}, {16, -1}}});
+  k.statements.push_back({g.nodes()[0], {{0, -1}, {1, -1}}, ScalarType::F32});
+  k.statements.push_back({g.nodes()[1], {{-1, 0}}, ScalarType::F32});
+  k.stores.push_back({0, 1, DType::Float});
+  for (const Node* n : g.nodes()) k.flops_per_element += find_op(*n)->flops_per_element;
+  return l;
+}
+
+std::string cpu_text(const ElementwiseKernel& k) {
+  std::ostringstream os;
+  lower::Namer names(false);
+  codegen::cpu::print_elementwise(os, k, {{"const float* __restrict", "in0"}, {"float* __restrict", "out0"}}, names);
+  return os.str();
+}
+std::string cuda_text(const ElementwiseKernel& k) {
+  std::ostringstream os;
+  lower::Namer names(false);
+  codegen::cuda::print_elementwise(os, k, names);
+  return os.str();
+}
+
+TEST(LoweringIR, SplatFollowsTheWalk) {
+  Lowered l = lowered("Exp", "c0");
+  ElementwiseKernel& k = l.kernel;
+  // Rows: y [1,16] moves along the row (not splat); a [8,1] operand is one value per row (splat).
+  EXPECT_FALSE(lower::splat(k, 0));
+  EXPECT_FALSE(lower::splat(k, 1));
+  k.operands[1].vdims = {{8, -1}, {1, -1}};
+  EXPECT_TRUE(lower::splat(k, 1));
+  // Flat: only a single element is splat.
+  k.walk = lower::Walk::Flat;
+  EXPECT_FALSE(lower::splat(k, 1));
+  k.operands[1].vdims = {{1, -1}, {1, -1}};
+  EXPECT_TRUE(lower::splat(k, 1));
+  EXPECT_TRUE(lower::all_fp32(k));
+  k.stores[0].dtype = DType::Float16;
+  EXPECT_FALSE(lower::all_fp32(k));
+}
+
+TEST(LoweringIR, BothPrintersComputeTheStatementsFormulas) {
+  Lowered l = lowered("Exp", "c0");
+  const ElementwiseKernel& k = l.kernel;
+  std::string why;
+  const std::string product = lower::formula(*k.statements[0].node, {"a0", "a1"}, {ScalarType::F32, ScalarType::F32},
+                                             &why).expr;
+  ASSERT_FALSE(product.empty());
+  for (const std::string& text : {cpu_text(k), cuda_text(k)}) {
+    // The scalar form of the product (the last loop), and the exponential of its result.
+    const size_t scalar = text.rfind(" = " + product + ";");
+    ASSERT_NE(scalar, std::string::npos) << text;
+    const size_t at = text.rfind("const float t", scalar);
+    ASSERT_NE(at, std::string::npos) << text;
+    const std::string t = text.substr(at + 12, text.find(' ', at + 12) - at - 12);
+    EXPECT_NE(text.find(lower::formula(*k.statements[1].node, {t}, {ScalarType::F32}, &why).expr), std::string::npos)
+        << t << "\n" << text;
+    EXPECT_NE(text.find("out0["), std::string::npos) << text;
+    // Rows walk: y read at its row base plus the column, x at its own.
+    EXPECT_NE(text.find("const int64_t b1 = 0;"), std::string::npos) << text;
+    EXPECT_NE(text.find("in0[b0 + j]"), std::string::npos) << text;
+    EXPECT_NE(text.find("c0[b1 + j]"), std::string::npos) << text;
+  }
+}
+
+TEST(LoweringIR, TheCpuPrinterStepsHeavyFormulasEightVectorsAtATime) {
+  Lowered heavy = lowered("Exp", "c0"), light = lowered("Relu", "c0");
+  ASSERT_GE(heavy.kernel.flops_per_element, codegen::cpu::kHeavyFlops);
+  ASSERT_LT(light.kernel.flops_per_element, codegen::cpu::kHeavyFlops);
+  const std::string h = cpu_text(heavy.kernel), s = cpu_text(light.kernel);
+  // Steps of 8, 4 and 1 vectors, each statement printed for every vector of its step, then the scalar loop.
+  EXPECT_EQ(count(h, "jv += 8 * gaf_vw"), 1) << h;
+  EXPECT_EQ(count(h, "jv += 4 * gaf_vw"), 1) << h;
+  EXPECT_EQ(count(h, "jv += gaf_vw)"), 1) << h;
+  EXPECT_EQ(count(h, "const auto t"), 8 * 2 + 4 * 2 + 2) << h;
+  EXPECT_EQ(count(h, "#pragma omp simd"), 1) << h;
+  EXPECT_EQ(count(s, "* gaf_vw"), 0) << s;
+  EXPECT_EQ(count(s, "jv += gaf_vw)"), 1) << s;
+  // Not every access fp32: no vector loop at all.
+  Lowered half = lowered("Exp", "c0");
+  half.kernel.stores[0].dtype = DType::Float16;
+  const std::string f = cpu_text(half.kernel);
+  EXPECT_EQ(count(f, "gaf_vw"), 0) << f;
+  EXPECT_NE(f.find("gaf_store_half("), std::string::npos) << f;
+}
+
+TEST(LoweringIR, TheCudaPrinterTakesFourElementsWhereEveryOperandIsAnArgument) {
+  Lowered args = lowered("Exp", "in1"), constant = lowered("Exp", "c0");
+  for (Lowered* l : {&args, &constant}) {
+    l->kernel.walk = lower::Walk::Flat;
+    l->kernel.operands[1].vdims = l->kernel.space;
+  }
+  const std::string a = cuda_text(args.kernel), c = cuda_text(constant.kernel);
+  EXPECT_NE(a.find("const int64_t n4 = n / 4;"), std::string::npos) << a;
+  EXPECT_EQ(count(a, "out0[i] ="), 2) << a;  // the four-element loop and the tail
+  EXPECT_EQ(c.find("n4"), std::string::npos) << c;
+  EXPECT_EQ(count(c, "out0[i] ="), 1) << c;
+  EXPECT_EQ(count(c, "#pragma omp"), 0) << c;
+}
+
+}  // namespace
+}  // namespace gaf

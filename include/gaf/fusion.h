@@ -101,6 +101,11 @@ class KernelBackend {
   // "" when the backend runs `nodes` (a would-be group of graph g, in order) as one kernel, or as one library call
   // and one kernel for its epilogue; else why not.
   virtual std::string cannot_emit(const std::vector<const Node*>& nodes, const Graph& g) const = 0;
+  // The most values a group led by an anchor (a library call) may return; the library's epilogue (post-ops)
+  // decides it.
+  virtual int anchor_group_outputs() const = 0;
+  // What writes an anchor group's outputs, for the reason given when a group would return more.
+  virtual std::string_view anchor_epilogue() const = 0;
 };
 
 struct FusionOptions {

@@ -250,12 +250,15 @@ FusionDecision can_fuse_indexed(const Group& a, const Group& b, const GraphIndex
     return D::no(Reason::Cycle, "another path between the two groups would make the fused graph cyclic");
 
   auto outs = escaping_outputs(nodes, g);
-  // An anchor group runs as one oneDNN primitive whose post-ops apply the epilogue on the way out: it writes the
-  // chain's last value only, so an intermediate read outside would leave the group to run op by op.
-  if (anchor && outs.size() > 1)
-    return D::no(Reason::MultiOutput, fmt::format("the group would have {} outputs; a group with anchor {} writes "
-                                                  "one (its epilogue runs as post-ops)",
-                                                  outs.size(), anchor->describe()));
+  // An anchor group runs as one library call whose epilogue applies the chain on the way out: the backend says
+  // how many values that writes (without one: a single value, as oneDNN's post-ops).
+  const size_t anchor_outputs = opts.backend ? size_t(opts.backend->anchor_group_outputs()) : 1;
+  if (anchor && outs.size() > anchor_outputs)
+    return D::no(Reason::MultiOutput,
+                 fmt::format("the group would have {} outputs; a group with anchor {} writes {} (its epilogue runs "
+                             "as {})", outs.size(), anchor->describe(), anchor_outputs == 1 ? "one" :
+                             std::to_string(anchor_outputs), opts.backend ? opts.backend->anchor_epilogue() :
+                             std::string_view("post-ops")));
   if (outs.size() > 1 && opts.opt_level < 3) {
     // A conflict proper: an intermediate the group also consumes is returned by the graph.
     for (const Value* o : outs)

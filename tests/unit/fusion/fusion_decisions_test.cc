@@ -2,6 +2,7 @@
 // unfused original.
 #include <gtest/gtest.h>
 
+#include "gaf/codegen.h"
 #include "gaf/fusion.h"
 #include "test_util.h"
 
@@ -324,6 +325,41 @@ TEST(FusionDecisions, AnchorGroupsWriteOneOutput) {
       m = MatMul(x, w) a = Add(m, b) y = Relu(a) })", 3);
   expect_reason(twin.result, "a", "y", Reason::Fused);
   EXPECT_EQ(count_fused(*twin.model.graph), 1);
+}
+
+// The count comes from the backend: one whose library epilogue wrote two values would take the group legality
+// refuses the CPU and CUDA backends (their post-ops and epilogues write one).
+TEST(FusionDecisions, TheBackendSaysHowManyValuesAnAnchorGroupWrites) {
+  struct TwoOutputs final : KernelBackend {
+    std::string_view name() const override { return "two-outputs"; }
+    std::string cannot_emit(const std::vector<const Node*>&, const Graph&) const override { return ""; }
+    int anchor_group_outputs() const override { return 2; }
+    std::string_view anchor_epilogue() const override { return "a two-output epilogue"; }
+  };
+  Model m = parse(std::string(kHeader) + R"(g (float[64,64] x, float[64,64] w, float[64] b)
+      => (float[64,64] a, float[64,64] y, float[64,64] z) { m = MatMul(x, w) a = Add(m, b) y = Relu(a) z = Neg(y) })");
+  const Graph& g = *m.graph;
+  const auto& nodes = g.nodes();
+  Group matmul_add{0, {nodes[0], nodes[1]}, OpKind::Anchor, 1, false}, relu{1, {nodes[2]}, OpKind::Elementwise, 0,
+                                                                             false};
+  Group matmul_add_relu{0, {nodes[0], nodes[1], nodes[2]}, OpKind::Anchor, 1, false},
+      neg{1, {nodes[3]}, OpKind::Elementwise, 0, false};
+  FusionOptions opts;
+  opts.opt_level = 3;
+  for (const KernelBackend* cpu : {&codegen::cpu_kernel_backend(), &codegen::cuda_kernel_backend()}) {
+    opts.backend = cpu;
+    const FusionDecision d = can_fuse(matmul_add, relu, g, opts, Target::cpu_host());
+    EXPECT_EQ(reason_name(d.reason), reason_name(Reason::MultiOutput)) << cpu->name() << ": " << d.detail;
+    EXPECT_NE(d.detail.find(cpu->anchor_epilogue()), std::string::npos) << d.detail;
+  }
+  TwoOutputs two;
+  opts.backend = &two;
+  EXPECT_TRUE(can_fuse(matmul_add, relu, g, opts, Target::cpu_host()).ok());
+  // Three values (a, y and z's input) are more than it writes.
+  const FusionDecision three = can_fuse(matmul_add_relu, neg, g, opts, Target::cpu_host());
+  EXPECT_EQ(reason_name(three.reason), reason_name(Reason::MultiOutput)) << three.detail;
+  EXPECT_NE(three.detail.find("writes 2 (its epilogue runs as a two-output epilogue)"), std::string::npos)
+      << three.detail;
 }
 
 TEST(FusionDecisions, OptLevelsBelowTwoDoNotFuse) {

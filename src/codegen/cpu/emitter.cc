@@ -15,6 +15,8 @@
 //   row           reductions over the same trailing axes (layer-norm / softmax shaped): rows in parallel; each row
 //                 is staged through small per-thread buffers that stay in cache, so DRAM sees every input once
 //                 and every output once. Values are row-shaped (one element per row element) or per-row scalars.
+//                 Lowered to lower::RowKernel (which values are staged, inlined into their readers or per-row
+//                 scalars, where each buffer lives, how each operand is read) and printed by cpu::print_rows.
 //
 //   indexed       groups with injective ops (Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice, Expand,
 //                 Split) among elementwise ones: one loop nest over the output space; each value is computed at
@@ -23,8 +25,8 @@
 //                 in between is written to memory.
 //
 // Every dimension is a constant or a symbol read from `sym[]`, so a kernel serves every shape of a dynamic model.
-// The row and indexed shapes are printed here directly, both dialects from one walk over the group; they are to
-// be lowered like the elementwise one.
+// The indexed shape is printed here directly, both dialects from one walk over the group; it is to be lowered
+// like the other two.
 //
 // The CUDA dialect (EmitOptions::dialect) prints the same declarations and expressions as `__global__` kernels
 // for NVRTC (head, loop headers and limits in codegen/cuda/printer.h, helpers in cuda_prelude()); only the loops
@@ -421,76 +423,6 @@ class Emitter {
 
   // ---- rows ----
   void emit_rows(std::ostream& os);
-  // For row-shaped elementwise node n on the CPU: opens `{ int64_t jv = 0;` and prints the vector loops over the
-  // row (kUnroll vectors per step for a heavy formula, then shorter steps), each computing n's formula from
-  // vector_arg(n, i, u) and handing the result and its offset to store(value, offset); returns false, printing
-  // nothing, where an input or the output is not fp32. The caller's scalar loop starts at jv and closes the brace.
-  template <class VectorArg, class Store>
-  bool row_vector_loops(std::ostream& os, const Node& n, const std::string& ind, VectorArg vector_arg, Store store) {
-    if (cuda_ || n.output(0)->type.dtype != DType::Float) return false;
-    const int lanes = formula_flops(n) >= kHeavyFlops ? kUnroll : 1;
-    std::vector<std::vector<std::string>> loads(static_cast<size_t>(lanes));
-    for (int u = 0; u < lanes; ++u)
-      for (int i = 0; i < n.num_inputs(); ++i) {
-        std::optional<std::string> a = vector_arg(n, i, u);
-        if (!a) return false;
-        loads[size_t(u)].push_back(*a);
-      }
-    std::vector<ScalarType> types(size_t(n.num_inputs()), ScalarType::F32);
-    os << ind << "{ int64_t jv = 0;\n#if defined(GAF_VECTOR)\n";
-    for (int step : vector_steps(lanes)) {
-      const std::string width = step_width(step);
-      os << ind << "for (; jv + " << width << " <= L; jv += " << width << ") {\n" << ind << "  const int64_t j = jv;\n";
-      std::vector<std::string> results;
-      for (int u = 0; u < step; ++u) {
-        std::vector<std::string> args;
-        for (int i = 0; i < n.num_inputs(); ++i) {
-          if (loads[size_t(u)][size_t(i)].empty()) {
-            args.emplace_back();
-            continue;
-          }
-          args.push_back(fmt::format("a{}_{}", i, u));
-          os << ind << "  const gaf_v " << args.back() << " = " << loads[size_t(u)][size_t(i)] << ";\n";
-        }
-        ScalarExpr e = node_expr(n, args, types);
-        if (e.type != ScalarType::F32) reject("{}: boolean row values are not staged", n.describe());
-        results.push_back(fmt::format("y_{}", u));
-        os << ind << "  const gaf_v " << results.back() << " = gaf_vec(" << e.expr << ");\n";
-      }
-      for (int u = 0; u < step; ++u) store(results[size_t(u)], vector_at("j", u));
-      os << ind << "}\n";
-    }
-    os << "#endif\n";
-    return true;
-  }
-  // Declares `sum` = the sum over the row of exp(x - mx) (x the row's element j, mx its maximum), each term
-  // stored to `buf`[j] when `buf` is named: a softmax's or log-sum-exp's heaviest loop. On the CPU, where x is
-  // an fp32 array element, whole vectors first (gaf_exp_nonpos on gaf_v, partial sums per lane), then the rest.
-  void exp_sum(std::ostream& os, const std::string& ind, const std::string& jl, const std::string& x,
-               const std::string& mx, const std::string& sum, const std::string& buf) {
-    const std::string store = buf.empty() ? "" : buf + "[j] = e; ";
-    std::string loop = jl;
-    const size_t open = x.find('[');
-    const bool vector = !cuda_ && open != std::string::npos && x.back() == ']' && x.find_first_of("([ ") == open &&
-                        (x.rfind("buf", 0) == 0 || x.find("gaf_") == std::string::npos);
-    os << ind << "float " << sum << " = 0.0f;\n";
-    if (vector) {
-      // x is `array[index]` (a row buffer or an fp32 operand): its vector load is gaf_vload(array + (index)).
-      const std::string vx =
-          fmt::format("gaf_vload({} + ({}))", x.substr(0, open), x.substr(open + 1, x.size() - open - 2));
-      const std::string jv = "j" + sum;
-      os << ind << "int64_t " << jv << " = 0;\n#if defined(GAF_VECTOR)\n"
-         << ind << "{ gaf_v acc = gaf_vec(0.0f); const gaf_v mv = gaf_vec(" << mx << ");\n"
-         << ind << "  for (; " << jv << " + gaf_vw <= L; " << jv << " += gaf_vw) { const int64_t j = " << jv
-         << "; const gaf_v e = gaf_exp_nonpos(" << vx << " - mv); "
-         << (buf.empty() ? "" : "gaf_vstore(" + buf + " + j, e); ") << "acc += e; }\n"
-         << ind << "  " << sum << " = gaf::simd::reduce_add(acc); }\n#endif\n";
-      loop = fmt::format("for (int64_t j = {}; j < L; ++j)", jv);
-    }
-    os << omp(ind, "simd reduction(+:" + sum + ")") << ind << loop << " { const float e = gaf_exp_nonpos(" << x
-       << " - " << mx << "); " << store << sum << " += e; }\n";
-  }
-
   // ---- indexed (injective ops) ----
   using Index = std::vector<std::string>;  // one C++ index expression per dim of a value
   struct Computed {
@@ -599,7 +531,7 @@ void Emitter::emit_rows(std::ostream& os) {
     reject("'{}' is neither row-shaped nor one value per row", v->name());
   };
   // How an operand is read inside a row: whole rows, a row-broadcast weight, one value per row, or a scalar.
-  auto operand_index = [&](const Node& n, int i) -> std::string {
+  auto operand_read = [&](const Node& n, int i) -> lower::RowRead {
     const Value* v = n.input(i);
     Dims vd = operand_dims(n, i, rank);
     bool row_full = same(vd, space);
@@ -610,10 +542,10 @@ void Emitter::emit_rows(std::ostream& os) {
       per_row &= in_row ? is_one(vd[d]) : same(vd[d], space[d]);
       scalar &= is_one(vd[d]);
     }
-    if (row_full) return "r * L + j";
-    if (scalar) return "0";
-    if (weight) return "j";
-    if (per_row) return "r";
+    if (row_full) return lower::RowRead::Whole;
+    if (scalar) return lower::RowRead::Scalar;
+    if (weight) return lower::RowRead::Weight;
+    if (per_row) return lower::RowRead::PerRow;
     // Broadcast over some outer dims (position embeddings [1, L, C] added to [B, L, C] rows): the operand's row
     // is r's coordinates with its size-1 dims dropped.
     bool outer_ok = true, whole_rows = true, one_per_row = true;
@@ -621,19 +553,14 @@ void Emitter::emit_rows(std::ostream& os) {
       if (d < from) outer_ok &= is_one(vd[d]) || same(vd[d], space[d]);
       else whole_rows &= same(vd[d], space[d]), one_per_row &= is_one(vd[d]);
     }
-    if (outer_ok && (whole_rows || one_per_row)) {
-      std::vector<std::string> coord(from);
-      for (size_t d = 0; d < from; ++d)
-        coord[d] = fmt::format("(r / ({})) % {}", product(space, d + 1, from), text(space[d]));
-      const std::string row = ravel(coord, vd, 0, from);
-      return whole_rows ? fmt::format("({}) * L + j", row) : row;
-    }
+    if (outer_ok && (whole_rows || one_per_row)) return whole_rows ? lower::RowRead::OuterWhole : lower::RowRead::OuterPerRow;
     reject("operand '{}' of {} is not row-aligned", v->name(), n.describe());
   };
 
-  os << "  const int64_t L = " << product(space, from, rank) << ";\n"
-     << "  const int64_t rows = " << product(space, 0, from) << ";\n"
-     << "  if (L == 0 || rows == 0) return;\n";
+  lower::RowKernel k;
+  k.space = space;
+  k.from = from;
+  for (const Value* v : body_.outputs()) k.output_dtypes.push_back(v->type.dtype);
   // A light row-shaped value that only reductions over the row read (ReduceMean of x * x, ReduceSum of Relu(x))
   // is not staged: its formula is written into the reduction's loop, which then streams the row once instead of
   // writing a buffer and reading it back ([4096, 4096] Relu -> ReduceMean: 1.44-2.1 -> 1.0-1.1 ms, at the
@@ -671,281 +598,125 @@ void Emitter::emit_rows(std::ostream& os) {
       copies[out] = places;
     }
   }
-  std::map<const Value*, std::string> inline_expr;  // an inlined value's formula, parenthesised
-  std::map<const Value*, ScalarType> inline_type;
-  // Row buffers for the other row-shaped intermediates.
-  std::map<const Value*, int> buffer;
-  for (const Node* n : body_.nodes())
-    if (shape_of(n->output(0)) == Shape::Row && !inlined.count(n->output(0))) buffer[n->output(0)] = int(buffer.size());
   std::map<const Value*, int> out_slot;
   for (size_t o = 0; o < body_.outputs().size(); ++o) out_slot[body_.outputs()[o]] = int(o);
-  // On the CPU an fp32 row the group returns is staged in its output row itself: written once, read back from
-  // there. Staged in a scratch row as well, it was written twice (a row max and the shifted row [64, 60000]:
-  // 0.97 ms fused against 0.87 ms op by op). `scratch_rows` counts the buffers that still need a scratch row.
-  std::set<const Value*> in_output;
-  int scratch_rows = 0;
-  for (const auto& [v, b] : buffer) {
-    if (!cuda_ && out_slot.count(v) && v->type.dtype == DType::Float) in_output.insert(v);
-    else ++scratch_rows;
+  // Row buffers for the other row-shaped values, in body order. On the CPU an fp32 row the group returns is
+  // staged in its output row itself: written once, read back from there. Staged in a scratch row as well, it was
+  // written twice (a row max and the shifted row [64, 60000]: 0.97 ms fused against 0.87 ms op by op).
+  std::map<const Value*, int> buffer;
+  for (const Node* n : body_.nodes()) {
+    const Value* v = n->output(0);
+    if (shape_of(v) != Shape::Row || inlined.count(v)) continue;
+    buffer[v] = int(k.buffers.size());
+    lower::RowBuffer b{v, -1, -1};
+    if (!cuda_ && out_slot.count(v) && v->type.dtype == DType::Float) b.output = out_slot[v];
+    else b.scratch = k.scratch_rows++;
+    k.buffers.push_back(b);
   }
   if (cuda_) {
     // One block per row: its buffers in dynamic shared memory, which the host sizes from sig_.cuda.
     int64_t static_l = 1;
     for (size_t d = from; d < rank && static_l >= 0; ++d) static_l = space[d].value < 0 ? -1 : static_l * space[d].value;
-    const int64_t bytes = int64_t(scratch_rows) * static_l * int64_t(sizeof(float));
+    const int64_t bytes = int64_t(k.scratch_rows) * static_l * int64_t(sizeof(float));
     if (static_l >= 0 && bytes > cuda::kMaxRowSharedBytes)
       reject("the row kernel's {} row buffers of {} floats need {} bytes of shared memory, more than the {} a block "
-             "gets", scratch_rows, static_l, bytes, cuda::kMaxRowSharedBytes);
-    os << (scratch_rows == 0 ? "" : "  extern __shared__ float gaf_smem[];\n") << "  {\n    " << cuda::row_loop()
-       << " {\n";
-  } else {
-    // Each thread's scratch rows, one slot per thread of the region's team.
-    if (scratch_rows > 0) {
-      os << "  float* __restrict gaf_rows = static_cast<float*>(gaf_take(scratch_, sizeof(float) * size_t(L) * "
-         << scratch_rows << " * size_t(omp_get_max_threads())));\n  if (!gaf_rows) return;\n";
-      region_ptrs_.emplace_back("float* __restrict", "gaf_rows");
-    }
-    open_region(os, "rows * L >= 32768");
-    if (scratch_rows > 0)
-      os << "    float* scratch = gaf_rows + size_t(L) * " << scratch_rows
-         << " * size_t(gaf_team ? omp_get_thread_num() : 0);\n";
-    os << "#pragma omp for schedule(static)\n    for (int64_t r = 0; r < rows; ++r) {\n";
+             "gets", k.scratch_rows, static_l, bytes, cuda::kMaxRowSharedBytes);
   }
-  std::map<const Value*, std::string> scalar_var;  // per-row scalars
-  std::map<const Value*, ScalarType> scalar_type_of;
-  const std::string ind = "      ";
-  // Every j-loop over the row has this header (see cuda::row_element_loop()).
-  const std::string jl = cuda_ ? cuda::row_element_loop() : "for (int64_t j = 0; j < L; ++j)";
-  // CUDA: the block's total of a per-thread partial `v`, in every thread.
-  auto block_total = [&](const char* fn, const std::string& v) {
-    if (cuda_) os << ind << v << " = " << fn << "(" << v << ");\n";
-  };
-  // A per-row output: one thread writes it in the CUDA dialect.
-  auto store_row_scalar = [&](const Value* out, const std::string& v) {
-    os << ind << (cuda_ ? "if (threadIdx.x == 0) " : "") << "out" << out_slot[out] << "[r] = "
-       << store(out->type.dtype, v) << ";\n";
-  };
-  // Expression reading value v (input i of n) at row element j (or the per-row scalar).
-  auto arg = [&](const Node& n, int i, bool in_loop, ScalarType& t) -> std::string {
+  std::map<const Value*, int> stage_of;  // a per-row scalar or inlined value: its stage
+  // Argument i of n, read at row element j (in_loop) or once per row.
+  auto arg = [&](const Node& n, int i, bool in_loop, ScalarType& t) -> lower::RowArg {
     const Value* v = n.input(i);
     if (!v) {
       t = ScalarType::F32;
-      return "";
+      return {};
     }
-    if (scalar_var.count(v)) {
-      t = scalar_type_of[v];
-      return scalar_var[v];
+    if (auto it = stage_of.find(v); it != stage_of.end() && k.stages[size_t(it->second)].kind != lower::RowStageKind::Inline) {
+      t = k.stages[size_t(it->second)].type;
+      return {lower::RowArg::Scalar, it->second};
     }
-    if (buffer.count(v) || inline_expr.count(v)) {
+    if (buffer.count(v) || stage_of.count(v)) {
       if (!in_loop) reject("{} reads a row inside a per-row computation", n.describe());
-      t = buffer.count(v) ? ScalarType::F32 : inline_type.at(v);
-      return buffer.count(v) ? fmt::format("buf{}[j]", buffer[v]) : inline_expr.at(v);
+      if (buffer.count(v)) {
+        t = ScalarType::F32;
+        return {lower::RowArg::Buffer, buffer[v]};
+      }
+      t = k.stages[size_t(stage_of[v])].type;
+      return {lower::RowArg::Inline, stage_of[v]};
     }
     t = scalar_type(v->type.dtype);
-    std::string idx = operand_index(n, i);
-    if (!in_loop && idx.ends_with("j"))
+    lower::RowOperand op{v, "", loaded_type(v), operand_dims(n, i, rank), operand_read(n, i)};
+    if (!in_loop && (op.read == lower::RowRead::Whole || op.read == lower::RowRead::Weight ||
+                     op.read == lower::RowRead::OuterWhole))
       reject("{} reads a row inside a per-row computation", n.describe());
-    return load_expr(v, idx);
+    op.array = ptr_.at(v);
+    k.operands.push_back(op);
+    return {lower::RowArg::Operand, int(k.operands.size()) - 1};
   };
-  // The vector form of input i of n (vector u of a step, j its first element) for the CPU's vector loops; nullopt
-  // where the input is not read as fp32.
-  auto vector_arg = [&](const Node& n, int i, int u) -> std::optional<std::string> {
-    const Value* v = n.input(i);
-    if (!v) return std::string();
-    if (scalar_var.count(v)) {
-      if (scalar_type_of[v] != ScalarType::F32) return std::nullopt;
-      return fmt::format("gaf_vec({})", scalar_var[v]);
-    }
-    if (buffer.count(v)) return fmt::format("gaf_vload(buf{} + {})", buffer[v], vector_at("j", u));
-    if (loaded_type(v) != DType::Float) return std::nullopt;
-    const std::string idx = operand_index(n, i);
-    if (idx.ends_with("j")) return fmt::format("gaf_vload({} + ({}))", ptr_.at(v), vector_at(idx, u));
-    return fmt::format("gaf_vec({}[{}])", ptr_.at(v), idx);
-  };
-  {
-    // In buffer order, not the map's (pointer) order: the same text each time.
-    std::vector<const Value*> staged(buffer.size());
-    for (const auto& [v, b] : buffer) staged[size_t(b)] = v;
-    int row = 0;
-    for (size_t b = 0; b < staged.size(); ++b) {
-      os << ind << "float* buf" << b << " = ";
-      if (in_output.count(staged[b])) os << "out" << out_slot[staged[b]] << " + r * L;\n";
-      else os << (cuda_ ? "gaf_smem" : "scratch") << " + size_t(L) * " << row++ << ";\n";
-    }
-  }
-  // Whether a staged row is also stored to an output: the group returns it, staged apart from the output.
-  auto stored_apart = [&](const Value* out) { return out_slot.count(out) && !in_output.count(out); };
-  // That store of a staged row element.
-  auto also_store = [&](const Value* out, const std::string& v) -> std::string {
-    if (!stored_apart(out)) return "";
-    return fmt::format(" out{}[r * L + j] = {};", out_slot[out], store(out->type.dtype, v));
-  };
-  int sv = 0;
+  static const std::set<std::string> kRowReductions = {"ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceL2",
+                                                        "ReduceL1", "ReduceLogSum", "ReduceMax", "ReduceMin",
+                                                        "ReduceLogSumExp"};
   for (const Node* n : body_.nodes()) {
     const Value* out = n->output(0);
-    OpKind kind = op_kind(*n);
-    if (kind == OpKind::Reduction) {
-      size_t f = trailing_from(*n);
-      if (f != from) reject("{} reduces a different row", n->describe());
+    lower::RowStage st;
+    st.node = n;
+    st.output = out_slot.count(out) ? out_slot[out] : -1;
+    if (buffer.count(out)) st.buffer = buffer[out];
+    const std::string& op = n->op_type;
+    if (op_kind(*n) == OpKind::Reduction) {
+      if (trailing_from(*n) != from) reject("{} reduces a different row", n->describe());
       ScalarType t;
-      std::string x = arg(*n, 0, true, t);
-      const std::string& op = n->op_type;
+      st.args.push_back(arg(*n, 0, true, t));
       if (op == "Softmax" || op == "LogSoftmax") {
-        int b = buffer.at(out);
-        std::string mx = fmt::format("m{}", sv), sum = fmt::format("s{}", sv++);
-        os << ind << "float " << mx << " = -__builtin_inff();\n" << omp(ind, "simd reduction(max:" + mx + ")")
-           << ind << jl << " { const float v = " << x << "; " << mx << " = v > " << mx << " ? v : " << mx << "; }\n";
-        block_total("gaf_block_max", mx);
-        exp_sum(os, ind, jl, x, mx, sum, op == "Softmax" ? fmt::format("buf{}", b) : "");
-        block_total("gaf_block_sum", sum);
-        if (op == "Softmax" && out_slot.count(out)) {  // scale and store in one pass
-          os << ind << "{ const float inv = 1.0f / " << sum << ";\n" << omp(ind, "simd")
-             << ind << jl << " { const float y = buf" << b << "[j] * inv; buf" << b << "[j] = y;"
-             << also_store(out, "y") << " } }\n";
-          continue;
-        }
-        if (op == "Softmax")
-          os << ind << "{ const float inv = 1.0f / " << sum << ";\n" << omp(ind, "simd")
-             << ind << jl << " buf" << b << "[j] *= inv; }\n";
-        else
-          // (x - max) - log(sum): x - (max + log(sum)) would lose log(sum) to max's rounding for large logits.
-          os << ind << "{ const float ls = gaf_log(" << sum << ");\n" << omp(ind, "simd")
-             << ind << jl << " buf" << b << "[j] = (" << x << " - " << mx << ") - ls; }\n";
-        if (stored_apart(out))
-          os << omp(ind, "simd") << ind << jl << " out" << out_slot[out]
-             << "[r * L + j] = " << store(out->type.dtype, fmt::format("buf{}[j]", b)) << ";\n";
-        continue;
-      }
-      if (op == "LayerNormalization" || op == "RMSNormalization") {
-        // y = (x - mean) / sqrt(var + eps) * scale + bias over the row (RMS: no centring, no bias).
-        bool centre = op == "LayerNormalization";
-        int b = buffer.at(out);
-        // Row statistics in double, as the runtime's kernel keeps them: fp32 squares overflow from 1.8e19.
-        std::string mean = fmt::format("s{}", sv++), var = fmt::format("s{}", sv++);
-        os << ind << "double " << mean << " = 0.0;\n";
-        if (centre) {
-          os << omp(ind, "simd reduction(+:" + mean + ")") << ind << jl << " " << mean << " += double(" << x << ");\n";
-          block_total("gaf_block_sum", mean);
-          os << ind << mean << " /= double(L);\n";
-        }
-        os << ind << "double " << var << " = 0.0;\n" << omp(ind, "simd reduction(+:" + var + ")")
-           << ind << jl << " { const double d = double(" << x << ") - " << mean << "; " << var << " += d * d; }\n";
-        block_total("gaf_block_sum", var);
-        os << ind << "{ const float rstd = float(1.0 / __builtin_sqrt(" << var << " / double(L) + "
-           << float_literal(n->attr_float("epsilon", 1e-5f)) << ")), mf = float(" << mean << ");\n";
-        // LayerNormalization's Mean and InvStdDev, where the group returns them: one value per row.
-        for (int k = 1; k < n->num_outputs(); ++k) {
-          const Value* stat = n->output(k);
+        st.kind = op == "Softmax" ? lower::RowStageKind::Softmax : lower::RowStageKind::LogSoftmax;
+      } else if (op == "LayerNormalization" || op == "RMSNormalization") {
+        st.kind = lower::RowStageKind::Norm;
+        const bool centre = op == "LayerNormalization";
+        for (int o = 1; o < n->num_outputs(); ++o) {
+          const Value* stat = n->output(o);
           if (stat->absent_output || !out_slot.count(stat)) continue;
-          if (!centre || k > 2) reject("{}: only the normalised output can be fused", n->describe());
-          store_row_scalar(stat, k == 1 ? "mf" : "rstd");
+          if (!centre || o > 2) reject("{}: only the normalised output can be fused", n->describe());
+          st.stats.emplace_back(o, out_slot[stat]);
         }
-        os << omp(ind, "simd") << ind << jl << " { float v = (" << x << " - mf) * rstd;";
-        ScalarType st;
-        if (n->input(1)) os << " v *= " << arg(*n, 1, true, st) << ";";
-        if (centre && n->input(2)) os << " v += " << arg(*n, 2, true, st) << ";";
-        os << " buf" << b << "[j] = v;" << also_store(out, "v") << " } }\n";
-        continue;
-      }
-      std::string acc = fmt::format("s{}", sv++);
-      std::string init = "0.0f", step, finish = acc, acc_t = "float";
-      char combine = '+';
-      if (op == "ReduceSum") step = x;
-      else if (op == "ReduceMean") { step = x; finish = acc + " / float(L)"; }
-      else if (op == "ReduceSumSquare" || op == "ReduceL2") {  // squares in double: fp32 overflows from 1.8e19
-        step = "double(" + x + ") * double(" + x + ")";
-        acc_t = "double";
-        finish = op == "ReduceL2" ? "float(__builtin_sqrt(" + acc + "))" : "float(" + acc + ")";
-      }
-      else if (op == "ReduceL1") step = "gaf_abs(" + x + ")";
-      else if (op == "ReduceLogSum") { step = x; finish = "gaf_log(" + acc + ")"; }
-      else if (op == "ReduceMax") { init = "-__builtin_inff()"; combine = 'M'; }
-      else if (op == "ReduceMin") { init = "__builtin_inff()"; combine = 'm'; }
-      else if (op == "ReduceLogSumExp") combine = 'L';
-      else reject("{} has no row form in the emitter", n->describe());
-      if (combine == '+') {
-        os << ind << acc_t << " " << acc << " = " << init << ";\n" << omp(ind, "simd reduction(+:" + acc + ")")
-           << ind << jl << " " << acc << " += " << step << ";\n";
-        block_total("gaf_block_sum", acc);
+        st.args.push_back(n->input(1) ? arg(*n, 1, true, t) : lower::RowArg{});
+        st.args.push_back(centre && n->input(2) ? arg(*n, 2, true, t) : lower::RowArg{});
       } else {
-        // Max / min over the row (a NaN anywhere makes it NaN, as the runtime's reductions give); LogSumExp:
-        // max + log(sum exp(x - max)), the row's infinite maximum itself (an all -inf row gives -inf).
-        const bool hi = combine != 'm';
-        std::string ext = fmt::format("s{}", sv++), nan = fmt::format("s{}", sv++);
-        os << ind << "float " << ext << " = " << (hi ? "-__builtin_inff()" : "__builtin_inff()") << ";\n"
-           << ind << "int " << nan << " = 0;\n"
-           << omp(ind, fmt::format("simd reduction({}:{}) reduction(|:{})", hi ? "max" : "min", ext, nan))
-           << ind << jl << " { const float v = " << x << "; " << ext << " = v " << (hi ? ">" : "<") << " " << ext
-           << " ? v : " << ext << "; " << nan << " |= v != v; }\n";
-        block_total(hi ? "gaf_block_max" : "gaf_block_min", ext);
-        block_total("gaf_block_or", nan);
-        if (combine == 'L') {
-          std::string sum = fmt::format("s{}", sv++);
-          exp_sum(os, ind, jl, x, ext, sum, "");
-          block_total("gaf_block_sum", sum);
-          os << ind << "const float " << acc << " = " << nan << " ? __builtin_nanf(\"\") : (" << ext << " - " << ext
-             << " != 0.0f ? " << ext << " : " << ext << " + gaf_log(" << sum << "));\n";
-        } else {
-          os << ind << "const float " << acc << " = " << nan << " ? __builtin_nanf(\"\") : " << ext << ";\n";
-        }
+        if (!kRowReductions.count(op)) reject("{} has no row form in the emitter", n->describe());
+        st.kind = lower::RowStageKind::Reduce;
+        stage_of[out] = int(k.stages.size());
       }
-      std::string fin = fmt::format("s{}", sv++);
-      os << ind << "const float " << fin << " = " << finish << ";\n";
-      scalar_var[out] = fin;
-      scalar_type_of[out] = ScalarType::F32;
-      if (out_slot.count(out)) store_row_scalar(out, fin);
+      k.stages.push_back(st);
       continue;
     }
-    // Elementwise node: per-row scalar or row loop.
-    Shape s = shape_of(out);
+    // Elementwise node: per-row scalar, inlined or staged row value.
+    const bool in_loop = shape_of(out) == Shape::Row;
     std::vector<std::string> args;
     std::vector<ScalarType> types;
-    bool in_loop = s == Shape::Row;
     for (int i = 0; i < n->num_inputs(); ++i) {
       ScalarType t;
-      args.push_back(arg(*n, i, in_loop, t));
+      st.args.push_back(arg(*n, i, in_loop, t));
+      args.push_back(st.args.back().kind == lower::RowArg::None ? "" : fmt::format("a{}", i));
       types.push_back(t);
     }
-    ScalarExpr e = node_expr(*n, args, types);
+    st.type = node_expr(*n, args, types).type;
     if (!in_loop) {
-      std::string name = fmt::format("s{}", sv++);
-      os << ind << decl(e.type) << " " << name << " = " << e.expr << ";\n";
-      scalar_var[out] = name;
-      scalar_type_of[out] = e.type;
-      if (out_slot.count(out)) store_row_scalar(out, name);
-      continue;
+      st.kind = lower::RowStageKind::PerRow;
+      stage_of[out] = int(k.stages.size());
+    } else if (inlined.count(out)) {
+      st.kind = lower::RowStageKind::Inline;
+      stage_of[out] = int(k.stages.size());
+    } else {
+      if (st.type == ScalarType::Bool) reject("{}: boolean row values are not staged", n->describe());
+      st.kind = lower::RowStageKind::Staged;
     }
-    if (inlined.count(out)) {
-      inline_expr[out] = "(" + e.expr + ")";
-      inline_type[out] = e.type;
-      continue;
-    }
-    if (e.type == ScalarType::Bool) reject("{}: boolean row values are not staged", n->describe());
-    // On the CPU, where every input reads as fp32 (and an output is fp32), whole vectors first, as in the
-    // elementwise kernel (four per step for a heavy formula); the scalar loop takes the rest of the row.
-    std::string loop = jl;
-    if (row_vector_loops(os, *n, ind, vector_arg, [&](const std::string& v, const std::string& at) {
-          os << ind << "  gaf_vstore(buf" << buffer.at(out) << " + " << at << ", " << v << ");\n";
-          if (stored_apart(out))
-            os << ind << "  gaf_vstore(out" << out_slot[out] << " + r * L + " << at << ", " << v << ");\n";
-        }))
-      loop = "for (int64_t j = jv; j < L; ++j)";
-    os << omp(ind, "simd") << ind << loop << " { const float v = " << e.expr
-       << "; buf" << buffer.at(out) << "[j] = v;" << also_store(out, "v") << " }\n";
-    if (loop != jl) os << ind << "}\n";
+    k.stages.push_back(st);
   }
-  // CUDA: rows end at a barrier, so a stage reading row entries other threads wrote could not race with the next
-  // row (today each thread reads back only its own).
-  if (!cuda_) {
-    os << "    }\n";
-    close_region(os);
-    return;
+  cpu::print_rows(os, k, cuda_, region_ptrs_);
+  if (cuda_) {
+    sig_.cuda.rows = true;
+    sig_.cuda.rows_dims.assign(space.begin(), space.begin() + long(from));
+    sig_.cuda.row_length.assign(space.begin() + long(from), space.end());
+    sig_.cuda.row_buffers = k.scratch_rows;
   }
-  os << "      __syncthreads();\n    }\n  }\n";
-  sig_.cuda.rows = true;
-  sig_.cuda.rows_dims.assign(space.begin(), space.begin() + long(from));
-  sig_.cuda.row_length.assign(space.begin() + long(from), space.end());
-  sig_.cuda.row_buffers = scratch_rows;
 }
 
 }  // namespace

@@ -48,4 +48,10 @@ std::string step_width(int step);
 void print_elementwise(std::ostream& os, const lower::ElementwiseKernel& k, const RegionParams& params,
                        lower::Namer& names);
 
+// Row kernel k after the kernel's pointer declarations, in the CPU dialect (cuda false: a parallel region over
+// the rows, per-thread scratch rows taken from the caller's pool, whole vectors first) or the CUDA one (one row
+// per block, row buffers in shared memory, the block's threads over a row). The CPU form adds its scratch
+// pointer to `params`.
+void print_rows(std::ostream& os, const lower::RowKernel& k, bool cuda, RegionParams& params);
+
 }  // namespace gaf::codegen::cpu

@@ -1,11 +1,13 @@
 // The lowering IR of generated kernels: what a kernel reads, computes and writes, and over which iteration space,
-// with no dialect in it. The emitter (src/codegen/cpu/emitter.cc) lowers a fused group into it; a printer per
-// dialect writes the kernel from it: the CPU printer (src/codegen/cpu/printer.h: C++ with OpenMP and the runtime's
-// vectors) and the CUDA printer (src/codegen/cuda/printer.h: grid-stride loops). The scalar formula of every
+// with no dialect in it. The emitter (src/codegen/cpu/emitter.cc) lowers a fused group into it; printers write
+// the kernel from it: the CPU printer (src/codegen/cpu/printer.h: C++ with OpenMP and the runtime's vectors) and
+// the CUDA printer (src/codegen/cuda/printer.h: grid-stride loops); the row shape's printer
+// (src/codegen/cpu/row_printer.cc) prints either dialect. The scalar formula of every
 // statement comes from its op's definition (OpInfo::scalar through scalar_expr), so the dialects cannot drift.
 //
-// Lowered today: the elementwise kernel shape (every value spans one iteration space; operands broadcast into
-// it). The row and indexed shapes are still printed by the emitter directly.
+// Lowered today: the elementwise shape (every value spans one iteration space; operands broadcast into it) and
+// the row shape (reductions over trailing axes with what they read and what reads them). The indexed shape is
+// still printed by the emitter directly.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +78,69 @@ struct ElementwiseKernel {
   double flops_per_element = 0;
 };
 
+// ---- row kernels ----
+// rows = product(space[0, from)) rows of L = product(space[from, rank)) elements, in parallel; each row's
+// values staged through row buffers that stay on chip, so memory sees every input once and every output once.
+
+// Where a row operand's element j of row r is.
+enum class RowRead {
+  Whole,        // the operand spans the space: r * L + j
+  Weight,       // broadcast over the rows: j
+  PerRow,       // one value per row: r
+  Scalar,       // one value: 0
+  OuterWhole,   // broadcast over some outer dims, whole rows: (its row from r's coordinates) * L + j
+  OuterPerRow,  // broadcast over some outer dims, one value per row: its row from r's coordinates
+};
+struct RowOperand {
+  const Value* value = nullptr;
+  std::string array;
+  DType loaded = DType::Float;
+  Dims vdims;  // right-aligned to the space
+  RowRead read = RowRead::Whole;
+};
+
+// A row stage's argument: a row operand, a staged row (buffer), an inlined row value or a per-row scalar (the
+// stage computing it), or nothing (an absent optional input).
+struct RowArg {
+  enum Kind { None, Operand, Buffer, Inline, Scalar } kind = None;
+  int index = -1;
+};
+
+// One node of a row kernel, in body order.
+enum class RowStageKind {
+  Staged,      // a row-shaped elementwise value computed over the row into its buffer
+  Inline,      // a light row-shaped value only reductions read (or a mask): its formula written into its readers
+  PerRow,      // an elementwise value of one element per row: a scalar
+  Softmax,     // Softmax / LogSoftmax over the row, into its buffer
+  LogSoftmax,
+  Norm,        // LayerNormalization / RMSNormalization over the row, into its buffer
+  Reduce,      // a Reduce* over the row: a scalar
+};
+struct RowStage {
+  const Node* node = nullptr;
+  RowStageKind kind = RowStageKind::Staged;
+  std::vector<RowArg> args;
+  ScalarType type = ScalarType::F32;
+  int buffer = -1;  // Staged, Softmax, LogSoftmax, Norm: the row buffer of its output
+  int output = -1;  // the body output its first output is, -1 where it is none
+  std::vector<std::pair<int, int>> stats;  // Norm: (its output 1 = Mean or 2 = InvStdDev, the body output)
+};
+// A staged row: in the row of body output `output` itself (written once, read back from there) or in scratch
+// row `scratch`.
+struct RowBuffer {
+  const Value* value = nullptr;
+  int output = -1;
+  int scratch = -1;
+};
+struct RowKernel {
+  Dims space;
+  size_t from = 0;
+  std::vector<RowOperand> operands;
+  std::vector<RowBuffer> buffers;
+  std::vector<RowStage> stages;
+  std::vector<DType> output_dtypes;  // per body output
+  int scratch_rows = 0;
+};
 // Operand k of `k` is one element for the whole space (Flat) or one per row (Rows: broadcast along the innermost
 // dim): the same value on every lane of a vector.
 bool splat(const ElementwiseKernel& k, size_t operand);

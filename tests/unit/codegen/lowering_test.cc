@@ -135,5 +135,63 @@ TEST(LoweringIR, TheCudaPrinterTakesFourElementsWhereEveryOperandIsAnArgument) {
   EXPECT_EQ(count(c, "#pragma omp"), 0) << c;
 }
 
+// y = Softmax(x) over rows of 64: one operand read whole, one stage, y staged in `buffer`.
+struct LoweredRows {
+  Model model;
+  lower::RowKernel kernel;
+};
+LoweredRows softmax_rows(lower::RowBuffer buffer) {
+  LoweredRows l{testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+      g (float[8,64] x) => (float[8,64] y) { y = Softmax(x) })"),
+                {}};
+  const Graph& g = *l.model.graph;
+  lower::RowKernel& k = l.kernel;
+  k.space = {{8, -1}, {64, -1}};
+  k.from = 1;
+  k.output_dtypes = {DType::Float};
+  k.operands.push_back({g.inputs()[0], "in0", DType::Float, k.space, lower::RowRead::Whole});
+  buffer.value = g.outputs()[0];
+  k.buffers.push_back(buffer);
+  k.scratch_rows = buffer.scratch >= 0 ? 1 : 0;
+  lower::RowStage st;
+  st.node = g.nodes()[0];
+  st.kind = lower::RowStageKind::Softmax;
+  st.args = {{lower::RowArg::Operand, 0}};
+  st.buffer = 0;
+  st.output = 0;
+  k.stages.push_back(st);
+  return l;
+}
+std::string rows_text(const lower::RowKernel& k, bool cuda) {
+  std::ostringstream os;
+  codegen::cpu::RegionParams params = {{"const float* __restrict", "in0"}, {"float* __restrict", "out0"}};
+  codegen::cpu::print_rows(os, k, cuda, params);
+  return os.str();
+}
+
+TEST(LoweringIR, TheRowPrinterStagesWhereTheLoweringPutTheRow) {
+  // In the output's own row: no scratch, the softmax scaled in place, nothing stored twice.
+  const std::string in_output = rows_text(softmax_rows({nullptr, 0, -1}).kernel, false);
+  EXPECT_NE(in_output.find("float* buf0 = out0 + r * L;"), std::string::npos) << in_output;
+  EXPECT_EQ(in_output.find("gaf_take"), std::string::npos) << in_output;
+  EXPECT_EQ(in_output.find("out0[r * L + j] ="), std::string::npos) << in_output;
+  // The operand is fp32 in memory: the exponentials' sum runs on whole vectors first.
+  EXPECT_NE(in_output.find("gaf_exp_nonpos(gaf_vload(in0 + (r * L + j)) - mv)"), std::string::npos) << in_output;
+  // In a scratch row: taken from the caller's pool per thread, and the result stored to the output as well.
+  LoweredRows scratch = softmax_rows({nullptr, -1, 0});
+  const std::string cpu = rows_text(scratch.kernel, false);
+  EXPECT_NE(cpu.find("gaf_take(scratch_"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("float* buf0 = scratch + size_t(L) * 0;"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("out0[r * L + j] = y;"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("gaf_region(in0, out0, gaf_rows, true)"), std::string::npos) << cpu;
+  // The same kernel for CUDA: shared memory, block totals of the row's maximum and sum, no OpenMP.
+  const std::string gpu = rows_text(scratch.kernel, true);
+  EXPECT_NE(gpu.find("extern __shared__ float gaf_smem[];"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("m0 = gaf_block_max(m0);"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("s0 = gaf_block_sum(s0);"), std::string::npos) << gpu;
+  EXPECT_EQ(gpu.find("#pragma omp"), std::string::npos) << gpu;
+  EXPECT_EQ(gpu.find("gaf_vload"), std::string::npos) << gpu;
+}
+
 }  // namespace
 }  // namespace gaf

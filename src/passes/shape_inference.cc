@@ -644,6 +644,22 @@ class ShapeInference final : public Pass {
         count += changed;
       }
     }
+    // A subgraph's captures (its last inputs, one per implicit input of the node holding it) take the types of the
+    // enclosing values they stand for: an outer Constant is typed only after import, and a capture without a rank
+    // would keep its readers out of any generated kernel when the subgraph is fused.
+    for (Node* n : g.nodes())
+      for (const auto& [attr, sub] : n->subgraphs()) {
+        const auto& ins = sub->inputs();
+        const size_t first = ins.size() >= size_t(n->implicit_inputs) ? ins.size() - size_t(n->implicit_inputs) : 0;
+        for (size_t k = 0; first + k < ins.size(); ++k) {
+          Value* capture = ins[first + k];
+          const Value* outer = n->input(n->num_explicit_inputs() + int(k));
+          if (outer && !capture->type.shape && outer->type.shape) {
+            capture->type = outer->type;
+            ++count;
+          }
+        }
+      }
     // Backwards through Transposes: a fused body read back from ONNX knows its outputs (from the call site)
     // but not a Reshape by a computed shape that feeds one (the head split of attention).
     const std::vector<Node*> nodes = g.nodes();

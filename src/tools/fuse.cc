@@ -79,16 +79,7 @@ void fuse_subgraphs(Graph& g, const std::string& scope, PassContext& ctx, const 
       const std::string name = identifier(n->display_name() + "_" + attr);
       const std::string dumps = ctx.dump_dir;
       if (!dumps.empty()) ctx.dump_dir = (std::filesystem::path(dumps) / name).string();
-      // The subgraph's captures (its last inputs, one per implicit input of n) take the types shape inference
-      // gave the enclosing values: an outer Constant is typed only after import, and a capture without a rank
-      // would keep its readers out of any generated kernel.
-      const auto& ins = sub->inputs();
-      const size_t first = ins.size() >= size_t(n->implicit_inputs) ? ins.size() - size_t(n->implicit_inputs) : 0;
-      for (size_t k = 0; first + k < ins.size(); ++k) {
-        Value* capture = ins[first + k];
-        const Value* outer = n->input(n->num_explicit_inputs() + int(k));
-        if (outer && !capture->type.shape && outer->type.shape) capture->type = outer->type;
-      }
+      // Shape inference on the enclosing graph typed the subgraph's captures from the values they stand for.
       PassManager::for_opt_level(opts.fusion.opt_level, opts.target.channels_last).run(*sub, ctx);
       plan_and_apply(*sub, opts, cm, name + "_", where, r);
       fuse_subgraphs(*sub, where + ": ", ctx, opts, cm, r);

@@ -25,8 +25,10 @@
 //                 in between is written to memory.
 //
 // Every dimension is a constant or a symbol read from `sym[]`, so a kernel serves every shape of a dynamic model.
-// The indexed shape is printed here directly, both dialects from one walk over the group; it is to be lowered
-// like the other two.
+// The indexed shape's loop nests are lowered to lower::IndexedNest (statements computing each output at the
+// nest's index: index variables, loads, formulas, Concat selects, stores) and printed by cpu::print_indexed and
+// cuda::print_indexed; the indexed reductions' schedule (blocks, chunks, partial sums) is still printed here,
+// around the statements that compute the reduced values.
 //
 // The CUDA dialect (EmitOptions::dialect) prints the same declarations and expressions as `__global__` kernels
 // for NVRTC (head, loop headers and limits in codegen/cuda/printer.h, helpers in cuda_prelude()); only the loops
@@ -433,13 +435,18 @@ class Emitter {
   void emit_indexed(std::ostream& os, std::vector<size_t> outs = {});
   void emit_indexed_reduction(std::ostream& os);
   bool few_long_rows() const;
-  Index open_space(std::ostream& os, const Dims& space, int64_t parallel_from);
-  Index open_rows(std::ostream& os, const Dims& space, int64_t parallel_from);
-  void close_space(std::ostream& os, size_t rank);
-  Computed value_at(std::ostream& os, const Value* v, const Index& idx);
-  Computed concat_at(std::ostream& os, const Node& n, const Index& idx);
-  bool emit_segmented(std::ostream& os, const std::vector<size_t>& outs, const Dims& space);
-  void store_outputs(std::ostream& os, const std::vector<size_t>& outs, const Index& idx);
+  // The index names of a nest over `rank` dims, as the printers open it: q<d> per outer dim, j the innermost.
+  static Index nest_index(size_t rank) {
+    Index idx;
+    for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
+    if (rank) idx.push_back("j");
+    return idx;
+  }
+  // The walk below appends the statements computing a value at an index to `sink_`.
+  Computed value_at(const Value* v, const Index& idx);
+  Computed concat_at(const Node& n, const Index& idx);
+  bool lower_segmented(lower::IndexedNest& nest, const std::vector<size_t>& outs);
+  void store_outputs(const std::vector<size_t>& outs, const Index& idx);
   // Inside a segmented loop nest: the inner index j runs over operand `operand` of Concat `node` only (its range
   // starts at `start` along the innermost axis), so that Concat reads that operand and nothing else.
   struct Segment {
@@ -448,10 +455,11 @@ class Emitter {
     std::string start;
   } segment_;
   struct NotSegmentable {};
-  Index producer_index(std::ostream& os, const Node& n, const Value* out, const Index& idx);
-  std::optional<Index> reshape_groups(std::ostream& os, const Dims& od, const Dims& id, const Index& idx);
-  void unravel(std::ostream& os, const std::string& lin, const Dims& dims, size_t from, size_t to, Index& r);
-  std::string index_var(std::ostream& os, const std::string& expr);
+  Index producer_index(const Node& n, const Value* out, const Index& idx);
+  std::optional<Index> reshape_groups(const Dims& od, const Dims& id, const Index& idx);
+  void unravel(const std::string& lin, const Dims& dims, size_t from, size_t to, Index& r);
+  std::string index_var(const std::string& expr);
+  std::vector<lower::IndexedStatement>* sink_ = nullptr;
   std::set<const Value*> params_;                 // shape/axes/starts inputs of injective ops
   std::set<const Value*> materialised_;           // values held in a scratch buffer (fp32) inside the kernel
   std::map<std::string, Computed> computed_;      // (value, index) -> variable, per element
@@ -743,11 +751,15 @@ void Emitter::mark_params() {
     if (v->producer() && v->producer()->graph() == &body_) reject("'{}' is a computed shape parameter", v->name());
 }
 
-std::string Emitter::index_var(std::ostream& os, const std::string& expr) {
+std::string Emitter::index_var(const std::string& expr) {
   auto it = index_vars_.find(expr);
   if (it != index_vars_.end()) return it->second;
   std::string name = fmt::format("x{}", index_vars_.size());
-  os << ind_ << "const int64_t " << name << " = " << expr << ";\n";
+  lower::IndexedStatement st;
+  st.kind = lower::IndexedStatement::Index;
+  st.name = name;
+  st.expr = expr;
+  sink_->push_back(st);
   index_vars_[expr] = name;
   return name;
 }
@@ -785,8 +797,7 @@ std::optional<std::vector<std::array<size_t, 4>>> symbolic_reshape_runs(const Di
 // (128)(1,768); symbolic dims each a run of their own, [B,S,12,64] <- [B,S,768]): each run re-ravels on its own,
 // and a run whose input side has one dim other than 1 takes the run's linear index as is, so splitting or merging
 // heads costs a multiply-add, not a division. nullopt when a symbolic dim does not match itself across.
-std::optional<Emitter::Index> Emitter::reshape_groups(std::ostream& os, const Dims& od, const Dims& id,
-                                                      const Index& idx) {
+std::optional<Emitter::Index> Emitter::reshape_groups(const Dims& od, const Dims& id, const Index& idx) {
   auto runs = symbolic_reshape_runs(od, id);
   if (!runs) return std::nullopt;
   Index r(id.size(), "0");
@@ -797,23 +808,23 @@ std::optional<Emitter::Index> Emitter::reshape_groups(std::ostream& os, const Di
     if (big <= 1) {
       for (size_t k = c; k < e; ++k) r[k] = is_one(id[k]) ? "0" : lin;
     } else {
-      unravel(os, lin, id, c, e, r);
+      unravel(lin, id, c, e, r);
     }
   }
   return r;
 }
 
 // Splits the linear index `lin` over dims [from, to) of `dims` into r[from..to).
-void Emitter::unravel(std::ostream& os, const std::string& lin, const Dims& dims, size_t from, size_t to, Index& r) {
-  std::string l = index_var(os, lin);
+void Emitter::unravel(const std::string& lin, const Dims& dims, size_t from, size_t to, Index& r) {
+  std::string l = index_var(lin);
   for (size_t k = from; k < to; ++k) {
     std::string q = k + 1 < to ? fmt::format("{} / ({})", l, product(dims, k + 1, to)) : l;
-    r[k] = k == from ? index_var(os, q) : index_var(os, fmt::format("({}) % {}", q, text(dims[k])));
+    r[k] = k == from ? index_var(q) : index_var(fmt::format("({}) % {}", q, text(dims[k])));
   }
 }
 
 // The index into the input of injective node `n` that holds `out`[idx].
-Emitter::Index Emitter::producer_index(std::ostream& os, const Node& n, const Value* out, const Index& idx) {
+Emitter::Index Emitter::producer_index(const Node& n, const Value* out, const Index& idx) {
   const Value* in = n.input(0);
   Dims od = dims_of(out), id = dims_of(in);
   const std::string& op = n.op_type;
@@ -834,9 +845,9 @@ Emitter::Index Emitter::producer_index(std::ostream& os, const Node& n, const Va
       for (size_t k = 0, m = 0; k < id.size(); ++k) r[k] = is_one(id[k]) ? "0" : kept[m++];
       return r;
     }
-    if (auto grouped = reshape_groups(os, od, id, idx)) return *grouped;
+    if (auto grouped = reshape_groups(od, id, idx)) return *grouped;
     // General re-ravel through the linear index (symbolic dims).
-    unravel(os, ravel(idx, od, 0, od.size()), id, 0, id.size(), r);
+    unravel(ravel(idx, od, 0, od.size()), id, 0, id.size(), r);
     return r;
   }
   if (op == "Transpose") {
@@ -895,7 +906,7 @@ Emitter::Index Emitter::producer_index(std::ostream& os, const Node& n, const Va
   reject("{}: not an indexable op", n.describe());
 }
 
-Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Index& idx) {
+Emitter::Computed Emitter::value_at(const Value* v, const Index& idx) {
   std::string key = fmt::format("{}|{}", fmt::ptr(v), fmt::join(idx, ","));
   if (auto it = computed_.find(key); it != computed_.end()) return it->second;
   Computed c;
@@ -904,11 +915,18 @@ Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Inde
     if (!ptr_.count(v)) reject("'{}' is neither an input nor a constant of the body", v->name());
     Dims d = dims_of(v);
     c = {fmt::format("l{}", computed_.size()), scalar_type(v->type.dtype)};
-    os << ind_ << decl(c.type) << " " << c.name << " = " << load_expr(v, ravel(idx, d, 0, d.size())) << ";\n";
+    lower::IndexedStatement st;
+    st.kind = lower::IndexedStatement::Load;
+    st.name = c.name;
+    st.type = c.type;
+    st.array = ptr_.at(v);
+    st.loaded = loaded_type(v);
+    st.expr = ravel(idx, d, 0, d.size());
+    sink_->push_back(st);
   } else if (n->op_type == "Concat") {
-    c = concat_at(os, *n, idx);
+    c = concat_at(*n, idx);
   } else if (indexable(*n)) {
-    c = value_at(os, n->input(0), producer_index(os, *n, v, idx));
+    c = value_at(n->input(0), producer_index(*n, v, idx));
   } else {
     Dims od = dims_of(v);
     std::vector<std::string> args;
@@ -932,13 +950,20 @@ Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Inde
           sub[k] = is_one(id[k]) ? "0" : idx[pos];
         }
       }
-      Computed a = value_at(os, in, sub);
+      Computed a = value_at(in, sub);
       args.push_back(a.name);
       types.push_back(a.type);
     }
     ScalarExpr e = node_expr(*n, args, types);
     c = {var_name(v), e.type};
-    os << ind_ << decl(e.type) << " " << c.name << " = " << e.expr << ";\n";
+    lower::IndexedStatement st;
+    st.kind = lower::IndexedStatement::Compute;
+    st.name = c.name;
+    st.type = e.type;
+    st.node = n;
+    st.args = args;
+    st.types = types;
+    sink_->push_back(st);
   }
   computed_[key] = c;
   return c;
@@ -946,7 +971,7 @@ Emitter::Computed Emitter::value_at(std::ostream& os, const Value* v, const Inde
 
 // Concat at `idx`: every operand is read at the index clamped into its own range along the axis (so every load is
 // in bounds, the selects vectorise), and the one whose range holds idx[axis] is selected.
-Emitter::Computed Emitter::concat_at(std::ostream& os, const Node& n, const Index& idx) {
+Emitter::Computed Emitter::concat_at(const Node& n, const Index& idx) {
   const Dims od = dims_of(n.output(0));
   const int64_t rank = int64_t(od.size());
   int64_t axis = n.attr_int("axis", 0);
@@ -956,8 +981,8 @@ Emitter::Computed Emitter::concat_at(std::ostream& os, const Node& n, const Inde
   if (segment_.node == &n) {
     if (at != "j") throw NotSegmentable{};  // the Concat axis is not the loop's inner index here
     Index sub = idx;
-    sub[size_t(axis)] = index_var(os, fmt::format("j - ({})", segment_.start));
-    return value_at(os, n.input(segment_.operand), sub);
+    sub[size_t(axis)] = index_var(fmt::format("j - ({})", segment_.start));
+    return value_at(n.input(segment_.operand), sub);
   }
   if (n.num_inputs() > kMaxFusedConcatOperands)
     reject("{}: {} operands, more than the {} a fused Concat reads per element", n.describe(), n.num_inputs(),
@@ -969,110 +994,70 @@ Emitter::Computed Emitter::concat_at(std::ostream& os, const Node& n, const Inde
     const DimExpr d = dims_of(in)[size_t(axis)];
     if (d.value == 0) continue;
     Index sub = idx;
-    const std::string t = index_var(os, fmt::format("{} - ({})", at, start));
-    sub[size_t(axis)] = index_var(os, fmt::format("{} < 0 ? int64_t(0) : ({} < {} ? {} : {} - 1)", t, t, text(d), t, text(d)));
+    const std::string t = index_var(fmt::format("{} - ({})", at, start));
+    sub[size_t(axis)] = index_var(fmt::format("{} < 0 ? int64_t(0) : ({} < {} ? {} : {} - 1)", t, t, text(d), t, text(d)));
     start = fmt::format("{} + {}", start, text(d));
-    parts.emplace_back(start, value_at(os, in, sub));
+    parts.emplace_back(start, value_at(in, sub));
   }
   if (parts.empty()) reject("{}: every operand is empty", n.describe());
-  std::string e = parts.back().second.name;
-  for (size_t k = parts.size() - 1; k-- > 0;)
-    e = fmt::format("({} < ({}) ? {} : {})", at, parts[k].first, parts[k].second.name, e);
   Computed c{var_name(n.output(0)), parts[0].second.type};
-  os << ind_ << decl(c.type) << " " << c.name << " = " << e << ";\n";
+  lower::IndexedStatement st;
+  st.kind = lower::IndexedStatement::Select;
+  st.name = c.name;
+  st.type = c.type;
+  st.at = at;
+  for (const auto& [end, value] : parts) {
+    st.ends.push_back(end);
+    st.args.push_back(value.name);
+  }
+  sink_->push_back(st);
   return c;
 }
 
-// Opens a loop nest over `space` (OpenMP-parallel over rows from `parallel_from` elements, omp simd over the
-// last dim) with `i` the linear output index; returns the index expression of each dim and sets ind_.
-Emitter::Index Emitter::open_space(std::ostream& os, const Dims& space, int64_t parallel_from) {
-  if (space.empty()) {
-    os << "  {\n  const int64_t n = " << product(space, 0, 0) << ";\n  if (n > 0) {\n";
-    os << (cuda_ ? "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n" : "  {\n") << "    const int64_t i = 0;\n";
-    ind_ = "    ";
-    return {};
-  }
-  Index idx = open_rows(os, space, parallel_from);
-  if (cuda_) {
-    ind_ = "    ";
-    return idx;
-  }
-  os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n      const int64_t i = r * inner + j;\n";
-  ind_ = "      ";
-  return idx;
-}
-
-// open_space up to its inner loop (rank >= 1): the row loop with the row's index q<d> per outer dim; the last
-// dim's index is `j`, for the inner loop(s) the caller opens. CUDA: the whole nest, one grid-stride loop over i
-// with j and the q<d> unravelled from it (some may go unread: a size-1 dim's index is never used).
-Emitter::Index Emitter::open_rows(std::ostream& os, const Dims& space, int64_t parallel_from) {
-  const size_t rank = space.size();
-  os << "  {\n  const int64_t n = " << product(space, 0, rank) << ";\n  if (n > 0) {\n";
-  if (cuda_) {
-    if (rank == 1) {
-      os << "  " << cuda::element_loop() << " {\n    [[maybe_unused]] const int64_t j = i;\n";
-    } else {
-      os << cuda::element_row_loop(space);
-    }
-    Index idx;
-    for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
-    idx.push_back("j");
-    return idx;
-  }
-  os << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n";
-  open_region(os, fmt::format("n >= {}", parallel_from));
-  os << "#pragma omp for schedule(static)\n"
-     << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
-  for (int d = int(rank) - 2; d >= 0; --d)
-    os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[d]), text(space[d]));
-  Index idx;
-  for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
-  idx.push_back("j");
-  return idx;
-}
-
-void Emitter::close_space(std::ostream& os, size_t rank) {
-  if (rank == 0 || cuda_) {
-    os << "  }\n  }\n  }\n";
-    return;
-  }
-  os << "    }\n  }\n";
-  close_region(os);
-  os << "  }\n  }\n";
-}
-
 // Inside a loop nest: body outputs `outs` computed at `idx` and stored at the linear index i.
-void Emitter::store_outputs(std::ostream& os, const std::vector<size_t>& outs, const Index& idx) {
+void Emitter::store_outputs(const std::vector<size_t>& outs, const Index& idx) {
   for (size_t o : outs) {
     const Value* v = body_.outputs()[o];
-    Computed c = value_at(os, v, idx);
-    os << ind_ << "out" << o << "[i] = " << store(v->type.dtype, c.name) << ";\n";
+    Computed c = value_at(v, idx);
+    lower::IndexedStatement st;
+    st.kind = lower::IndexedStatement::Store;
+    st.output = int(o);
+    st.expr = c.name;
+    st.stored = v->type.dtype;
+    sink_->push_back(st);
   }
 }
 
-// `outs`: the body outputs this loop nest writes (all when empty); they must share one shape.
+// `outs`: the body outputs this loop nest writes (all when empty); they must share one shape. Lowered to one
+// lower::IndexedNest, printed by the dialect's printer.
 void Emitter::emit_indexed(std::ostream& os, std::vector<size_t> outs) {
   if (outs.empty())
     for (size_t o = 0; o < body_.outputs().size(); ++o) outs.push_back(o);
-  Dims space = dims_of(body_.outputs()[outs[0]]);
-  const size_t rank = space.size();
+  lower::IndexedNest nest;
+  nest.space = dims_of(body_.outputs()[outs[0]]);
   for (size_t o : outs)
-    if (!same(dims_of(body_.outputs()[o]), space))
+    if (!same(dims_of(body_.outputs()[o]), nest.space))
       reject("output '{}' does not span the group's iteration space", body_.outputs()[o]->name());
-  if (emit_segmented(os, outs, space)) return;
-  Index idx = open_space(os, space, 65536);
-  store_outputs(os, outs, idx);
-  close_space(os, rank);
-  computed_.clear();
-  index_vars_.clear();
+  if (!lower_segmented(nest, outs)) {
+    sink_ = &nest.body;
+    store_outputs(outs, nest_index(nest.space.size()));
+    sink_ = nullptr;
+    computed_.clear();
+    index_vars_.clear();
+  }
+  if (cuda_)
+    cuda::print_indexed(os, nest);
+  else
+    cpu::print_indexed(os, nest, region_ptrs_);
 }
 
 // A group with one Concat along its innermost axis whose index is the loop nest's inner index (a channel
 // concatenation of channels-last tensors, then elementwise work): one inner loop per operand over its channel
 // range, each reading that operand contiguously, instead of reading every operand at every element and
-// selecting. False (nothing written) when the group is not of that form.
-bool Emitter::emit_segmented(std::ostream& out, const std::vector<size_t>& outs, const Dims& space) {
+// selecting. False (nest.segments empty) when the group is not of that form.
+bool Emitter::lower_segmented(lower::IndexedNest& nest, const std::vector<size_t>& outs) {
   if (cuda_) return false;  // a grid-stride loop over i has no inner loop to split into segments
+  const Dims& space = nest.space;
   const Node* concat = nullptr;
   for (const Node* n : body_.nodes())
     if (n->op_type == "Concat") {
@@ -1093,31 +1078,27 @@ bool Emitter::emit_segmented(std::ostream& out, const std::vector<size_t>& outs,
     ranges.emplace_back(start, start + d.value);
     start += d.value;
   }
-  std::ostringstream os;
-  Index idx = open_rows(os, space, 65536);
+  const Index idx = nest_index(rank);
   try {
     for (size_t k = 0; k < ranges.size(); ++k) {
       if (ranges[k].first == ranges[k].second) continue;
-      os << "#pragma omp simd\n    for (int64_t j = " << ranges[k].first << "; j < " << ranges[k].second
-         << "; ++j) {\n      const int64_t i = r * inner + j;\n";
-      ind_ = "      ";
+      nest.segments.push_back({ranges[k].first, ranges[k].second, {}});
+      sink_ = &nest.segments.back().body;
       segment_ = {concat, int(k), std::to_string(ranges[k].first)};
-      store_outputs(os, outs, idx);
-      os << "    }\n";
+      store_outputs(outs, idx);
       computed_.clear();
       index_vars_.clear();
     }
   } catch (const NotSegmentable&) {
+    nest.segments.clear();
+    sink_ = nullptr;
     segment_ = {};
     computed_.clear();
     index_vars_.clear();
     return false;
   }
+  sink_ = nullptr;
   segment_ = {};
-  os << "  }\n";
-  close_region(os);
-  os << "  }\n  }\n";
-  out << os.str();
   return true;
 }
 
@@ -1302,7 +1283,8 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   const size_t states_from = region_ptrs_.size();  // the partial states are local to the reduction's block
   if (cuda_) {
     // One thread per output element, running the reduced loops serially.
-    oidx = open_space(os, space, 0);
+    oidx = cuda::open_space(os, space);
+    ind_ = "    ";
     os << ind_ << reds[0].acc_t << " acc0 = " << reds[0].init << ";\n";
   } else {
     os << "  {\n  const int64_t n = " << product(space, 0, orank) << ";\n  if (n > 0) {\n"
@@ -1422,7 +1404,11 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   if (!cuda_ && !lanes) open_block(true);
   for (size_t k = 0; k < reds.size(); ++k) {
     const Red& r = reds[k];
-    const std::string x = value_at(os, r.node->input(0), iidx).name;
+    std::vector<lower::IndexedStatement> at;
+    sink_ = &at;
+    const std::string x = value_at(r.node->input(0), iidx).name;
+    sink_ = nullptr;
+    lower::print_statements(os, at, ind_);
     const std::string term = r.op == "ReduceL1" ? "gaf_abs(" + x + ")" : x;
     if (lanes && !r.sum_like)
       os << ind_ << fmt::format("p{0} = {1} {2} p{0} ? {1} : p{0};\n", k, x, r.op == "ReduceMax" ? ">" : "<")
@@ -1473,7 +1459,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   };
   if (cuda_) {  // one reduction, an output, as checked above
     os << finish(0, acc(0), "i", ind_);
-    close_space(os, orank);
+    cuda::close_space(os);
     return;
   }
   os << "    if (chunks > 1) {\n      for (int64_t jj = 0; jj < jn; ++jj) {\n";

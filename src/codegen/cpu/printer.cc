@@ -78,4 +78,49 @@ void print_elementwise(std::ostream& os, const lower::ElementwiseKernel& k, cons
   os << "    }\n  }\n" << region_close(params, "n >= 65536");
 }
 
+namespace {
+
+constexpr int64_t kIndexedParallelFrom = 65536;
+
+std::string parallel_cond() { return fmt::format("n >= {}", kIndexedParallelFrom); }
+
+// Opens the nest up to its inner loop (rank >= 1): the parallel row loop with the row's index q<d> per outer dim.
+void open_rows(std::ostream& os, const lower::Dims& space, const RegionParams& params) {
+  const size_t rank = space.size();
+  os << "  {\n  const int64_t n = " << lower::product(space, 0, rank) << ";\n  if (n > 0) {\n"
+     << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
+     << region_open(params) << "#pragma omp for schedule(static)\n"
+     << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
+  for (int d = int(rank) - 2; d >= 0; --d)
+    os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
+                      text(space[size_t(d)]));
+}
+
+}  // namespace
+
+void print_indexed(std::ostream& os, const lower::IndexedNest& nest, const RegionParams& params) {
+  const size_t rank = nest.space.size();
+  if (rank == 0) {
+    os << "  {\n  const int64_t n = " << lower::product(nest.space, 0, 0) << ";\n  if (n > 0) {\n"
+       << "  {\n    const int64_t i = 0;\n";
+    lower::print_statements(os, nest.body, "    ");
+    os << "  }\n  }\n  }\n";
+    return;
+  }
+  open_rows(os, nest.space, params);
+  if (nest.segments.empty()) {
+    os << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n      const int64_t i = r * inner + j;\n";
+    lower::print_statements(os, nest.body, "      ");
+    os << "    }\n  }\n" << region_close(params, parallel_cond()) << "  }\n  }\n";
+    return;
+  }
+  for (const lower::IndexedNest::Segment& s : nest.segments) {
+    os << "#pragma omp simd\n    for (int64_t j = " << s.begin << "; j < " << s.end
+       << "; ++j) {\n      const int64_t i = r * inner + j;\n";
+    lower::print_statements(os, s.body, "      ");
+    os << "    }\n";
+  }
+  os << "  }\n" << region_close(params, parallel_cond()) << "  }\n  }\n";
+}
+
 }  // namespace gaf::codegen::cpu

@@ -48,6 +48,10 @@ std::string step_width(int step);
 void print_elementwise(std::ostream& os, const lower::ElementwiseKernel& k, const RegionParams& params,
                        lower::Namer& names);
 
+// An indexed loop nest after the kernel's pointer declarations: OpenMP-parallel over rows from 65536 elements,
+// `omp simd` over the innermost dim (or one such loop per operand range of a channel Concat).
+void print_indexed(std::ostream& os, const lower::IndexedNest& nest, const RegionParams& params);
+
 // Row kernel k after the kernel's pointer declarations, in the CPU dialect (cuda false: a parallel region over
 // the rows, per-thread scratch rows taken from the caller's pool, whole vectors first) or the CUDA one (one row
 // per block, row buffers in shared memory, the block's threads over a row). The CPU form adds its scratch

@@ -65,4 +65,29 @@ void print_elementwise(std::ostream& os, const lower::ElementwiseKernel& k, lowe
   os << "  }\n";
 }
 
+std::vector<std::string> open_space(std::ostream& os, const lower::Dims& space) {
+  const size_t rank = space.size();
+  os << "  {\n  const int64_t n = " << lower::product(space, 0, rank) << ";\n  if (n > 0) {\n";
+  if (rank == 0) {
+    os << "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n    const int64_t i = 0;\n";
+    return {};
+  }
+  if (rank == 1)
+    os << "  " << element_loop() << " {\n    [[maybe_unused]] const int64_t j = i;\n";
+  else
+    os << element_row_loop(space);
+  std::vector<std::string> idx;
+  for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
+  idx.push_back("j");
+  return idx;
+}
+
+void close_space(std::ostream& os) { os << "  }\n  }\n  }\n"; }
+
+void print_indexed(std::ostream& os, const lower::IndexedNest& nest) {
+  open_space(os, nest.space);
+  lower::print_statements(os, nest.body, "    ");
+  close_space(os);
+}
+
 }  // namespace gaf::codegen::cuda

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "codegen/lower/c_text.h"
 #include "codegen/lower/kernel_ir.h"
@@ -34,6 +35,14 @@ std::string row_element_loop();
 // A grid-stride loop over the linear index i of `space` (rank >= 2), opened with the column j and the row
 // coordinates q<d> derived from i, as the CPU row loops name them (some may go unread).
 std::string element_row_loop(const lower::Dims& space);
+
+// A loop nest over `space` as one grid-stride loop over its linear index i, with j and the q<d> unravelled from it
+// (a rank-0 space: thread 0 of block 0); returns each dim's index name. Its body goes at indent 4; close_space
+// closes it.
+std::vector<std::string> open_space(std::ostream& os, const lower::Dims& space);
+void close_space(std::ostream& os);
+// An indexed loop nest after the kernel's pointer declarations.
+void print_indexed(std::ostream& os, const lower::IndexedNest& nest);
 
 // Kernel k's loops after the kernel's pointer declarations: `n`, then one grid-stride loop over i (the Rows walk's
 // row coordinates and column derived from it); a Flat kernel whose operands are all arguments or single elements

@@ -140,4 +140,32 @@ void print_element(std::ostream& os, const ElementwiseKernel& k, const std::vect
     }
 }
 
+void print_statements(std::ostream& os, const std::vector<IndexedStatement>& body, const std::string& ind) {
+  for (const IndexedStatement& st : body) {
+    switch (st.kind) {
+      case IndexedStatement::Index: os << ind << "const int64_t " << st.name << " = " << st.expr << ";\n"; break;
+      case IndexedStatement::Load:
+        os << ind << decl(st.type) << " " << st.name << " = " << load(st.loaded, st.array + "[" + st.expr + "]")
+           << ";\n";
+        break;
+      case IndexedStatement::Compute: {
+        std::string why;
+        const ScalarExpr e = formula(*st.node, st.args, st.types, &why);
+        os << ind << decl(e.type) << " " << st.name << " = " << e.expr << ";\n";
+        break;
+      }
+      case IndexedStatement::Select: {
+        std::string e = st.args.back();
+        for (size_t k = st.args.size() - 1; k-- > 0;)
+          e = fmt::format("({} < ({}) ? {} : {})", st.at, st.ends[k], st.args[k], e);
+        os << ind << decl(st.type) << " " << st.name << " = " << e << ";\n";
+        break;
+      }
+      case IndexedStatement::Store:
+        os << ind << "out" << st.output << "[i] = " << store(st.stored, st.expr) << ";\n";
+        break;
+    }
+  }
+}
+
 }  // namespace gaf::codegen::lower

@@ -48,6 +48,9 @@ std::vector<std::string> print_row_bases(std::ostream& os, const ElementwiseKern
 // end in _u (when there is more than one) and its elements start u * gaf_vw after the index.
 void print_element(std::ostream& os, const ElementwiseKernel& k, const std::vector<std::string>& index,
                    const std::string& out_index, const std::string& ind, Namer& names, int vectors = 0);
+// Statements of an indexed nest, each line at indent `ind`.
+void print_statements(std::ostream& os, const std::vector<IndexedStatement>& body, const std::string& ind);
+
 // Index `idx` moved to vector u of a step.
 std::string vector_at(const std::string& idx, int u);
 

@@ -5,9 +5,10 @@
 // (src/codegen/cpu/row_printer.cc) prints either dialect. The scalar formula of every
 // statement comes from its op's definition (OpInfo::scalar through scalar_expr), so the dialects cannot drift.
 //
-// Lowered today: the elementwise shape (every value spans one iteration space; operands broadcast into it) and
-// the row shape (reductions over trailing axes with what they read and what reads them). The indexed shape is
-// still printed by the emitter directly.
+// Lowered today: the elementwise shape (every value spans one iteration space; operands broadcast into it), the
+// row shape (reductions over trailing axes with what they read and what reads them) and the indexed shape's loop
+// nests (injective ops folded into index arithmetic). The indexed reductions' schedule (blocks, chunks, partial
+// sums) is still printed by the emitter directly, around statements of this IR.
 #pragma once
 
 #include <cstdint>
@@ -141,6 +142,47 @@ struct RowKernel {
   std::vector<DType> output_dtypes;  // per body output
   int scratch_rows = 0;
 };
+// ---- indexed kernels ----
+// A loop nest over an output space whose values are computed at the index their consumer needs: Reshape,
+// Transpose, Slice, Expand, Split, Concat... folded into index arithmetic. Index expressions are int64_t
+// arithmetic over the nest's indices (q<d> per outer dim, j the innermost, i the linear index) and earlier index
+// variables, the same text in every C-family dialect.
+
+// One step of computing a nest's outputs at one element, in order.
+struct IndexedStatement {
+  enum Kind {
+    Index,    // const int64_t name = expr;
+    Load,     // name = array[expr], converted from `loaded` to `type`
+    Compute,  // name = node's formula over args (names of earlier values, "" for an absent input) of `types`
+    Select,   // name = the value of args[k] for the first k with `at` < ends[k] (a Concat along an axis)
+    Store,    // body output `output` at i = expr (a value's name), converted to `stored`
+  } kind = Index;
+  std::string name;
+  ScalarType type = ScalarType::F32;
+  std::string expr;
+  std::string array;
+  DType loaded = DType::Float;
+  const Node* node = nullptr;
+  std::vector<std::string> args;
+  std::vector<ScalarType> types;
+  std::string at;
+  std::vector<std::string> ends;
+  int output = -1;
+  DType stored = DType::Float;
+};
+
+struct IndexedNest {
+  Dims space;
+  std::vector<IndexedStatement> body;  // at (q0, ..., j), linear index i
+  // A channel Concat along the innermost axis (CPU): the inner loop split into one loop per operand's range
+  // [begin, end), each reading only that operand; empty: one inner loop over the whole row.
+  struct Segment {
+    int64_t begin = 0, end = 0;
+    std::vector<IndexedStatement> body;
+  };
+  std::vector<Segment> segments;
+};
+
 // Operand k of `k` is one element for the whole space (Flat) or one per row (Rows: broadcast along the innermost
 // dim): the same value on every lane of a vector.
 bool splat(const ElementwiseKernel& k, size_t operand);

@@ -193,5 +193,82 @@ TEST(LoweringIR, TheRowPrinterStagesWhereTheLoweringPutTheRow) {
   EXPECT_EQ(gpu.find("gaf_vload"), std::string::npos) << gpu;
 }
 
+// y = Transpose(x) + 1 as an indexed nest over [4, 6] (x is [6, 4]): an index variable, a load through it, the
+// Add's formula, the store.
+struct LoweredNest {
+  Model model;
+  lower::IndexedNest nest;
+};
+LoweredNest transposed_add() {
+  LoweredNest l{testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+      g (float[6,4] x) => (float[4,6] y) <float one = {1.0}> { t = Transpose(x)  y = Add(t, one) })"),
+                {}};
+  const Graph& g = *l.model.graph;
+  using S = lower::IndexedStatement;
+  lower::IndexedNest& nest = l.nest;
+  nest.space = {{4, -1}, {6, -1}};
+  S index;
+  index.kind = S::Index;
+  index.name = "x0";
+  index.expr = "(j) * int64_t(4) + q0";
+  S load;
+  load.kind = S::Load;
+  load.name = "l0";
+  load.array = "in0";
+  load.expr = "x0";
+  S add;
+  add.kind = S::Compute;
+  add.name = "t0";
+  add.node = g.nodes()[1];
+  add.args = {"l0", "1.0f"};
+  add.types = {ScalarType::F32, ScalarType::F32};
+  S store;
+  store.kind = S::Store;
+  store.output = 0;
+  store.expr = "t0";
+  nest.body = {index, load, add, store};
+  return l;
+}
+
+TEST(LoweringIR, BothPrintersWriteTheSameStatementsOfAnIndexedNest) {
+  LoweredNest l = transposed_add();
+  std::ostringstream statements, cpu, gpu;
+  lower::print_statements(statements, l.nest.body, "");
+  const std::string text = statements.str();
+  std::string why;
+  const std::string add = lower::formula(*l.nest.body[2].node, {"l0", "1.0f"}, {ScalarType::F32, ScalarType::F32},
+                                         &why).expr;
+  EXPECT_EQ(text, "const int64_t x0 = (j) * int64_t(4) + q0;\nconst float l0 = in0[x0];\nconst float t0 = " + add +
+                      ";\nout0[i] = t0;\n");
+  codegen::cpu::print_indexed(cpu, l.nest, {{"const float* __restrict", "in0"}, {"float* __restrict", "out0"}});
+  codegen::cuda::print_indexed(gpu, l.nest);
+  // Each printer opens its loops and writes the statements at its indent, the same lines.
+  auto indented = [&](const std::string& ind) {
+    std::string s;
+    for (size_t a = 0, b; a < text.size(); a = b + 1) {
+      b = text.find('\n', a);
+      s += ind + text.substr(a, b - a + 1);
+    }
+    return s;
+  };
+  EXPECT_NE(cpu.str().find(indented("      ")), std::string::npos) << cpu.str();
+  EXPECT_NE(cpu.str().find("#pragma omp for schedule(static)"), std::string::npos) << cpu.str();
+  EXPECT_NE(gpu.str().find(indented("    ")), std::string::npos) << gpu.str();
+  EXPECT_NE(gpu.str().find("const int64_t q0 = rem % int64_t(4);"), std::string::npos) << gpu.str();
+  EXPECT_EQ(gpu.str().find("#pragma"), std::string::npos) << gpu.str();
+}
+
+TEST(LoweringIR, TheCpuPrinterRunsOneInnerLoopPerSegment) {
+  LoweredNest l = transposed_add();
+  l.nest.segments = {{0, 2, l.nest.body}, {2, 6, l.nest.body}};
+  std::ostringstream cpu;
+  codegen::cpu::print_indexed(cpu, l.nest, {{"const float* __restrict", "in0"}, {"float* __restrict", "out0"}});
+  const std::string text = cpu.str();
+  EXPECT_NE(text.find("for (int64_t j = 0; j < 2; ++j)"), std::string::npos) << text;
+  EXPECT_NE(text.find("for (int64_t j = 2; j < 6; ++j)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("j < inner"), std::string::npos) << text;
+  EXPECT_EQ(count(text, "out0[i] = t0;"), 2) << text;
+}
+
 }  // namespace
 }  // namespace gaf

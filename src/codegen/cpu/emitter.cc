@@ -27,8 +27,10 @@
 // Every dimension is a constant or a symbol read from `sym[]`, so a kernel serves every shape of a dynamic model.
 // The indexed shape's loop nests are lowered to lower::IndexedNest (statements computing each output at the
 // nest's index: index variables, loads, formulas, Concat selects, stores) and printed by cpu::print_indexed and
-// cuda::print_indexed; the indexed reductions' schedule (blocks, chunks, partial sums) is still printed here,
-// around the statements that compute the reduced values.
+// cuda::print_indexed; its reductions to lower::IndexedReduction (the reduced axes, each reduction with the
+// statements computing the value it folds), which each printer schedules its own way (cpu::
+// print_indexed_reduction: blocks, chunks, partial sums; cuda::print_indexed_reduction: a thread per output).
+// What is left here is lowering: which shape a group takes, what each value is, and every "no" with its reason.
 //
 // The CUDA dialect (EmitOptions::dialect) prints the same declarations and expressions as `__global__` kernels
 // for NVRTC (head, loop headers and limits in codegen/cuda/printer.h, helpers in cuda_prelude()); only the loops
@@ -225,16 +227,6 @@ class Emitter {
       reject("CUDA kernels take at most {} inputs, {} outputs and {} symbolic dims; the group has {}, {} and {}",
              cuda::kMaxInputs, cuda::kMaxOutputs, cuda::kMaxSymbols, body_.inputs().size(), body_.outputs().size(),
              sig_.symbol_binds.size());
-  }
-  // A parallel region (cpu::region_open) over the kernel's pointers; `cond` says when it runs on the team.
-  void open_region(std::ostream& os, std::string cond) {
-    region_cond_ = std::move(cond);
-    os << cpu::region_open(region_ptrs_);
-  }
-  void close_region(std::ostream& os) const { os << cpu::region_close(region_ptrs_, region_cond_); }
-  // An OpenMP pragma line at indent `ind`; nothing in the CUDA dialect, whose loops are spread over the grid.
-  std::string omp(const std::string& ind, const std::string& clause) const {
-    return cuda_ ? "" : ind + "#pragma omp " + clause + "\n";
   }
 
   // ---- shapes ----
@@ -464,8 +456,6 @@ class Emitter {
   std::set<const Value*> materialised_;           // values held in a scratch buffer (fp32) inside the kernel
   std::map<std::string, Computed> computed_;      // (value, index) -> variable, per element
   std::map<std::string, std::string> index_vars_; // index expression -> variable, per element
-  std::string ind_;
-  std::string region_cond_;  // the open region's: when its loop runs in parallel
   std::vector<std::pair<std::string, std::string>> region_ptrs_;  // pointers a region takes: type, name
 
   const Node& fused_;
@@ -1106,7 +1096,8 @@ bool Emitter::lower_segmented(lower::IndexedNest& nest, const std::vector<size_t
 // kSplitRows outputs, each folding at least kSplitReduced elements, all dims known. A group whose outputs are
 // all such Reduce* results (over the same row, as legality requires) runs as an indexed reduction, whose reduced
 // range splits over the threads.
-constexpr int64_t kSplitRows = 8, kSplitReduced = 32768;
+using cpu::kSplitReduced;
+using cpu::kSplitRows;
 
 // The element count of dims all known at codegen time; -1 when one is symbolic.
 int64_t known_elements(const Dims& dims) {
@@ -1147,25 +1138,17 @@ bool Emitter::few_long_rows() const {
 void Emitter::emit_indexed_reduction(std::ostream& os) {
   static const std::set<std::string> kinds = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
                                               "ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum"};
-  struct Red {
-    const Node* node;
-    std::string op, acc_t, init;
-    bool sum_like, squares, partial = false;
-    size_t out;    // output slot, or outputs().size()
-    bool scratch;  // its result read back by later nests (or not an output): a buffer redbuf<k>
-  };
-  std::vector<Red> reds;
+  lower::IndexedReduction k;
+  auto& reds = k.reduces;
   for (const Node* n : body_.nodes())
     if (op_kind(*n) == OpKind::Reduction) {
       const std::string& op = n->op_type;
       if (!kinds.count(op) || !n->domain.empty()) reject("{} has no indexed form", n->describe());
-      const bool sum_like = op != "ReduceMax" && op != "ReduceMin" && op != "ReduceProd";
-      reds.push_back({n, op, sum_like ? "double" : "float",
-                      op == "ReduceMax"    ? "-__builtin_inff()"
-                      : op == "ReduceMin"  ? "__builtin_inff()"
-                      : op == "ReduceProd" ? "1.0f"
-                                           : "0.0",
-                      sum_like, op == "ReduceSumSquare" || op == "ReduceL2", false, body_.outputs().size(), false});
+      lower::IndexedReduction::Reduce r;
+      r.node = n;
+      r.op = op;
+      r.input = n->input(0)->type.dtype;
+      reds.push_back(r);
     }
   const Node* red = reds.front().node;
   const Value* in = red->input(0);
@@ -1175,7 +1158,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   const auto axes = ops::reduced_axes(*red, rank, &listed);
   if (!axes) reject("{}: reduces nothing, or an axis is out of range or listed twice", red->describe());
   const bool keep = red->attr_int("keepdims", 1) != 0;
-  for (const Red& r : reds) {
+  for (const auto& r : reds) {
     const Value* x = r.node->input(0);
     if (x->type.dtype != DType::Float && x->type.dtype != DType::Float16 && x->type.dtype != DType::BFloat16)
       reject("{}: element type {}", r.node->describe(), dtype_name(x->type.dtype));
@@ -1184,17 +1167,18 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
         (r.node->attr_int("keepdims", 1) != 0) != keep)
       reject("{} and {} reduce different spaces", red->describe(), r.node->describe());
   }
-  std::vector<bool> reduced(static_cast<size_t>(rank), false);
-  for (int64_t a : *axes) reduced[size_t(a)] = true;
-  Dims space = dims_of(red->output(0));
-  const size_t orank = space.size();
+  k.reduced.assign(static_cast<size_t>(rank), false);
+  for (int64_t a : *axes) k.reduced[size_t(a)] = true;
+  k.input = id;
+  k.space = dims_of(red->output(0));
+  const size_t orank = k.space.size();
   if (cuda_) {
     if (reds.size() > 1) reject("the CUDA dialect prints one indexed reduction per kernel");
     // One thread per output element: a long reduction into a few outputs would run on a few threads.
     Dims folded_dims;
     for (int a = 0; a < rank; ++a)
-      if (reduced[size_t(a)]) folded_dims.push_back(id[size_t(a)]);
-    const int64_t written = known_elements(space), folded = known_elements(folded_dims);
+      if (k.reduced[size_t(a)]) folded_dims.push_back(id[size_t(a)]);
+    const int64_t written = known_elements(k.space), folded = known_elements(folded_dims);
     if (written >= 0 && written < 1024 && folded >= kSplitReduced)
       reject("{}: {} outputs of {} elements each; the CUDA dialect folds each output on one thread",
              red->describe(), written, folded);
@@ -1204,7 +1188,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
   // read its result from a scratch buffer in nests after it.
   std::map<std::string, std::vector<size_t>> before, after;  // by shape
   std::set<const Value*> downstream;
-  for (const Red& r : reds) downstream.insert(r.node->output(0));
+  for (const auto& r : reds) downstream.insert(r.node->output(0));
   for (const Node* n : body_.nodes())
     for (int i = 0; i < n->num_inputs(); ++i)
       if (n->input(i) && downstream.count(n->input(i))) {
@@ -1213,277 +1197,44 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
       }
   for (size_t o = 0; o < body_.outputs().size(); ++o) {
     const Value* v = body_.outputs()[o];
-    auto it = std::find_if(reds.begin(), reds.end(), [&](const Red& r) { return r.node->output(0) == v; });
-    if (it != reds.end()) it->out = o;
+    auto it = std::find_if(reds.begin(), reds.end(), [&](const auto& r) { return r.node->output(0) == v; });
+    if (it != reds.end()) it->output = int(o);
     else
       (downstream.count(v) ? after : before)[shape_key(v)].push_back(o);
   }
   for (const auto& [shape, outs] : before) emit_indexed(os, outs);
   bool any_scratch = false;
-  for (Red& r : reds) any_scratch |= r.scratch = r.out == body_.outputs().size() || !after.empty();
+  for (auto& r : reds) any_scratch |= r.scratch = r.output < 0 || !after.empty();
   if (cuda_ && (any_scratch || !before.empty()))
     reject("{}: the CUDA dialect prints an indexed reduction only as the group's one loop nest (other outputs or "
            "readers of its result would need a scratch buffer and a grid-wide barrier)", red->describe());
-  for (size_t k = 0; k < reds.size(); ++k)
-    if (reds[k].scratch) {
-      os << "  float* __restrict redbuf" << k << " = static_cast<float*>(gaf_take(scratch_, sizeof(float) * size_t(1 + "
-         << product(space, 0, orank) << ")));\n  if (!redbuf" << k << ") return;\n";
-      region_ptrs_.emplace_back("float* __restrict", fmt::format("redbuf{}", k));
-    }
   // The input index: reduced axes from loop variables k<a>, the others from the output index.
-  std::string count = "1.0";
-  for (int a = 0; a < rank; ++a)
-    if (reduced[size_t(a)]) count += " * double(" + text(id[size_t(a)]) + ")";
-  // `a` takes in `x` (a value read, or another partial state of the same output).
-  auto fold = [](const Red& r, const std::string& a, const std::string& x) -> std::string {
-    if (r.op == "ReduceMax") return fmt::format("{} = ({} > {} || {} != {}) ? {} : {};", a, x, a, x, x, x, a);
-    if (r.op == "ReduceMin") return fmt::format("{} = ({} < {} || {} != {}) ? {} : {};", a, x, a, x, x, x, a);
-    if (r.op == "ReduceProd") return fmt::format("{} *= {};", a, x);
-    return fmt::format("{} += {};", a, x);
-  };
-  // Work items are blocks of up to W consecutive output elements along the innermost output dim, each with its
-  // own accumulators: the reduced loops run outside an omp simd loop over the block, so column reductions (NHWC
-  // global pooling: [1, H, W, C] -> [1, 1, 1, C]) vectorise across contiguous channels and split over the
-  // threads even when the output is one row. Each output element still accumulates its inputs in the same
-  // order, whatever W is. W is the widest of the block (1024; 4096 for columns), its halves, ..., 64 that still
-  // gives each thread of this run kRedItemsPerThread items (and is not twice the row): wide blocks read longer
-  // contiguous runs of each reduced step ([4096, 4096] over axis 0: 3.1-3.3 ms with W = 64, 2.3-2.6 with 1024),
-  // narrow ones keep the threads busy on a short row. Parallel from 16384 elements read: a reduction's element
-  // costs a load, a conversion and an add on one thread, about 1 ns on an input another core wrote (ResNet-18's
-  // NHWC global pool, [1, 7, 7, 512]: 28 us on one thread, 11 on two; the op-by-op Relu and ReduceMean took 11).
-  //
-  // Sums of fp32 values (ReduceSum, ReduceMean, ReduceL1, ReduceLogSum) add kRedPartial steps of the innermost
-  // reduced loop in fp32 and each such partial into the double accumulator: converting every element to double
-  // and adding it there bound the loop by arithmetic ([4096, 4096] over axis 0: 2.42 -> 1.85 ms with partials of
-  // 64, 6e-8 apart). Squares (ReduceSumSquare, ReduceL2) stay in double: fp32 squares overflow from 1.8e19.
-  //
-  // Lanes (the innermost input axis reduced, no ReduceProd): per output element, the innermost reduced loop is
-  // an omp simd reduction over kRedLanePartial steps at a time, each partial folded into the accumulator.
-  //
-  // Column reductions read whole rows: blocks of up to kRedColumnBlock, and where fewer than kSplitRows such
-  // blocks span the output, the outermost reduced axis splits into that many chunks instead of the blocks
-  // narrowing, so each item streams whole rows rather than stretches a page apart ([4096, 4096] over axis 0, the
-  // kernel alone on two threads, medians of three alternations: 1.39-1.60 ms with blocks of 1024, 1.18-1.29 with
-  // the 8 chunks of whole rows, 1.12-1.17 with 4).
-  constexpr int kRedBlock = 1024, kRedColumnBlock = 4096, kRedItemsPerThread = 2, kRedPartial = 64;
-  constexpr int kRedLanePartial = 1024, kRedChunks = 64;
-  bool lanes = !cuda_ && rank > 0 && reduced[size_t(rank - 1)];
-  for (const Red& r : reds) lanes &= r.op != "ReduceProd";
-  const int block = lanes ? kRedBlock : kRedColumnBlock;
-  bool blocked = lanes;  // the innermost reduced loop runs in blocks
-  for (Red& r : reds) {
-    r.partial = !cuda_ && !lanes && r.node->input(0)->type.dtype == DType::Float &&
-                (r.op == "ReduceSum" || r.op == "ReduceMean" || r.op == "ReduceL1" || r.op == "ReduceLogSum");
-    blocked |= r.partial;
-  }
-  int split_axis = -1;  // the reduced axis chunks split (CPU)
-  for (int a = 0; a < rank && !cuda_; ++a)
-    if (reduced[size_t(a)] && (split_axis < 0 || is_one(id[size_t(split_axis)]))) split_axis = a;
-  Index oidx;
-  const size_t states_from = region_ptrs_.size();  // the partial states are local to the reduction's block
-  if (cuda_) {
-    // One thread per output element, running the reduced loops serially.
-    oidx = cuda::open_space(os, space);
-    ind_ = "    ";
-    os << ind_ << reds[0].acc_t << " acc0 = " << reds[0].init << ";\n";
-  } else {
-    os << "  {\n  const int64_t n = " << product(space, 0, orank) << ";\n  if (n > 0) {\n"
-       << "  const int64_t inner = " << (orank ? text(space[orank - 1]) : std::string("1")) << ";\n"
-       << "  const int64_t rows = n / inner;\n"
-       << "  const double work = double(n) * (" << count << ");\n";
-    if (split_axis >= 0) {
-      os << "  const int64_t extent = " << text(id[size_t(split_axis)]) << ";\n"
-         << "  int64_t chunks = 1;\n"
-         << "  if (rows * ((inner + 63) / 64) < 8) {\n"
-         << "    chunks = int64_t(work / " << kSplitReduced << ".0);\n"
-         << "    if (chunks > " << kRedChunks << ") chunks = " << kRedChunks << ";\n"
-         << "  }";
-      if (!lanes) {
-        const std::string wide = fmt::format("rows * ((inner + {}) / {})", block - 1, block);
-        os << " else if (" << wide << " < " << kSplitRows << ") {\n"
-           << "    chunks = (" << kSplitRows << " + " << wide << " - 1) / (" << wide << ");\n"
-           << "    if (double(chunks) > work / " << kSplitReduced << ".0) chunks = int64_t(work / " << kSplitReduced
-           << ".0);\n"
-           << "  }";
-      }
-      os << "\n  if (chunks > extent) chunks = extent;\n"
-         << "  if (chunks < 1) chunks = 1;\n";
-    } else {
-      os << "  const int64_t chunks = 1;\n";
-    }
-    for (size_t k = 0; k < reds.size(); ++k) {
-      os << "  " << reds[k].acc_t << "* __restrict states" << k << " = chunks > 1 ? static_cast<" << reds[k].acc_t
-         << "*>(gaf_take(scratch_, sizeof(" << reds[k].acc_t << ") * size_t(chunks * n))) : nullptr;\n"
-         << "  if (chunks > 1 && !states" << k << ") return;\n";
-      region_ptrs_.emplace_back(reds[k].acc_t + "* __restrict", fmt::format("states{}", k));
-    }
-    os << "  const int64_t items = " << kRedItemsPerThread << " * int64_t(omp_get_max_threads());\n"
-       << "  int64_t W = " << block << ";\n"
-       << "  while (W > 64 && (W >= 2 * inner || chunks * rows * ((inner + W - 1) / W) < items)) W /= 2;\n"
-       << "  const int64_t nblk = (inner + W - 1) / W;\n"
-       << "  const int64_t blocks = rows * nblk;\n";
-    open_region(os, "work >= 16384.0");
-    os << "#pragma omp for schedule(static)\n"
-       << "  for (int64_t item = 0; item < chunks * blocks; ++item) {\n"
-       << "    const int64_t c = item / blocks, r = item % blocks / nblk, j0 = item % nblk * W;\n"
-       << "    const int64_t jn = inner - j0 < W ? inner - j0 : W;\n"
-       << "    (void)c;\n"
-       << "    int64_t rem = r;\n";
-    for (int d = int(orank) - 2; d >= 0; --d)
-      os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
-                        text(space[size_t(d)]));
-    for (size_t d = 0; d + 1 < orank; ++d) oidx.push_back(fmt::format("q{}", d));
-    if (orank) oidx.push_back("j");
-    os << "    (void)rem;\n";
-    for (size_t k = 0; k < reds.size(); ++k) {
-      os << "    " << reds[k].acc_t << " acc" << k << "[" << block << "];\n"
-         << "    for (int64_t jj = 0; jj < jn; ++jj) acc" << k << "[jj] = " << reds[k].init << ";\n";
-      if (reds[k].partial) os << "    float part" << k << "[" << block << "];\n";
-    }
-  }
+  const Index oidx = nest_index(orank);
   Index iidx(static_cast<size_t>(rank));
   size_t o = 0;
   for (int a = 0; a < rank; ++a) {
-    if (reduced[size_t(a)]) {
+    if (k.reduced[size_t(a)]) {
       iidx[size_t(a)] = fmt::format("k{}", a);
       if (keep) ++o;
     } else {
       iidx[size_t(a)] = orank ? oidx[o++] : "0";
     }
   }
-  ind_ = "    ";
-  // The element loop over the block: vectorised across outputs here, or (lanes) a plain loop outside the reduced
-  // loops.
-  auto open_block = [&](bool simd) {
-    os << (simd ? "#pragma omp simd\n" : "") << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) {\n"
-       << ind_ << "  const int64_t j = j0 + jj;\n" << ind_ << "  const int64_t i = r * inner + j;\n"
-       << ind_ << "  (void)j;\n" << ind_ << "  (void)i;\n";
-    ind_ += "  ";
-  };
-  auto close = [&] {
-    ind_.resize(ind_.size() - 2);
-    os << ind_ << "}\n";
-  };
-  // Axis a's range: its chunk's on the split axis.
-  auto lo = [&](int a) { return a == split_axis ? std::string("extent * c / chunks") : std::string("0"); };
-  auto hi = [&](int a) { return a == split_axis ? std::string("extent * (c + 1) / chunks") : text(id[size_t(a)]); };
-  auto acc = [&](size_t k) { return "acc" + std::to_string(k) + (cuda_ ? "" : "[jj]"); };
-  int last_reduced = -1;
-  for (int a = 0; a < rank; ++a)
-    if (reduced[size_t(a)]) last_reduced = a;
-  if (lanes) open_block(false);
-  for (int a = 0; a < rank; ++a)
-    if (reduced[size_t(a)]) {
-      if (blocked && a == last_reduced) {  // blocks summed in fp32 (lanes: any op) into part<k> / p<k>
-        const int step = lanes ? kRedLanePartial : kRedPartial;
-        os << ind_ << fmt::format("for (int64_t b{0} = {1}; b{0} < {2}; b{0} += {3}) {{\n", a, lo(a), hi(a), step)
-           << ind_ << fmt::format("  const int64_t e{0} = b{0} + {1} < {2} ? b{0} + {1} : {2};\n", a, step, hi(a));
-        ind_ += "  ";
-        std::string clauses;
-        for (size_t k = 0; k < reds.size(); ++k) {
-          const Red& r = reds[k];
-          if (r.partial) {
-            os << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) part" << k << "[jj] = 0.0f;\n";
-          } else if (lanes && r.sum_like) {
-            os << ind_ << (r.squares ? "double" : "float") << " p" << k << " = 0.0f;\n";
-            clauses += fmt::format(" reduction(+:p{})", k);
-          } else if (lanes) {
-            const bool high = r.op == "ReduceMax";
-            os << ind_ << "float p" << k << " = " << (high ? "-__builtin_inff()" : "__builtin_inff()") << ";\n"
-               << ind_ << "int nan" << k << " = 0;\n";
-            clauses += fmt::format(" reduction({}:p{}) reduction(|:nan{})", high ? "max" : "min", k, k);
-          }
-        }
-        if (lanes) os << "#pragma omp simd" << clauses << "\n";
-        os << ind_ << fmt::format("for (int64_t k{0} = b{0}; k{0} < e{0}; ++k{0}) {{\n", a);
-      } else {
-        os << ind_ << fmt::format("for (int64_t k{0} = {1}; k{0} < {2}; ++k{0}) {{\n", a, lo(a), hi(a));
-      }
-      ind_ += "  ";
-    }
-  if (!cuda_ && !lanes) open_block(true);
-  for (size_t k = 0; k < reds.size(); ++k) {
-    const Red& r = reds[k];
-    std::vector<lower::IndexedStatement> at;
-    sink_ = &at;
-    const std::string x = value_at(r.node->input(0), iidx).name;
+  for (auto& r : reds) {
+    sink_ = &r.at;
+    r.value = value_at(r.node->input(0), iidx).name;
     sink_ = nullptr;
-    lower::print_statements(os, at, ind_);
-    const std::string term = r.op == "ReduceL1" ? "gaf_abs(" + x + ")" : x;
-    if (lanes && !r.sum_like)
-      os << ind_ << fmt::format("p{0} = {1} {2} p{0} ? {1} : p{0};\n", k, x, r.op == "ReduceMax" ? ">" : "<")
-         << ind_ << fmt::format("nan{} |= {} != {};\n", k, x, x);
-    else if (r.squares)
-      os << ind_ << (lanes ? fmt::format("p{}", k) : acc(k)) << " += double(" << x << ") * double(" << x << ");\n";
-    else if (lanes)
-      os << ind_ << "p" << k << " += " << term << ";\n";
-    else if (r.partial)
-      os << ind_ << "part" << k << "[jj] += " << term << ";\n";
-    else
-      os << ind_ << fold(r, acc(k), r.sum_like ? "double(" + term + ")" : x) << "\n";
   }
-  if (!cuda_ && !lanes) close();
-  for (int a = rank - 1; a >= 0; --a)
-    if (reduced[size_t(a)]) {
-      close();
-      if (blocked && a == last_reduced) {
-        for (size_t k = 0; k < reds.size(); ++k) {
-          const Red& r = reds[k];
-          if (r.partial)
-            os << "#pragma omp simd\n"
-               << ind_ << "for (int64_t jj = 0; jj < jn; ++jj) acc" << k << "[jj] += double(part" << k << "[jj]);\n";
-          else if (lanes && r.sum_like)
-            os << ind_ << acc(k) << " += double(p" << k << ");\n";
-          else if (lanes)
-            os << ind_ << "if (nan" << k << ") " << acc(k) << " = __builtin_nanf(\"\");\n"
-               << ind_ << fold(r, acc(k), fmt::format("p{}", k)) << "\n";
-        }
-        close();
-      }
-    }
-  if (lanes) close();
   computed_.clear();
   index_vars_.clear();
-  // The finished value of reduction k's accumulator `a` for output element `i`, stored.
-  auto finish = [&](size_t k, const std::string& a, const std::string& i, const std::string& ind) {
-    const Red& r = reds[k];
-    std::string result = "float(" + a + ")";
-    if (r.op == "ReduceMean") result = "float(" + a + " / (" + count + "))";
-    else if (r.op == "ReduceL2") result = "float(__builtin_sqrt(" + a + "))";
-    else if (r.op == "ReduceLogSum") result = "gaf_log(float(" + a + "))";
-    std::string s;
-    if (r.scratch) s += ind + fmt::format("redbuf{}[{}] = {};\n", k, i, result);
-    if (r.out < body_.outputs().size())
-      s += ind + fmt::format("out{}[{}] = {};\n", r.out, i, store(r.node->output(0)->type.dtype, result));
-    return s;
-  };
-  if (cuda_) {  // one reduction, an output, as checked above
-    os << finish(0, acc(0), "i", ind_);
-    cuda::close_space(os);
-    return;
-  }
-  os << "    if (chunks > 1) {\n      for (int64_t jj = 0; jj < jn; ++jj) {\n";
-  for (size_t k = 0; k < reds.size(); ++k)
-    os << "        states" << k << "[c * n + r * inner + j0 + jj] = acc" << k << "[jj];\n";
-  os << "      }\n      continue;\n    }\n"
-     << "#pragma omp simd\n    for (int64_t jj = 0; jj < jn; ++jj) {\n      const int64_t i = r * inner + j0 + jj;\n";
-  for (size_t k = 0; k < reds.size(); ++k) os << finish(k, acc(k), "i", "      ");
-  os << "    }\n  }\n";
-  close_region(os);
-  region_ptrs_.resize(states_from);
-  os << "  if (chunks > 1) {\n    for (int64_t i = 0; i < n; ++i) {\n";
-  for (size_t k = 0; k < reds.size(); ++k) {
-    const Red& r = reds[k];
-    os << "      {\n        " << r.acc_t << " a = states" << k << "[i];\n"
-       << "        for (int64_t c = 1; c < chunks; ++c) { const " << r.acc_t << " s = states" << k << "[c * n + i]; "
-       << fold(r, "a", "s") << " }\n" << finish(k, "a", "i", "        ") << "      }\n";
-  }
-  os << "    }\n";
-  os << "  }\n  }\n  }\n";
+  if (cuda_)
+    cuda::print_indexed_reduction(os, k);
+  else
+    cpu::print_indexed_reduction(os, k, region_ptrs_);
   if (!after.empty()) {
-    for (size_t k = 0; k < reds.size(); ++k) {
-      ptr_[reds[k].node->output(0)] = fmt::format("redbuf{}", k);
-      materialised_.insert(reds[k].node->output(0));
+    for (size_t r = 0; r < reds.size(); ++r) {
+      ptr_[reds[r].node->output(0)] = fmt::format("redbuf{}", r);
+      materialised_.insert(reds[r].node->output(0));
     }
     for (const auto& [shape, outs] : after) emit_indexed(os, outs);
   }

@@ -52,6 +52,13 @@ void print_elementwise(std::ostream& os, const lower::ElementwiseKernel& k, cons
 // `omp simd` over the innermost dim (or one such loop per operand range of a channel Concat).
 void print_indexed(std::ostream& os, const lower::IndexedNest& nest, const RegionParams& params);
 
+// Few outputs of a long reduction (a loss's mean over a whole tensor, a pool over a large map): fewer than
+// kSplitRows outputs, each folding at least kSplitReduced elements, split their reduced range over the threads.
+inline constexpr int64_t kSplitRows = 8, kSplitReduced = 32768;
+// An indexed reduction (after the nests before it): its scratch rows for the nests after it (added to
+// `params`), then work items of output blocks over the threads.
+void print_indexed_reduction(std::ostream& os, const lower::IndexedReduction& red, RegionParams& params);
+
 // Row kernel k after the kernel's pointer declarations, in the CPU dialect (cuda false: a parallel region over
 // the rows, per-thread scratch rows taken from the caller's pool, whole vectors first) or the CUDA one (one row
 // per block, row buffers in shared memory, the block's threads over a row). The CPU form adds its scratch

@@ -90,4 +90,34 @@ void print_indexed(std::ostream& os, const lower::IndexedNest& nest) {
   close_space(os);
 }
 
+void print_indexed_reduction(std::ostream& os, const lower::IndexedReduction& red) {
+  const lower::IndexedReduction::Reduce& r = red.reduces.at(0);
+  open_space(os, red.space);
+  std::string ind = "    ";
+  os << ind << lower::reduce_acc_type(r.op) << " acc0 = " << lower::reduce_init(r.op) << ";\n";
+  const int rank = int(red.input.size());
+  for (int a = 0; a < rank; ++a)
+    if (red.reduced[size_t(a)]) {
+      os << ind << fmt::format("for (int64_t k{0} = 0; k{0} < {1}; ++k{0}) {{\n", a, lower::text(red.input[size_t(a)]));
+      ind += "  ";
+    }
+  lower::print_statements(os, r.at, ind);
+  const std::string& x = r.value;
+  if (lower::reduce_squares(r.op))
+    os << ind << "acc0 += double(" << x << ") * double(" << x << ");\n";
+  else
+    os << ind
+       << lower::reduce_fold(r.op, "acc0",
+                             lower::reduce_sums(r.op) ? "double(" + (r.op == "ReduceL1" ? "gaf_abs(" + x + ")" : x) + ")"
+                                                      : x)
+       << "\n";
+  for (int a = rank - 1; a >= 0; --a)
+    if (red.reduced[size_t(a)]) {
+      ind.resize(ind.size() - 2);
+      os << ind << "}\n";
+    }
+  os << lower::reduce_finish(red, 0, "acc0", "i", ind);
+  close_space(os);
+}
+
 }  // namespace gaf::codegen::cuda

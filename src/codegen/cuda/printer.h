@@ -44,6 +44,10 @@ void close_space(std::ostream& os);
 // An indexed loop nest after the kernel's pointer declarations.
 void print_indexed(std::ostream& os, const lower::IndexedNest& nest);
 
+// An indexed reduction: one thread per output element running the reduced loops (one reduction, an output of
+// the group: the lowering refuses the rest).
+void print_indexed_reduction(std::ostream& os, const lower::IndexedReduction& red);
+
 // Kernel k's loops after the kernel's pointer declarations: `n`, then one grid-stride loop over i (the Rows walk's
 // row coordinates and column derived from it); a Flat kernel whose operands are all arguments or single elements
 // takes four consecutive elements per thread and step.

@@ -168,4 +168,25 @@ void print_statements(std::ostream& os, const std::vector<IndexedStatement>& bod
   }
 }
 
+std::string reduced_count(const IndexedReduction& r) {
+  std::string count = "1.0";
+  for (size_t a = 0; a < r.input.size(); ++a)
+    if (r.reduced[a]) count += " * double(" + text(r.input[a]) + ")";
+  return count;
+}
+
+std::string reduce_finish(const IndexedReduction& r, size_t k, const std::string& a, const std::string& i,
+                          const std::string& ind) {
+  const IndexedReduction::Reduce& red = r.reduces[k];
+  std::string result = "float(" + a + ")";
+  if (red.op == "ReduceMean") result = "float(" + a + " / (" + reduced_count(r) + "))";
+  else if (red.op == "ReduceL2") result = "float(__builtin_sqrt(" + a + "))";
+  else if (red.op == "ReduceLogSum") result = "gaf_log(float(" + a + "))";
+  std::string s;
+  if (red.scratch) s += ind + fmt::format("redbuf{}[{}] = {};\n", k, i, result);
+  if (red.output >= 0)
+    s += ind + fmt::format("out{}[{}] = {};\n", red.output, i, store(red.node->output(0)->type.dtype, result));
+  return s;
+}
+
 }  // namespace gaf::codegen::lower

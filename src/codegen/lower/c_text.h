@@ -51,6 +51,13 @@ void print_element(std::ostream& os, const ElementwiseKernel& k, const std::vect
 // Statements of an indexed nest, each line at indent `ind`.
 void print_statements(std::ostream& os, const std::vector<IndexedStatement>& body, const std::string& ind);
 
+// The element count of reduction r's reduced axes, as a double expression.
+std::string reduced_count(const IndexedReduction& r);
+// Lines storing reduction k's finished value from accumulator `a` at output element `i` (its redbuf and/or its
+// output), each at indent `ind`.
+std::string reduce_finish(const IndexedReduction& r, size_t k, const std::string& a, const std::string& i,
+                          const std::string& ind);
+
 // Index `idx` moved to vector u of a step.
 std::string vector_at(const std::string& idx, int u);
 

@@ -27,6 +27,22 @@ bool all_fp32(const ElementwiseKernel& k) {
   return true;
 }
 
+std::string reduce_acc_type(const std::string& op) { return reduce_sums(op) ? "double" : "float"; }
+std::string reduce_init(const std::string& op) {
+  return op == "ReduceMax"    ? "-__builtin_inff()"
+         : op == "ReduceMin"  ? "__builtin_inff()"
+         : op == "ReduceProd" ? "1.0f"
+                              : "0.0";
+}
+bool reduce_sums(const std::string& op) { return op != "ReduceMax" && op != "ReduceMin" && op != "ReduceProd"; }
+bool reduce_squares(const std::string& op) { return op == "ReduceSumSquare" || op == "ReduceL2"; }
+std::string reduce_fold(const std::string& op, const std::string& a, const std::string& x) {
+  if (op == "ReduceMax") return fmt::format("{} = ({} > {} || {} != {}) ? {} : {};", a, x, a, x, x, x, a);
+  if (op == "ReduceMin") return fmt::format("{} = ({} < {} || {} != {}) ? {} : {};", a, x, a, x, x, x, a);
+  if (op == "ReduceProd") return fmt::format("{} *= {};", a, x);
+  return fmt::format("{} += {};", a, x);
+}
+
 ScalarExpr formula(const Node& n, const std::vector<std::string>& args, const std::vector<ScalarType>& types,
                    std::string* why) {
   if (n.op_type == "BatchNormalization" && n.domain.empty()) {

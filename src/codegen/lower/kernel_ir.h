@@ -7,8 +7,8 @@
 //
 // Lowered today: the elementwise shape (every value spans one iteration space; operands broadcast into it), the
 // row shape (reductions over trailing axes with what they read and what reads them) and the indexed shape's loop
-// nests (injective ops folded into index arithmetic). The indexed reductions' schedule (blocks, chunks, partial
-// sums) is still printed by the emitter directly, around statements of this IR.
+// nests (injective ops folded into index arithmetic) and reductions over any axes (each printer choosing its
+// schedule).
 #pragma once
 
 #include <cstdint>
@@ -182,6 +182,32 @@ struct IndexedNest {
   };
   std::vector<Segment> segments;
 };
+
+// Reduce* nodes over the same input space and axes, at the end of a group: each element of the output space folds
+// the input elements of its reduced axes, the values folded computed at the input index by statements (the
+// input's index: k<a> on reduced axis a, the output's q<d> / j on the others).
+struct IndexedReduction {
+  Dims input;                 // the reductions' input space
+  Dims space;                 // their output space
+  std::vector<bool> reduced;  // per input axis
+  struct Reduce {
+    const Node* node = nullptr;
+    std::string op;                    // ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ...
+    DType input = DType::Float;        // the element type of the values folded
+    int output = -1;                   // the body output it is, -1 where none
+    bool scratch = false;              // its result kept in redbuf<k> for the nests after it (or for none)
+    std::vector<IndexedStatement> at;  // computing the value folded at the input index
+    std::string value;                 // that value's name
+  };
+  std::vector<Reduce> reduces;
+};
+// A reduction's accumulator type, its initial value, whether it sums (in double), whether it sums squares.
+std::string reduce_acc_type(const std::string& op);
+std::string reduce_init(const std::string& op);
+bool reduce_sums(const std::string& op);
+bool reduce_squares(const std::string& op);
+// The statement folding `x` (a value, or another partial state of the same output) into accumulator `a`.
+std::string reduce_fold(const std::string& op, const std::string& a, const std::string& x);
 
 // Operand k of `k` is one element for the whole space (Flat) or one per row (Rows: broadcast along the innermost
 // dim): the same value on every lane of a vector.

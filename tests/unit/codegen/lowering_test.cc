@@ -270,5 +270,60 @@ TEST(LoweringIR, TheCpuPrinterRunsOneInnerLoopPerSegment) {
   EXPECT_EQ(count(text, "out0[i] = t0;"), 2) << text;
 }
 
+// `op` over axis `axis` of x [64, 32] (keepdims), x read by one load at the input index.
+struct LoweredReduction {
+  Model model;
+  lower::IndexedReduction reduction;
+};
+LoweredReduction reduction_over(const std::string& op, int axis) {
+  const std::string out = axis == 0 ? "[1,32]" : "[64,1]";
+  LoweredReduction l{testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+      g (float[64,32] x) => (float)" + out + " y) { y = " + op + "<axes=[" + std::to_string(axis) + "]>(x) }"),
+                     {}};
+  lower::IndexedReduction& r = l.reduction;
+  r.input = {{64, -1}, {32, -1}};
+  r.space = axis == 0 ? lower::Dims{{1, -1}, {32, -1}} : lower::Dims{{64, -1}, {1, -1}};
+  r.reduced = {axis == 0, axis == 1};
+  lower::IndexedReduction::Reduce red;
+  red.node = l.model.graph->nodes()[0];
+  red.op = op;
+  red.output = 0;
+  lower::IndexedStatement load;
+  load.kind = lower::IndexedStatement::Load;
+  load.name = "l0";
+  load.array = "in0";
+  load.expr = axis == 0 ? "(k0) * int64_t(32) + j" : "(q0) * int64_t(32) + k1";
+  red.at = {load};
+  red.value = "l0";
+  r.reduces.push_back(red);
+  return l;
+}
+
+TEST(LoweringIR, EachPrinterSchedulesTheSameIndexedReduction) {
+  LoweredReduction columns = reduction_over("ReduceMean", 0), lanes = reduction_over("ReduceMax", 1);
+  codegen::cpu::RegionParams params = {{"const float* __restrict", "in0"}, {"float* __restrict", "out0"}};
+  std::ostringstream cpu_columns, cpu_lanes, gpu_columns;
+  codegen::cpu::print_indexed_reduction(cpu_columns, columns.reduction, params);
+  EXPECT_EQ(params.size(), size_t(2)) << "the partial states' pointers are the reduction's own";
+  codegen::cpu::print_indexed_reduction(cpu_lanes, lanes.reduction, params);
+  codegen::cuda::print_indexed_reduction(gpu_columns, columns.reduction);
+  // CPU, a column mean: the reduced axis splits into chunks of partial states, fp32 partial sums across the block.
+  EXPECT_NE(cpu_columns.str().find("const int64_t extent = int64_t(64);"), std::string::npos) << cpu_columns.str();
+  EXPECT_NE(cpu_columns.str().find("part0[jj] += l0;"), std::string::npos) << cpu_columns.str();
+  EXPECT_NE(cpu_columns.str().find("const float l0 = in0[(k0) * int64_t(32) + j];"), std::string::npos)
+      << cpu_columns.str();
+  // CPU, a maximum along the innermost axis: vector lanes with their NaN flags.
+  EXPECT_NE(cpu_lanes.str().find("reduction(max:p0) reduction(|:nan0)"), std::string::npos) << cpu_lanes.str();
+  // CUDA: one thread per output element runs the reduced loop; the same statement, sum and mean, no schedule.
+  const std::string gpu = gpu_columns.str();
+  EXPECT_NE(gpu.find("double acc0 = 0.0;"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("for (int64_t k0 = 0; k0 < int64_t(64); ++k0) {"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("const float l0 = in0[(k0) * int64_t(32) + j];"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("acc0 += double(l0);"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("out0[i] = float(acc0 / (1.0 * double(int64_t(64))));"), std::string::npos) << gpu;
+  EXPECT_EQ(gpu.find("chunks"), std::string::npos) << gpu;
+  EXPECT_EQ(gpu.find("#pragma"), std::string::npos) << gpu;
+}
+
 }  // namespace
 }  // namespace gaf

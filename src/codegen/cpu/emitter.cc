@@ -194,10 +194,8 @@ class Emitter {
       } catch (const Unsupported& why_first) {
         rows.str("");
         region_ptrs_.resize(kernel_ptrs);
-        var_.clear();
-        var_type_.clear();
-        computed_.clear();
-        index_vars_.clear();
+        sink_ = nullptr;
+        forget_element();
         try {
           split_first ? by_rows(rows) : by_index(rows);
         } catch (const Unsupported& why) {
@@ -452,6 +450,11 @@ class Emitter {
   void unravel(const std::string& lin, const Dims& dims, size_t from, size_t to, Index& r);
   std::string index_var(const std::string& expr);
   std::vector<lower::IndexedStatement>* sink_ = nullptr;
+  // A new element: nothing computed at an index so far is reused.
+  void forget_element() {
+    computed_.clear();
+    index_vars_.clear();
+  }
   std::set<const Value*> params_;                 // shape/axes/starts inputs of injective ops
   std::set<const Value*> materialised_;           // values held in a scratch buffer (fp32) inside the kernel
   std::map<std::string, Computed> computed_;      // (value, index) -> variable, per element
@@ -467,8 +470,6 @@ class Emitter {
   std::map<std::string, int> symbols_;
   std::map<const Value*, std::string> ptr_;
   std::map<const Value*, bool> const_float_;
-  std::map<const Value*, std::string> var_;
-  std::map<const Value*, ScalarType> var_type_;
   lower::Namer names_;
 };
 
@@ -1032,8 +1033,7 @@ void Emitter::emit_indexed(std::ostream& os, std::vector<size_t> outs) {
     sink_ = &nest.body;
     store_outputs(outs, nest_index(nest.space.size()));
     sink_ = nullptr;
-    computed_.clear();
-    index_vars_.clear();
+    forget_element();
   }
   if (cuda_)
     cuda::print_indexed(os, nest);
@@ -1076,15 +1076,13 @@ bool Emitter::lower_segmented(lower::IndexedNest& nest, const std::vector<size_t
       sink_ = &nest.segments.back().body;
       segment_ = {concat, int(k), std::to_string(ranges[k].first)};
       store_outputs(outs, idx);
-      computed_.clear();
-      index_vars_.clear();
+      forget_element();
     }
   } catch (const NotSegmentable&) {
     nest.segments.clear();
     sink_ = nullptr;
     segment_ = {};
-    computed_.clear();
-    index_vars_.clear();
+    forget_element();
     return false;
   }
   sink_ = nullptr;
@@ -1225,8 +1223,7 @@ void Emitter::emit_indexed_reduction(std::ostream& os) {
     r.value = value_at(r.node->input(0), iidx).name;
     sink_ = nullptr;
   }
-  computed_.clear();
-  index_vars_.clear();
+  forget_element();
   if (cuda_)
     cuda::print_indexed_reduction(os, k);
   else

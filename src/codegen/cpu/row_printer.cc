@@ -6,6 +6,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "codegen/cpu/printer.h"
@@ -54,7 +55,10 @@ class RowPrinter {
       if (k_.buffers[b].output >= 0) os_ << "out" << k_.buffers[b].output << " + r * L;\n";
       else os_ << (cuda_ ? "gaf_smem" : "scratch") << " + size_t(L) * " << k_.buffers[b].scratch << ";\n";
     }
-    for (size_t s = 0; s < k_.stages.size(); ++s) stage(s);
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      stage(s);
+      if (s == 0 && k_.stages.size() > 1) prefetch_next_row();
+    }
     // CUDA: rows end at a barrier, so a stage reading row entries other threads wrote could not race with the
     // next row (today each thread reads back only its own).
     if (!cuda_) {
@@ -65,6 +69,20 @@ class RowPrinter {
   }
 
  private:
+  // CPU: the next row of every operand read in whole rows, asked for after the row's first stage (which reads
+  // this row of them) so that memory works while the later stages compute on rows in cache. The stages of a row
+  // otherwise run one after another with memory idle in all but the first (scale -> Softmax rows [4096, 768],
+  // the kernel alone on two threads, median ms over three alternations: 0.52-0.56 -> 0.49-0.52; spreading the
+  // prefetches over the exponentials' loop measured the same).
+  void prefetch_next_row() {
+    if (cuda_) return;
+    std::set<std::string> arrays;
+    for (const lower::RowOperand& op : k_.operands)
+      if (op.read == RowRead::Whole && arrays.insert(op.array).second)
+        os_ << ind_ << "if (r + 1 < rows) { const char* next = reinterpret_cast<const char*>(" << op.array
+            << " + (r + 1) * L); for (int64_t p = 0; p < L * int64_t(sizeof(*" << op.array
+            << ")); p += 64) __builtin_prefetch(next + p); }\n";
+  }
   std::string omp(const std::string& clause) const { return cuda_ ? "" : ind_ + "#pragma omp " + clause + "\n"; }
   // CUDA: the block's total of a per-thread partial `v`, in every thread.
   void block_total(const char* fn, const std::string& v) {

@@ -193,6 +193,44 @@ TEST(LoweringIR, TheRowPrinterStagesWhereTheLoweringPutTheRow) {
   EXPECT_EQ(gpu.find("gaf_vload"), std::string::npos) << gpu;
 }
 
+TEST(LoweringIR, TheCpuRowPrinterAsksForTheNextRowWhileLaterStagesCompute) {
+  // a = x * 0.5 staged, then y = Softmax(a): after the first stage the next row of x (read in whole rows) is
+  // prefetched, not the scalar; a single stage has no later stages to overlap; CUDA has no such step.
+  LoweredRows l{testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+      g (float[8,64] x) => (float[8,64] y) <float s = {0.5}> { a = Mul(x, s)  y = Softmax(a) })"),
+                {}};
+  const Graph& g = *l.model.graph;
+  lower::RowKernel& k = l.kernel;
+  k.space = {{8, -1}, {64, -1}};
+  k.from = 1;
+  k.output_dtypes = {DType::Float};
+  k.operands.push_back({g.inputs()[0], "in0", DType::Float, k.space, lower::RowRead::Whole});
+  k.operands.push_back({g.initializers()[0], "c0", DType::Float, {{1, -1}, {1, -1}}, lower::RowRead::Scalar});
+  k.buffers = {{g.nodes()[0]->output(0), -1, 0}, {g.outputs()[0], 0, -1}};
+  k.scratch_rows = 1;
+  lower::RowStage mul;
+  mul.node = g.nodes()[0];
+  mul.kind = lower::RowStageKind::Staged;
+  mul.args = {{lower::RowArg::Operand, 0}, {lower::RowArg::Operand, 1}};
+  mul.buffer = 0;
+  lower::RowStage softmax;
+  softmax.node = g.nodes()[1];
+  softmax.kind = lower::RowStageKind::Softmax;
+  softmax.args = {{lower::RowArg::Buffer, 0}};
+  softmax.buffer = 1;
+  softmax.output = 0;
+  k.stages = {mul, softmax};
+  const std::string cpu = rows_text(k, false), gpu = rows_text(k, true);
+  const std::string next = "if (r + 1 < rows) { const char* next = reinterpret_cast<const char*>(in0 + (r + 1) * L);";
+  EXPECT_EQ(count(cpu, next), 1) << cpu;
+  EXPECT_EQ(count(cpu, "__builtin_prefetch"), 1) << cpu;
+  EXPECT_LT(cpu.find("buf0[j] = v;"), cpu.find(next)) << cpu;
+  EXPECT_LT(cpu.find(next), cpu.find("float m0 = -__builtin_inff();")) << cpu;
+  EXPECT_EQ(gpu.find("__builtin_prefetch"), std::string::npos) << gpu;
+  const std::string single = rows_text(softmax_rows({nullptr, 0, -1}).kernel, false);
+  EXPECT_EQ(single.find("__builtin_prefetch"), std::string::npos) << single;
+}
+
 // y = Transpose(x) + 1 as an indexed nest over [4, 6] (x is [6, 4]): an index variable, a load through it, the
 // Add's formula, the store.
 struct LoweredNest {

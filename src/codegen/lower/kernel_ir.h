@@ -1,14 +1,13 @@
 // The lowering IR of generated kernels: what a kernel reads, computes and writes, and over which iteration space,
-// with no dialect in it. The emitter (src/codegen/cpu/emitter.cc) lowers a fused group into it; printers write
-// the kernel from it: the CPU printer (src/codegen/cpu/printer.h: C++ with OpenMP and the runtime's vectors) and
-// the CUDA printer (src/codegen/cuda/printer.h: grid-stride loops); the row shape's printer
-// (src/codegen/cpu/row_printer.cc) prints either dialect. The scalar formula of every
-// statement comes from its op's definition (OpInfo::scalar through scalar_expr), so the dialects cannot drift.
+// with no dialect in it. The emitter (src/codegen/cpu/emitter.cc) lowers a fused group into one of four forms;
+// printers write the kernel from it and choose its loops: the CPU printer (src/codegen/cpu/printer.h: C++ with
+// OpenMP and the runtime's vectors) and the CUDA printer (src/codegen/cuda/printer.h: grid-stride loops); the row
+// form's printer (src/codegen/cpu/row_printer.cc) writes either dialect. The scalar formula of every statement
+// comes from its op's definition (formula() below, OpInfo::scalar), so the dialects cannot drift.
 //
-// Lowered today: the elementwise shape (every value spans one iteration space; operands broadcast into it), the
-// row shape (reductions over trailing axes with what they read and what reads them) and the indexed shape's loop
-// nests (injective ops folded into index arithmetic) and reductions over any axes (each printer choosing its
-// schedule).
+// The forms: ElementwiseKernel (every value spans one iteration space; operands broadcast into it), RowKernel
+// (reductions over trailing axes with what they read and what reads them), IndexedNest (injective ops folded into
+// index arithmetic) and IndexedReduction (reductions over any axes, each printer choosing its schedule).
 #pragma once
 
 #include <cstdint>

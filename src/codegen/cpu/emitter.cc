@@ -67,20 +67,14 @@ namespace {
 using Dims = std::vector<DimExpr>;
 
 using lower::c_type;
-using lower::decl;
 using lower::is_one;
-using lower::load;
 using lower::product;
 using lower::ravel;
 using lower::same;
 using lower::scalar_type;
-using lower::store;
 using lower::text;
-using lower::vector_at;
+using lower::nest_index;
 using cpu::kHeavyFlops;
-using cpu::kUnroll;
-using cpu::step_width;
-using cpu::vector_steps;
 
 bool storage_ok(DType t) {
   return t == DType::Float || t == DType::Float16 || t == DType::BFloat16 || t == DType::Bool;
@@ -328,9 +322,6 @@ class Emitter {
     if (!const_float_.count(v) && !materialised_.count(v)) return v->type.dtype;
     return v->type.dtype == DType::Bool ? DType::Bool : DType::Float;
   }
-  std::string load_expr(const Value* v, const std::string& index) const {
-    return load(loaded_type(v), ptr_.at(v) + "[" + index + "]");
-  }
 
   // Scalar formula of node n given argument expressions, from its op definition.
   ScalarExpr node_expr(const Node& n, const std::vector<std::string>& args, const std::vector<ScalarType>& types) {
@@ -381,7 +372,7 @@ class Emitter {
           if (arg.operand < 0) {
             arg.operand = int(k.operands.size());
             const std::string& array = ptr_.at(v);
-            k.operands.push_back({v, array, array.rfind("in", 0) == 0, loaded_type(v), vd});
+            k.operands.push_back({v, array, !const_float_.count(v), loaded_type(v), vd});
           }
           types.push_back(scalar_type(v->type.dtype));
         } else {
@@ -425,13 +416,6 @@ class Emitter {
   void emit_indexed(std::ostream& os, std::vector<size_t> outs = {});
   void emit_indexed_reduction(std::ostream& os);
   bool few_long_rows() const;
-  // The index names of a nest over `rank` dims, as the printers open it: q<d> per outer dim, j the innermost.
-  static Index nest_index(size_t rank) {
-    Index idx;
-    for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
-    if (rank) idx.push_back("j");
-    return idx;
-  }
   // The walk below appends the statements computing a value at an index to `sink_`.
   Computed value_at(const Value* v, const Index& idx);
   Computed concat_at(const Node& n, const Index& idx);

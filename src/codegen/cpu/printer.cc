@@ -19,6 +19,25 @@ std::string region_close(const RegionParams& params, const std::string& cond) {
          "  } else {\n    gaf_region(" + args + "false);\n  }\n  }\n";
 }
 
+std::string row_coordinates(const lower::Dims& space) {
+  std::string s;
+  for (int d = int(space.size()) - 2; d >= 0; --d)
+    s += fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
+                     text(space[size_t(d)]));
+  return s;
+}
+
+namespace {
+
+// The parallel loop over the rows of `space` (rank >= 1, after `n`), opened with the row's coordinates q<d>.
+std::string row_loop_head(const lower::Dims& space, const RegionParams& params) {
+  return "  const int64_t inner = " + text(space.back()) + ";\n  const int64_t rows = n / inner;\n" +
+         region_open(params) + "#pragma omp for schedule(static)\n  for (int64_t r = 0; r < rows; ++r) {\n" +
+         "    int64_t rem = r;\n" + row_coordinates(space);
+}
+
+}  // namespace
+
 std::vector<int> vector_steps(int unroll) {
   if (unroll <= 1) return {1};
   if (unroll > kShortUnroll) return {unroll, kShortUnroll, 1};
@@ -61,14 +80,7 @@ void print_elementwise(std::ostream& os, const lower::ElementwiseKernel& k, cons
     if (vector) vector_loop("iv", "lo", "hi", "const int64_t i = iv");
     os << "#pragma omp simd\n    for (int64_t i = " << (vector ? "iv" : "lo") << "; i < hi; ++i) {\n";
   } else {
-    os << "  const int64_t inner = " << text(k.space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
-       << region_open(params) << "#pragma omp for schedule(static)\n"
-       << "  for (int64_t r = 0; r < rows; ++r) {\n";
-    // Row coordinates, innermost first.
-    os << "    int64_t rem = r;\n";
-    for (int d = int(rank) - 2; d >= 0; --d)
-      os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(k.space[size_t(d)]),
-                        text(k.space[size_t(d)]));
+    os << row_loop_head(k.space, params);
     index = lower::print_row_bases(os, k);
     if (vector) vector_loop("jv", "0", "inner", "const int64_t j = jv, i = r * inner + j");
     os << "#pragma omp simd\n    for (int64_t j = " << (vector ? "jv" : "0") << "; j < inner; ++j) {\n";
@@ -86,14 +98,8 @@ std::string parallel_cond() { return fmt::format("n >= {}", kIndexedParallelFrom
 
 // Opens the nest up to its inner loop (rank >= 1): the parallel row loop with the row's index q<d> per outer dim.
 void open_rows(std::ostream& os, const lower::Dims& space, const RegionParams& params) {
-  const size_t rank = space.size();
-  os << "  {\n  const int64_t n = " << lower::product(space, 0, rank) << ";\n  if (n > 0) {\n"
-     << "  const int64_t inner = " << text(space[rank - 1]) << ";\n  const int64_t rows = n / inner;\n"
-     << region_open(params) << "#pragma omp for schedule(static)\n"
-     << "  for (int64_t r = 0; r < rows; ++r) {\n    int64_t rem = r;\n";
-  for (int d = int(rank) - 2; d >= 0; --d)
-    os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
-                      text(space[size_t(d)]));
+  os << "  {\n  const int64_t n = " << lower::product(space, 0, space.size()) << ";\n  if (n > 0) {\n"
+     << row_loop_head(space, params);
 }
 
 }  // namespace

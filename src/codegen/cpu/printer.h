@@ -29,6 +29,10 @@ std::string region_open(const RegionParams& params);
 // Closes the region region_open opened and runs it: on the team where `cond` holds, else on this thread.
 std::string region_close(const RegionParams& params, const std::string& cond);
 
+// The row coordinates q<d> of row r over the outer dims of `space` (all but the innermost), innermost first, from
+// `int64_t rem = r` (which they use up), at indent 4.
+std::string row_coordinates(const lower::Dims& space);
+
 // Arithmetic per element from which a formula is heavy (an exp or a division counts 10 or more, an add 1).
 inline constexpr double kHeavyFlops = 10;
 // Vectors per step of a heavy formula: eight chains in flight keep both FMA pipes of an AVX-512 core busy

@@ -104,11 +104,7 @@ void print_indexed_reduction(std::ostream& os, const lower::IndexedReduction& re
      << "    const int64_t c = item / blocks, r = item % blocks / nblk, j0 = item % nblk * W;\n"
      << "    const int64_t jn = inner - j0 < W ? inner - j0 : W;\n"
      << "    (void)c;\n"
-     << "    int64_t rem = r;\n";
-  for (int d = int(orank) - 2; d >= 0; --d)
-    os << fmt::format("    const int64_t q{} = rem % {};\n    rem /= {};\n", d, text(space[size_t(d)]),
-                      text(space[size_t(d)]));
-  os << "    (void)rem;\n";
+     << "    int64_t rem = r;\n" << row_coordinates(space) << "    (void)rem;\n";
   for (size_t k = 0; k < reds.size(); ++k) {
     os << "    " << lower::reduce_acc_type(reds[k].op) << " acc" << k << "[" << block << "];\n"
        << "    for (int64_t jj = 0; jj < jn; ++jj) acc" << k << "[jj] = " << lower::reduce_init(reds[k].op) << ";\n";
@@ -169,7 +165,7 @@ void print_indexed_reduction(std::ostream& os, const lower::IndexedReduction& re
     const Reduce& r = reds[k];
     lower::print_statements(os, r.at, ind);
     const std::string& x = r.value;
-    const std::string term = r.op == "ReduceL1" ? "gaf_abs(" + x + ")" : x;
+    const std::string term = lower::reduce_term(r.op, x);
     if (lanes && !lower::reduce_sums(r.op))
       os << ind << fmt::format("p{0} = {1} {2} p{0} ? {1} : p{0};\n", k, x, r.op == "ReduceMax" ? ">" : "<")
          << ind << fmt::format("nan{} |= {} != {};\n", k, x, x);

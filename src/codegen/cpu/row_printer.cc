@@ -156,13 +156,6 @@ class RowPrinter {
     }
     return std::nullopt;
   }
-  static ScalarExpr formula(const RowStage& st, const std::vector<std::string>& args,
-                            const std::vector<ScalarType>& types) {
-    std::string why;
-    ScalarExpr e = lower::formula(*st.node, args, types, &why);
-    if (e.expr.empty()) throw std::logic_error(why);  // lowering checked every formula
-    return e;
-  }
 
   // Staged stage st on the CPU: opens `{ int64_t jv = 0;` and prints the vector loops over the row (kUnroll
   // vectors per step for a heavy formula, then shorter steps); returns false, printing nothing, where an input or
@@ -193,7 +186,7 @@ class RowPrinter {
           args.push_back(fmt::format("a{}_{}", i, u));
           os_ << ind_ << "  const gaf_v " << args.back() << " = " << loads[size_t(u)][i] << ";\n";
         }
-        const ScalarExpr e = formula(st, args, types);
+        const ScalarExpr e = lower::formula_of(*st.node, args, types);
         results.push_back(fmt::format("y_{}", u));
         os_ << ind_ << "  const gaf_v " << results.back() << " = gaf_vec(" << e.expr << ");\n";
       }
@@ -256,7 +249,7 @@ class RowPrinter {
       args.push_back(arg(a, t));
       types.push_back(t);
     }
-    const ScalarExpr e = formula(st, args, types);
+    const ScalarExpr e = lower::formula_of(*st.node, args, types);
     if (st.kind == RowStageKind::PerRow) {
       const std::string name = fmt::format("s{}", sv_++);
       os_ << ind_ << lower::decl(e.type) << " " << name << " = " << e.expr << ";\n";

@@ -65,21 +65,17 @@ void print_elementwise(std::ostream& os, const lower::ElementwiseKernel& k, lowe
   os << "  }\n";
 }
 
-std::vector<std::string> open_space(std::ostream& os, const lower::Dims& space) {
+void open_space(std::ostream& os, const lower::Dims& space) {
   const size_t rank = space.size();
   os << "  {\n  const int64_t n = " << lower::product(space, 0, rank) << ";\n  if (n > 0) {\n";
   if (rank == 0) {
     os << "  if (blockIdx.x == 0 && threadIdx.x == 0) {\n    const int64_t i = 0;\n";
-    return {};
+    return;
   }
   if (rank == 1)
     os << "  " << element_loop() << " {\n    [[maybe_unused]] const int64_t j = i;\n";
   else
     os << element_row_loop(space);
-  std::vector<std::string> idx;
-  for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
-  idx.push_back("j");
-  return idx;
 }
 
 void close_space(std::ostream& os) { os << "  }\n  }\n  }\n"; }
@@ -108,8 +104,7 @@ void print_indexed_reduction(std::ostream& os, const lower::IndexedReduction& re
   else
     os << ind
        << lower::reduce_fold(r.op, "acc0",
-                             lower::reduce_sums(r.op) ? "double(" + (r.op == "ReduceL1" ? "gaf_abs(" + x + ")" : x) + ")"
-                                                      : x)
+                             lower::reduce_sums(r.op) ? "double(" + lower::reduce_term(r.op, x) + ")" : x)
        << "\n";
   for (int a = rank - 1; a >= 0; --a)
     if (red.reduced[size_t(a)]) {

@@ -37,9 +37,9 @@ std::string row_element_loop();
 std::string element_row_loop(const lower::Dims& space);
 
 // A loop nest over `space` as one grid-stride loop over its linear index i, with j and the q<d> unravelled from it
-// (a rank-0 space: thread 0 of block 0); returns each dim's index name. Its body goes at indent 4; close_space
-// closes it.
-std::vector<std::string> open_space(std::ostream& os, const lower::Dims& space);
+// (a rank-0 space: thread 0 of block 0), the dims' indices named as lower::nest_index names them. Its body goes
+// at indent 4; close_space closes it.
+void open_space(std::ostream& os, const lower::Dims& space);
 void close_space(std::ostream& os);
 // An indexed loop nest after the kernel's pointer declarations.
 void print_indexed(std::ostream& os, const lower::IndexedNest& nest);

@@ -123,8 +123,7 @@ void print_element(std::ostream& os, const ElementwiseKernel& k, const std::vect
       std::vector<std::string> lane_args = args;
       for (std::string& a : lane_args)
         if (!a.empty()) a = named(a, u);
-      std::string why;
-      const ScalarExpr e = formula(*st.node, lane_args, types, &why);
+      const ScalarExpr e = formula_of(*st.node, lane_args, types);
       os << ind << (vec ? "const auto" : decl(e.type)) << " " << named(name, u) << " = " << e.expr << ";\n";
     }
     result[s] = name;
@@ -149,8 +148,7 @@ void print_statements(std::ostream& os, const std::vector<IndexedStatement>& bod
            << ";\n";
         break;
       case IndexedStatement::Compute: {
-        std::string why;
-        const ScalarExpr e = formula(*st.node, st.args, st.types, &why);
+        const ScalarExpr e = formula_of(*st.node, st.args, st.types);
         os << ind << decl(e.type) << " " << st.name << " = " << e.expr << ";\n";
         break;
       }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace gaf::codegen::lower {
 
@@ -36,6 +37,9 @@ std::string reduce_init(const std::string& op) {
 }
 bool reduce_sums(const std::string& op) { return op != "ReduceMax" && op != "ReduceMin" && op != "ReduceProd"; }
 bool reduce_squares(const std::string& op) { return op == "ReduceSumSquare" || op == "ReduceL2"; }
+std::string reduce_term(const std::string& op, const std::string& x) {
+  return op == "ReduceL1" ? "gaf_abs(" + x + ")" : x;
+}
 std::string reduce_fold(const std::string& op, const std::string& a, const std::string& x) {
   if (op == "ReduceMax") return fmt::format("{} = ({} > {} || {} != {}) ? {} : {};", a, x, a, x, x, x, a);
   if (op == "ReduceMin") return fmt::format("{} = ({} < {} || {} != {}) ? {} : {};", a, x, a, x, x, x, a);
@@ -71,6 +75,20 @@ ScalarExpr formula(const Node& n, const std::vector<std::string>& args, const st
       return {};
     }
   return *e;
+}
+
+ScalarExpr formula_of(const Node& n, const std::vector<std::string>& args, const std::vector<ScalarType>& types) {
+  std::string why;
+  ScalarExpr e = formula(n, args, types, &why);
+  if (e.expr.empty()) throw std::logic_error(why);
+  return e;
+}
+
+std::vector<std::string> nest_index(size_t rank) {
+  std::vector<std::string> idx;
+  for (size_t d = 0; d + 1 < rank; ++d) idx.push_back(fmt::format("q{}", d));
+  if (rank) idx.push_back("j");
+  return idx;
 }
 
 }  // namespace gaf::codegen::lower

@@ -205,6 +205,8 @@ std::string reduce_acc_type(const std::string& op);
 std::string reduce_init(const std::string& op);
 bool reduce_sums(const std::string& op);
 bool reduce_squares(const std::string& op);
+// What a reduction folds of value `x` (its absolute value for ReduceL1).
+std::string reduce_term(const std::string& op, const std::string& x);
 // The statement folding `x` (a value, or another partial state of the same output) into accumulator `a`.
 std::string reduce_fold(const std::string& op, const std::string& a, const std::string& x);
 
@@ -219,5 +221,12 @@ bool all_fp32(const ElementwiseKernel& k);
 // none, or where a second output of n is read (only the first is computed).
 ScalarExpr formula(const Node& n, const std::vector<std::string>& args, const std::vector<ScalarType>& types,
                    std::string* why);
+// formula() for a printer, whose statements the lowering has already checked: throws std::logic_error where
+// there is none.
+ScalarExpr formula_of(const Node& n, const std::vector<std::string>& args, const std::vector<ScalarType>& types);
+
+// The index names of a loop nest over `rank` dims, as every printer opens it: q<d> for each outer dim, j for the
+// innermost.
+std::vector<std::string> nest_index(size_t rank);
 
 }  // namespace gaf::codegen::lower

@@ -140,16 +140,23 @@ struct LoweredRows {
   Model model;
   lower::RowKernel kernel;
 };
-LoweredRows softmax_rows(lower::RowBuffer buffer) {
+// The graph `body` over x [8, 64] -> y [8, 64] as a row kernel of rows of 64, x its first operand (in0, read in
+// whole rows); the caller adds the rest.
+LoweredRows rows_over_x(const std::string& body) {
   LoweredRows l{testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
-      g (float[8,64] x) => (float[8,64] y) { y = Softmax(x) })"),
+      g (float[8,64] x) => (float[8,64] y) )" + body),
                 {}};
-  const Graph& g = *l.model.graph;
   lower::RowKernel& k = l.kernel;
   k.space = {{8, -1}, {64, -1}};
   k.from = 1;
   k.output_dtypes = {DType::Float};
-  k.operands.push_back({g.inputs()[0], "in0", DType::Float, k.space, lower::RowRead::Whole});
+  k.operands.push_back({l.model.graph->inputs()[0], "in0", DType::Float, k.space, lower::RowRead::Whole});
+  return l;
+}
+LoweredRows softmax_rows(lower::RowBuffer buffer) {
+  LoweredRows l = rows_over_x("{ y = Softmax(x) }");
+  const Graph& g = *l.model.graph;
+  lower::RowKernel& k = l.kernel;
   buffer.value = g.outputs()[0];
   k.buffers.push_back(buffer);
   k.scratch_rows = buffer.scratch >= 0 ? 1 : 0;
@@ -196,15 +203,9 @@ TEST(LoweringIR, TheRowPrinterStagesWhereTheLoweringPutTheRow) {
 TEST(LoweringIR, TheCpuRowPrinterAsksForTheNextRowWhileLaterStagesCompute) {
   // a = x * 0.5 staged, then y = Softmax(a): after the first stage the next row of x (read in whole rows) is
   // prefetched, not the scalar; a single stage has no later stages to overlap; CUDA has no such step.
-  LoweredRows l{testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]>
-      g (float[8,64] x) => (float[8,64] y) <float s = {0.5}> { a = Mul(x, s)  y = Softmax(a) })"),
-                {}};
+  LoweredRows l = rows_over_x("<float s = {0.5}> { a = Mul(x, s)  y = Softmax(a) }");
   const Graph& g = *l.model.graph;
   lower::RowKernel& k = l.kernel;
-  k.space = {{8, -1}, {64, -1}};
-  k.from = 1;
-  k.output_dtypes = {DType::Float};
-  k.operands.push_back({g.inputs()[0], "in0", DType::Float, k.space, lower::RowRead::Whole});
   k.operands.push_back({g.initializers()[0], "c0", DType::Float, {{1, -1}, {1, -1}}, lower::RowRead::Scalar});
   k.buffers = {{g.nodes()[0]->output(0), -1, 0}, {g.outputs()[0], 0, -1}};
   k.scratch_rows = 1;

@@ -40,8 +40,9 @@ struct Target {
   // With conv_expand_depthwise: fuse every block the kernel runs, also those where it measured slower than the
   // two convolutions apart (stride 2 with a 5x5 window or SiLU/HardSwish); for measuring them (gaf_block_bench).
   bool conv_expand_depthwise_everywhere = false;
-  // Whether convolutions run channels-last (NHWC): the CPU runtime's oneDNN and hand-written kernels do; cuDNN
-  // on the GPU takes the model's NCHW as it is, so a GPU target keeps the layout passes out of the pipeline.
+  // Whether convolutions run channels-last (NHWC): the CPU backend adds its layout passes to the pipeline only
+  // where this holds (KernelBackend::pipeline_passes); false keeps a CPU target's convolutions NCHW. The CUDA
+  // backend adds none whatever this says (cuDNN takes the model's NCHW as it is).
   bool channels_last = true;
   // The backend that runs the plan: "cpu" (the CPU runtime) or "cuda" (the planner asks it whether it prints each
   // group it would form: codegen::cuda_kernel_backend()).

@@ -15,6 +15,7 @@
 #include "gaf/cost.h"
 #include "gaf/graph.h"
 #include "gaf/op_registry.h"
+#include "gaf/passes.h"
 
 namespace gaf {
 
@@ -106,6 +107,10 @@ class KernelBackend {
   virtual int anchor_group_outputs() const = 0;
   // What writes an anchor group's outputs, for the reason given when a group would return more.
   virtual std::string_view anchor_epilogue() const = 0;
+  // The rewrites this backend adds to the pipeline at `opt_level` for `target` (PassManager::for_opt_level): the
+  // layouts and algorithms its kernels want, which the graph then shows (the CPU: channels-last convolutions,
+  // Winograd, expansion + depthwise blocks; CUDA: none, cuDNN takes the model's NCHW).
+  virtual std::vector<std::unique_ptr<Pass>> pipeline_passes(int opt_level, const Target& target) const = 0;
 };
 
 struct FusionOptions {

@@ -73,15 +73,17 @@ class PassManager {
   void add(std::unique_ptr<Pass> p) { passes_.push_back(std::move(p)); }
   // Runs the pipeline to a fixed point (at most `max_iterations` sweeps). Returns whether anything changed.
   bool run(Graph& g, PassContext& ctx, int max_iterations = 32);
-  // The canonicalisation and rewrite pipeline of an opt level (empty at 0).
-  // `channels_last`: the target runs convolutions channels-last (the layout passes join the pipeline).
-  static PassManager for_opt_level(int opt_level, bool channels_last = true);
+  // The canonicalisation and rewrite pipeline of an opt level (empty at 0). `backend_passes`: what the target's
+  // backend adds (KernelBackend::pipeline_passes: the CPU's channels-last layout and convolution algorithms), run
+  // after BatchNorm folding and activation recognition, before the fusions that match the layout they leave.
+  static PassManager for_opt_level(int opt_level, std::vector<std::unique_ptr<Pass>> backend_passes = {});
   // The canonicalisation every pipeline starts with: constants to initializers, identities removed, shapes and
   // constants folded, [duplicates merged,] shapes inferred. for_opt_level begins with it (merging duplicates), and
   // the CUDA backend's unfused reference runs it alone (without merging: an unfused model keeps its nodes).
   void add_canonicalisation(bool merge_duplicates);
   std::vector<std::string> names() const;
-  // Every rewrite pass by name, in pipeline order (each once); the pass of that name (nullptr when there is none).
+  // Every rewrite pass by name (each once: the pipeline's, a backend's, the rest); the pass of that name (nullptr
+  // when there is none).
   static std::vector<std::string> known_passes();
   static std::unique_ptr<Pass> make_pass(std::string_view name);
 

@@ -26,7 +26,8 @@ std::optional<EmittedKernel> emit_group(const std::vector<const Node*>& nodes, c
 
 namespace {
 
-class EmitterBackend final : public KernelBackend {
+// What both dialects' backends answer alike: a group is formed when the emitter prints it.
+class EmitterBackend : public KernelBackend {
  public:
   EmitterBackend(std::string_view name, Dialect dialect) : name_(name) { opts_.dialect = dialect; }
   std::string_view name() const override { return name_; }
@@ -42,24 +43,50 @@ class EmitterBackend final : public KernelBackend {
   // oneDNN's post-ops (CPU) and cuBLASLt's epilogues and cuDNN's fused activations (CUDA) apply the chain on the
   // way out and write its last value only: an intermediate read outside would leave the group to run op by op.
   int anchor_group_outputs() const override { return 1; }
-  std::string_view anchor_epilogue() const override {
-    return opts_.dialect == Dialect::Cuda ? "cuBLASLt / cuDNN epilogue" : "oneDNN post-ops";
-  }
 
  private:
   std::string_view name_;
   EmitOptions opts_;
 };
 
+class CpuBackend final : public EmitterBackend {
+ public:
+  CpuBackend() : EmitterBackend("cpu", Dialect::Cpu) {}
+  std::string_view anchor_epilogue() const override { return "oneDNN post-ops"; }
+  // The CPU runtime's convolutions (oneDNN's and ours) run channels-last: after BatchNorm folding the
+  // convolutions go NHWC between Transposes that transpose folding cancels between neighbours; then the
+  // algorithms and blocks that need that layout. A target may keep NCHW (Target::channels_last false).
+  std::vector<std::unique_ptr<Pass>> pipeline_passes(int opt_level, const Target& target) const override {
+    std::vector<std::unique_ptr<Pass>> out;
+    if (opt_level < 2 || !target.channels_last) return out;
+    out.push_back(make_batch_norm_affine());
+    out.push_back(make_layout_nhwc());
+    out.push_back(make_transpose_fold());
+    out.push_back(make_conv_winograd());
+    // Channels-last by now: a squeeze-excitation gate sits right in front of its projection.
+    out.push_back(make_channel_scale_fold());
+    out.push_back(make_expand_depthwise_fusion());
+    return out;
+  }
+};
+
+class CudaBackend final : public EmitterBackend {
+ public:
+  CudaBackend() : EmitterBackend("cuda", Dialect::Cuda) {}
+  std::string_view anchor_epilogue() const override { return "cuBLASLt / cuDNN epilogue"; }
+  // cuDNN takes the model's NCHW as it is.
+  std::vector<std::unique_ptr<Pass>> pipeline_passes(int, const Target&) const override { return {}; }
+};
+
 }  // namespace
 
 const KernelBackend& cpu_kernel_backend() {
-  static const EmitterBackend backend("cpu", Dialect::Cpu);
+  static const CpuBackend backend;
   return backend;
 }
 
 const KernelBackend& cuda_kernel_backend() {
-  static const EmitterBackend backend("cuda", Dialect::Cuda);
+  static const CudaBackend backend;
   return backend;
 }
 

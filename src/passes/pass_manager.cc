@@ -40,7 +40,7 @@ void PassManager::add_canonicalisation(bool merge_duplicates) {
   add(make_shape_inference());
 }
 
-PassManager PassManager::for_opt_level(int opt_level, bool channels_last) {
+PassManager PassManager::for_opt_level(int opt_level, std::vector<std::unique_ptr<Pass>> backend_passes) {
   PassManager pm;
   if (opt_level < 1) return pm;
   // Canonicalise first: later matchers see constants folded and duplicates merged.
@@ -51,22 +51,13 @@ PassManager PassManager::for_opt_level(int opt_level, bool channels_last) {
   pm.add(make_transpose_fold());
   pm.add(make_conv_bn_fold());
   pm.add(make_gemm_bn_fold());
-  // Activations as single ops before the convolution rewrites below, which take them as epilogues.
+  // Activations as single ops before the backend's convolution rewrites, which take them as epilogues.
   pm.add(make_gelu_recognition());
   pm.add(make_silu_recognition());
   pm.add(make_hard_swish_recognition());
-  // Channels-last convolutions for the CPU runtime, after BN folding; transpose folding cancels the Transposes
-  // between consecutive convolutions.
-  if (opt_level >= 2 && channels_last) {
-    pm.add(make_batch_norm_affine());
-    pm.add(make_layout_nhwc());
-    pm.add(make_transpose_fold());
-    pm.add(make_conv_winograd());
-    // Channels-last by now: a squeeze-excitation gate sits right in front of its projection.
-    pm.add(make_channel_scale_fold());
-    pm.add(make_expand_depthwise_fusion());
-  }
-  // After channel-scale-fold: where it moved a gate into the projection's weights, only the gates are left.
+  for (auto& p : backend_passes) pm.add(std::move(p));
+  // After the backend's: where channel-scale-fold moved a gate into the projection's weights, only the gates are
+  // left.
   pm.add(make_squeeze_excitation_fusion());
   // After transpose folding, which leaves ShuffleNet's channel shuffles channels-last.
   pm.add(make_channel_shuffle_fusion());
@@ -83,15 +74,31 @@ PassManager PassManager::for_opt_level(int opt_level, bool channels_last) {
   return pm;
 }
 
+namespace {
+
+// The passes no opt level's common pipeline holds: those a backend adds (the CPU's layout and convolution
+// algorithms, codegen::cpu_kernel_backend).
+std::vector<std::unique_ptr<Pass>> backend_only_passes() {
+  std::vector<std::unique_ptr<Pass>> out;
+  out.push_back(make_batch_norm_affine());
+  out.push_back(make_layout_nhwc());
+  out.push_back(make_conv_winograd());
+  out.push_back(make_channel_scale_fold());
+  out.push_back(make_expand_depthwise_fusion());
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> PassManager::known_passes() {
   std::vector<std::string> out;
-  for (const std::string& n : for_opt_level(3).names())
+  for (const std::string& n : for_opt_level(3, backend_only_passes()).names())
     if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
   return out;
 }
 
 std::unique_ptr<Pass> PassManager::make_pass(std::string_view name) {
-  PassManager all = for_opt_level(3);
+  PassManager all = for_opt_level(3, backend_only_passes());
   for (auto& p : all.passes_)
     if (p->name() == name) return std::move(p);
   return nullptr;

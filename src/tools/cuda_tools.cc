@@ -14,11 +14,13 @@ namespace gaf::tools {
 
 namespace {
 
-// Fused for the GPU: no channels-last layout whatever the target file says (cuDNN takes NCHW).
+// Fused for the GPU whatever backend the target file names: the CUDA backend's passes (no channels-last layout:
+// cuDNN takes NCHW) and the groups its dialect prints.
 Model fused_for_gpu(const Model& model, const FuseOptions& opts) {
   Model fused = copy_model(model);
   FuseOptions o = opts;
-  o.target.channels_last = false;
+  o.target.backend = "cuda";
+  o.fusion.backend = nullptr;
   fuse_model(fused, o);
   return fused;
 }

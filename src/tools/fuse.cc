@@ -51,14 +51,25 @@ std::string identifier(const std::string& s) {
   return out;
 }
 
+// The backend that runs the plan: the one the caller installed, else the target's.
+const KernelBackend& backend_of(const FuseOptions& opts) {
+  if (opts.fusion.backend) return *opts.fusion.backend;
+  return opts.target.backend == "cuda" ? codegen::cuda_kernel_backend() : codegen::cpu_kernel_backend();
+}
+
+// The rewrite pipeline of the opt level, with the passes the backend adds.
+PassManager pipeline(const FuseOptions& opts) {
+  const int level = opts.fusion.opt_level;
+  return PassManager::for_opt_level(level, backend_of(opts).pipeline_passes(level, opts.target));
+}
+
 // The planner on g (the main graph, or a subgraph whose groups are named after `prefix` and listed with
 // `scope`), its groups applied; candidates, decisions and groups are added to r's.
 void plan_and_apply(Graph& g, const FuseOptions& opts, const CostModel& cm, const std::string& prefix,
                     const std::string& scope, FuseResult& r) {
   if (opts.fusion.opt_level < 2) return;
   FusionOptions fo = opts.fusion;
-  if (!fo.backend)
-    fo.backend = opts.target.backend == "cuda" ? &codegen::cuda_kernel_backend() : &codegen::cpu_kernel_backend();
+  fo.backend = &backend_of(opts);
   FusionPlan plan = plan_fusion(g, cm, fo);
   r.candidates += plan.candidates;
   r.decisions.insert(r.decisions.end(), plan.decisions.begin(), plan.decisions.end());
@@ -80,7 +91,7 @@ void fuse_subgraphs(Graph& g, const std::string& scope, PassContext& ctx, const 
       const std::string dumps = ctx.dump_dir;
       if (!dumps.empty()) ctx.dump_dir = (std::filesystem::path(dumps) / name).string();
       // Shape inference on the enclosing graph typed the subgraph's captures from the values they stand for.
-      PassManager::for_opt_level(opts.fusion.opt_level, opts.target.channels_last).run(*sub, ctx);
+      pipeline(opts).run(*sub, ctx);
       plan_and_apply(*sub, opts, cm, name + "_", where, r);
       fuse_subgraphs(*sub, where + ": ", ctx, opts, cm, r);
       ctx.dump_dir = dumps;
@@ -114,14 +125,14 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
   if (opts.fusion.rules.precision_mode == PrecisionMode::Bf16Mixed) ctx.weight_precision = "bf16";
   if (opts.fusion.rules.precision_mode == PrecisionMode::Int8Weights) ctx.weight_precision = "int8";
   if (!ctx.skip_passes.empty()) {
-    const std::vector<std::string> names = PassManager::for_opt_level(3).names();
+    const std::vector<std::string> names = PassManager::known_passes();
     const std::set<std::string> known(names.begin(), names.end());
     for (const std::string& p : ctx.skip_passes)
       if (!known.count(p))
         fail("rules: skip_passes names '{}', which is no rewrite pass (known: {})", p, fmt::join(known, ", "));
   }
   if (!opts.dump_dir.empty()) ctx.dump_dir = (std::filesystem::path(opts.dump_dir) / "passes").string();
-  PassManager::for_opt_level(opts.fusion.opt_level, opts.target.channels_last).run(g, ctx);
+  pipeline(opts).run(g, ctx);
   {
     std::set<std::string> present;  // a near miss whose anchor a later rewrite consumed is no miss
     for (const Node* n : g.nodes()) present.insert(n->describe());

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gaf/codegen.h"
 #include "gaf/fusion.h"
 #include "gaf/passes.h"
 
@@ -100,18 +101,31 @@ TEST(Rules, PrecisionModeTf32) {
   }
 }
 
-// A GPU target keeps convolutions channels-first (cuDNN takes NCHW as it is): no layout passes in its pipeline;
-// the CPU's has them. A target file may say either.
-TEST(Targets, ChannelsLastIsTheCpusLayout) {
+// The layout passes are the CPU backend's: it adds them to the pipeline from opt level 2 unless the target keeps
+// NCHW; the CUDA backend adds none (cuDNN takes NCHW as it is), and the common pipeline holds none.
+TEST(Targets, ChannelsLastIsTheCpuBackendsLayout) {
   EXPECT_TRUE(Target::cpu_host().channels_last);
   EXPECT_FALSE(Target::builtin_or_file("cuda-h200").channels_last);
-  auto has_layout = [](const PassManager& pm) {
-    auto names = pm.names();
+  auto has_layout = [](int level, const KernelBackend* backend, const Target& t) {
+    auto names = PassManager::for_opt_level(level, backend ? backend->pipeline_passes(level, t)
+                                                           : std::vector<std::unique_ptr<Pass>>{})
+                     .names();
     return std::find(names.begin(), names.end(), "layout-nhwc") != names.end();
   };
-  EXPECT_TRUE(has_layout(PassManager::for_opt_level(2)));
-  EXPECT_FALSE(has_layout(PassManager::for_opt_level(2, false)));
-  EXPECT_FALSE(has_layout(PassManager::for_opt_level(1)));
+  const KernelBackend& cpu = codegen::cpu_kernel_backend();
+  const KernelBackend& cuda = codegen::cuda_kernel_backend();
+  Target nchw = Target::cpu_host();
+  nchw.channels_last = false;
+  EXPECT_TRUE(has_layout(2, &cpu, Target::cpu_host()));
+  EXPECT_TRUE(has_layout(3, &cpu, Target::cpu_host()));
+  EXPECT_FALSE(has_layout(1, &cpu, Target::cpu_host()));
+  EXPECT_FALSE(has_layout(2, &cpu, nchw));
+  EXPECT_FALSE(has_layout(3, &cuda, Target::cpu_host()));
+  EXPECT_FALSE(has_layout(3, nullptr, Target::cpu_host()));
+  // Every pass of a backend's has a name `opt --passes` and the rules' skip_passes know.
+  const std::vector<std::string> known = PassManager::known_passes();
+  for (const auto& p : cpu.pipeline_passes(3, Target::cpu_host()))
+    EXPECT_NE(std::find(known.begin(), known.end(), p->name()), known.end()) << p->name();
   std::string path = ::testing::TempDir() + "/target_nchw.json";
   FILE* f = std::fopen(path.c_str(), "w");
   std::fputs(R"({"name": "mine", "channels_last": false})", f);

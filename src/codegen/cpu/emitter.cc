@@ -16,7 +16,8 @@
 //                 is staged through small per-thread buffers that stay in cache, so DRAM sees every input once
 //                 and every output once. Values are row-shaped (one element per row element) or per-row scalars.
 //                 Lowered to lower::RowKernel (which values are staged, inlined into their readers or per-row
-//                 scalars, where each buffer lives, how each operand is read) and printed by cpu::print_rows.
+//                 scalars, where each buffer lives, how each operand is read) and printed by cpu::print_rows and
+//                 cuda::print_rows (both on lower::RowPrinter, what the C-family dialects print alike).
 //
 //   indexed       groups with injective ops (Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice, Expand,
 //                 Split) among elementwise ones: one loop nest over the output space; each value is computed at
@@ -693,8 +694,10 @@ void Emitter::emit_rows(std::ostream& os) {
     }
     k.stages.push_back(st);
   }
-  cpu::print_rows(os, k, cuda_, region_ptrs_);
-  if (cuda_) {
+  if (!cuda_) {
+    cpu::print_rows(os, k, region_ptrs_);
+  } else {
+    cuda::print_rows(os, k);
     sig_.cuda.rows = true;
     sig_.cuda.rows_dims.assign(space.begin(), space.begin() + long(from));
     sig_.cuda.row_length.assign(space.begin() + long(from), space.end());

@@ -1,6 +1,6 @@
 // The CPU printer: C++ loops with OpenMP over the lowering IR (src/codegen/lower/kernel_ir.h), on the runtime's
-// fp32 vectors (gaf_v: 16 lanes with AVX-512, 8 with AVX2) where every read and write is fp32. Also the pieces the
-// emitter's row and indexed kernels print the same way: parallel regions and the steps of vector loops.
+// fp32 vectors (gaf_v: 16 lanes with AVX-512, 8 with AVX2) where every read and write is fp32: parallel regions,
+// the steps of vector loops, and each form's loops.
 #pragma once
 
 #include <ostream>
@@ -63,10 +63,8 @@ inline constexpr int64_t kSplitRows = 8, kSplitReduced = 32768;
 // `params`), then work items of output blocks over the threads.
 void print_indexed_reduction(std::ostream& os, const lower::IndexedReduction& red, RegionParams& params);
 
-// Row kernel k after the kernel's pointer declarations, in the CPU dialect (cuda false: a parallel region over
-// the rows, per-thread scratch rows taken from the caller's pool, whole vectors first) or the CUDA one (one row
-// per block, row buffers in shared memory, the block's threads over a row). The CPU form adds its scratch
-// pointer to `params`.
-void print_rows(std::ostream& os, const lower::RowKernel& k, bool cuda, RegionParams& params);
+// Row kernel k after the kernel's pointer declarations: a parallel region over the rows, per-thread scratch rows
+// taken from the caller's pool (their pointer added to `params`), whole vectors first (row_printer.cc).
+void print_rows(std::ostream& os, const lower::RowKernel& k, RegionParams& params);
 
 }  // namespace gaf::codegen::cpu

@@ -1,7 +1,6 @@
-// The CUDA printer: kernels of the lowering IR (src/codegen/lower/kernel_ir.h) as grid-stride loops for NVRTC,
-// and the pieces the emitter's row and indexed kernels print in the CUDA dialect (src/codegen/cpu/emitter.cc
-// prints those for both dialects from one walk over the group, so CPU and GPU kernels compute the same
-// formulas): the kernel head, the loop headers of the CUDA kernel shapes, and the limits they assume.
+// The CUDA printer: kernels of the lowering IR (src/codegen/lower/kernel_ir.h) for NVRTC: grid-stride loops, a
+// block per row, a thread per reduced output; the kernel head, the loop headers of the CUDA kernel shapes, and the
+// limits they assume.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +46,10 @@ void print_indexed(std::ostream& os, const lower::IndexedNest& nest);
 // An indexed reduction: one thread per output element running the reduced loops (one reduction, an output of
 // the group: the lowering refuses the rest).
 void print_indexed_reduction(std::ostream& os, const lower::IndexedReduction& red);
+
+// Row kernel k after the kernel's pointer declarations: one row per block, the row buffers in shared memory, the
+// block's threads over a row (src/codegen/cuda/row_printer.cc).
+void print_rows(std::ostream& os, const lower::RowKernel& k);
 
 // Kernel k's loops after the kernel's pointer declarations: `n`, then one grid-stride loop over i (the Rows walk's
 // row coordinates and column derived from it); a Flat kernel whose operands are all arguments or single elements

@@ -1,9 +1,10 @@
 // The lowering IR of generated kernels: what a kernel reads, computes and writes, and over which iteration space,
 // with no dialect in it. The emitter (src/codegen/cpu/emitter.cc) lowers a fused group into one of four forms;
 // printers write the kernel from it and choose its loops: the CPU printer (src/codegen/cpu/printer.h: C++ with
-// OpenMP and the runtime's vectors) and the CUDA printer (src/codegen/cuda/printer.h: grid-stride loops); the row
-// form's printer (src/codegen/cpu/row_printer.cc) writes either dialect. The scalar formula of every statement
-// comes from its op's definition (formula() below, OpInfo::scalar), so the dialects cannot drift.
+// OpenMP and the runtime's vectors) and the CUDA printer (src/codegen/cuda/printer.h: grid-stride loops, a block
+// per row), over what both C-family dialects print alike (c_text.h; c_rows.h, the row form's stages). The scalar
+// formula of every statement comes from its op's definition (formula() below, OpInfo::scalar), so the dialects
+// cannot drift.
 //
 // The forms: ElementwiseKernel (every value spans one iteration space; operands broadcast into it), RowKernel
 // (reductions over trailing axes with what they read and what reads them), IndexedNest (injective ops folded into

@@ -172,7 +172,10 @@ LoweredRows softmax_rows(lower::RowBuffer buffer) {
 std::string rows_text(const lower::RowKernel& k, bool cuda) {
   std::ostringstream os;
   codegen::cpu::RegionParams params = {{"const float* __restrict", "in0"}, {"float* __restrict", "out0"}};
-  codegen::cpu::print_rows(os, k, cuda, params);
+  if (cuda)
+    codegen::cuda::print_rows(os, k);
+  else
+    codegen::cpu::print_rows(os, k, params);
   return os.str();
 }
 

@@ -95,7 +95,8 @@ class CpuRowPrinter final : public lower::RowPrinter {
     os_ << ind_ << "{ int64_t jv = 0;\n#if defined(GAF_VECTOR)\n";
     for (int step : vector_steps(lanes)) {
       const std::string width = step_width(step);
-      os_ << ind_ << "for (; jv + " << width << " <= L; jv += " << width << ") {\n" << ind_ << "  const int64_t j = jv;\n";
+      os_ << ind_ << "for (; jv + " << width << " <= L; jv += " << width << ") {\n"
+          << ind_ << "  const int64_t j = jv;\n";
       std::vector<std::string> results;
       for (int u = 0; u < step; ++u) {
         std::vector<std::string> args;
@@ -123,17 +124,23 @@ class CpuRowPrinter final : public lower::RowPrinter {
     return true;
   }
 
-  // Where x is a row buffer or an fp32 operand, whole vectors first (gaf_exp_nonpos on gaf_v, partial sums per
-  // lane).
+  // x (argument xa) as whole vectors from element j: where it is a row buffer or an fp32 operand read along the
+  // row, `array[index]` loaded as gaf_vload(array + (index)); nullopt otherwise.
+  std::optional<std::string> row_vector(const RowArg& xa, const std::string& x) const {
+    const bool along_row = xa.kind == RowArg::Buffer ||
+                           (xa.kind == RowArg::Operand && k_.operands[size_t(xa.index)].loaded == DType::Float &&
+                            index(xa.index).ends_with("j"));
+    if (!along_row) return std::nullopt;
+    const size_t open = x.find('[');
+    return fmt::format("gaf_vload({} + ({}))", x.substr(0, open), x.substr(open + 1, x.size() - open - 2));
+  }
+
+  // Where x reads as whole vectors, those first (gaf_exp_nonpos on gaf_v, partial sums per lane).
   std::string exp_sum_leading_loops(const RowArg& xa, const std::string& x, const std::string& mx,
                                     const std::string& sum, const std::string& buf) override {
-    const bool vector = xa.kind == RowArg::Buffer ||
-                        (xa.kind == RowArg::Operand && k_.operands[size_t(xa.index)].loaded == DType::Float);
-    if (!vector) return jl_;
-    // x is `array[index]`: its vector load is gaf_vload(array + (index)).
-    const size_t open = x.find('[');
-    const std::string vx =
-        fmt::format("gaf_vload({} + ({}))", x.substr(0, open), x.substr(open + 1, x.size() - open - 2));
+    const std::optional<std::string> vx_ = row_vector(xa, x);
+    if (!vx_) return jl_;
+    const std::string& vx = *vx_;
     const std::string jv = "j" + sum;
     os_ << ind_ << "int64_t " << jv << " = 0;\n#if defined(GAF_VECTOR)\n"
         << ind_ << "{ gaf_v acc = gaf_vec(0.0f); const gaf_v mv = gaf_vec(" << mx << ");\n"
@@ -141,6 +148,27 @@ class CpuRowPrinter final : public lower::RowPrinter {
         << "; const gaf_v e = gaf_exp_nonpos(" << vx << " - mv); "
         << (buf.empty() ? "" : "gaf_vstore(" + buf + " + j, e); ") << "acc += e; }\n"
         << ind_ << "  " << sum << " = gaf::simd::reduce_add(acc); }\n#endif\n";
+    return fmt::format("for (int64_t j = {}; j < L; ++j)", jv);
+  }
+
+  // Where x reads as whole vectors, those first: GCC leaves the scalar `v > m ? v : m` loop unvectorised in some
+  // kernels (the max of a staged Erf row before its Softmax, [2, 65536], the kernel alone on one thread: 252-257
+  // us with the scalar loop, 46-47 with this). simd::max(v, acc) is `v > acc ? v : acc` lane by lane (acc where v
+  // is NaN), as the scalar loop takes each element, so no lane becomes NaN and the lanes' extreme is the row's
+  // (of a row of zeros of both signs, either zero).
+  std::string extreme_leading_loops(const RowArg& xa, const std::string& x, const std::string& ext, bool hi,
+                                    const std::string& nan) override {
+    const std::optional<std::string> vx = row_vector(xa, x);
+    if (!vx) return jl_;
+    const std::string jv = "j" + ext;
+    const char* fn = hi ? "max" : "min";
+    os_ << ind_ << "int64_t " << jv << " = 0;\n#if defined(GAF_VECTOR)\n"
+        << ind_ << "{ gaf_v acc = gaf_vec(" << ext << ");" << (nan.empty() ? "" : " gaf_v nv = gaf_vec(0.0f);") << "\n"
+        << ind_ << "  for (; " << jv << " + gaf_vw <= L; " << jv << " += gaf_vw) { const int64_t j = " << jv
+        << "; const gaf_v v = " << *vx << "; acc = gaf::simd::" << fn << "(v, acc);"
+        << (nan.empty() ? "" : " nv = v != v ? gaf_vec(1.0f) : nv;") << " }\n"
+        << ind_ << "  " << ext << " = " << (hi ? "gaf::simd::reduce_max(acc)" : "-gaf::simd::reduce_max(-acc)") << ";"
+        << (nan.empty() ? "" : fmt::format(" {} = gaf::simd::reduce_max(nv) > 0.0f;", nan)) << " }\n#endif\n";
     return fmt::format("for (int64_t j = {}; j < L; ++j)", jv);
   }
 

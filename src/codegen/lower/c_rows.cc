@@ -36,6 +36,11 @@ std::string RowPrinter::exp_sum_leading_loops(const RowArg&, const std::string&,
   return jl_;
 }
 
+std::string RowPrinter::extreme_leading_loops(const RowArg&, const std::string&, const std::string&, bool,
+                                              const std::string&) {
+  return jl_;
+}
+
 bool RowPrinter::stored_apart(const RowStage& st) const {
   return st.output >= 0 && k_.buffers[size_t(st.buffer)].output < 0;
 }
@@ -147,8 +152,10 @@ void RowPrinter::softmax(const RowStage& st) {
   const bool soft = st.kind == RowStageKind::Softmax;
   const int b = st.buffer;
   std::string mx = fmt::format("m{}", sv_), sum = fmt::format("s{}", sv_++);
-  os_ << ind_ << "float " << mx << " = -__builtin_inff();\n" << loop_pragma("simd reduction(max:" + mx + ")") << ind_ << jl_
-      << " { const float v = " << x << "; " << mx << " = v > " << mx << " ? v : " << mx << "; }\n";
+  os_ << ind_ << "float " << mx << " = -__builtin_inff();\n";
+  const std::string max_loop = extreme_leading_loops(st.args[0], x, mx, true, "");
+  os_ << loop_pragma("simd reduction(max:" + mx + ")") << ind_ << max_loop << " { const float v = " << x << "; "
+      << mx << " = v > " << mx << " ? v : " << mx << "; }\n";
   block_total("gaf_block_max", mx);
   exp_sum(st.args[0], x, mx, sum, soft ? fmt::format("buf{}", b) : "");
   block_total("gaf_block_sum", sum);
@@ -227,10 +234,11 @@ void RowPrinter::reduce(size_t s) {
     const bool hi = combine != 'm';
     std::string ext = fmt::format("s{}", sv_++), nan = fmt::format("s{}", sv_++);
     os_ << ind_ << "float " << ext << " = " << (hi ? "-__builtin_inff()" : "__builtin_inff()") << ";\n"
-        << ind_ << "int " << nan << " = 0;\n"
-        << loop_pragma(fmt::format("simd reduction({}:{}) reduction(|:{})", hi ? "max" : "min", ext, nan)) << ind_ << jl_
-        << " { const float v = " << x << "; " << ext << " = v " << (hi ? ">" : "<") << " " << ext << " ? v : "
-        << ext << "; " << nan << " |= v != v; }\n";
+        << ind_ << "int " << nan << " = 0;\n";
+    const std::string loop = extreme_leading_loops(st.args[0], x, ext, hi, nan);
+    os_ << loop_pragma(fmt::format("simd reduction({}:{}) reduction(|:{})", hi ? "max" : "min", ext, nan)) << ind_
+        << loop << " { const float v = " << x << "; " << ext << " = v " << (hi ? ">" : "<") << " " << ext
+        << " ? v : " << ext << "; " << nan << " |= v != v; }\n";
     block_total(hi ? "gaf_block_max" : "gaf_block_min", ext);
     block_total("gaf_block_or", nan);
     if (combine == 'L') {

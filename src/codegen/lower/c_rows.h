@@ -48,6 +48,11 @@ class RowPrinter {
   // there are none).
   virtual std::string exp_sum_leading_loops(const RowArg& xa, const std::string& x, const std::string& mx,
                                             const std::string& sum, const std::string& buf);
+  // The leading loops of a row's maximum (hi) or minimum of x into `ext` (declared, holding -inf or +inf): each
+  // element v taken where v > ext (v < ext), a NaN v skipped but, where `nan` is named, setting that int flag;
+  // returns the header of the loop over the rest of the row (element_loop when there are none).
+  virtual std::string extreme_leading_loops(const RowArg& xa, const std::string& x, const std::string& ext, bool hi,
+                                            const std::string& nan);
 
   // Operand o's index in row r at element j.
   std::string index(int o) const;

@@ -296,6 +296,42 @@ TEST(RowKernel, MasksAndNormStatisticsInTheRow) {
                    1);
 }
 
+TEST(RowKernel, RowExtremesInWholeVectorsGiveTheUnfusedValuesNaNAndInfinitiesIncluded) {
+  // Rows of 100: whole vectors, then a tail of 4 (16 or 8 lanes). The softmax's maximum and the ReduceMax /
+  // ReduceMin of the same row, one kernel; NaN in a vector's lane or in the tail, infinities, signed zeros.
+  const std::string text = R"(g (float[8,100] x) => (float[8,100] y, float[8,1] m, float[8,1] n) {
+      a = Neg(x)  y = Softmax <axis = -1> (a)  m = ReduceMax <axes = [1]> (a)  n = ReduceMin <axes = [1]> (a) })";
+  expect_generated(text, 1);
+  Model m = parse(kHeader + text);
+  Model f = fused(m);
+  std::vector<Tensor> in = tools::random_inputs(*m.graph, 5);
+  float* x = in[0].data<float>();
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  x[1 * 100 + 5] = nan;                             // in a whole vector
+  x[2 * 100 + 98] = nan;                            // in the tail
+  x[3 * 100 + 40] = -inf;                           // the row's maximum after Neg: +inf
+  x[4 * 100 + 99] = inf;                            // its minimum, in the tail: -inf
+  for (int j = 0; j < 100; ++j) x[5 * 100 + j] = j % 2 ? 0.0f : -0.0f;  // every element a zero
+  x[6 * 100 + 17] = -3e38f;                         // a large maximum in a vector
+  runtime::Session su(*m.graph), sf(*f.graph);
+  auto want = su.run(in), got = sf.run(in);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t o = 0; o < 3; ++o)
+    for (int64_t i = 0; i < want[o].numel(); ++i) {
+      const float w = want[o].data<float>()[i], g = got[o].data<float>()[i];
+      if (std::isnan(w) || std::isnan(g) || std::isinf(w) || std::isinf(g))
+        EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g) << "output " << o << " element " << i << ": " << w
+                                                                << " unfused, " << g << " fused";
+      else
+        EXPECT_NEAR(g, w, 1e-6 * std::abs(w) + 1e-30) << "output " << o << " element " << i;
+    }
+  EXPECT_TRUE(std::isnan(got[1].data<float>()[1]) && std::isnan(got[2].data<float>()[2]));
+  EXPECT_EQ(got[1].data<float>()[3], inf);
+  EXPECT_EQ(got[2].data<float>()[4], -inf);
+  EXPECT_EQ(got[1].data<float>()[5], 0.0f);
+  EXPECT_EQ(got[1].data<float>()[6], 3e38f);
+}
+
 TEST(IndexedKernel, ConcatAlongAnOuterAxisSelectsItsOperand) {
   // Rows from three operands (one of them twice, one transposed first), then elementwise work: every operand is
   // read at its row clamped into its own range and the right one selected, row by row.

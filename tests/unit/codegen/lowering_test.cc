@@ -203,6 +203,39 @@ TEST(LoweringIR, TheRowPrinterStagesWhereTheLoweringPutTheRow) {
   EXPECT_EQ(gpu.find("gaf_vload"), std::string::npos) << gpu;
 }
 
+// A row's maximum (a softmax's) and a ReduceMax / ReduceMin with its NaN flag run whole vectors first on the CPU,
+// the scalar loop taking the rest from where they stopped; CUDA's threads stride the row as before.
+TEST(LoweringIR, TheCpuRowPrinterTakesRowExtremesInWholeVectors) {
+  const std::string softmax = rows_text(softmax_rows({nullptr, 0, -1}).kernel, false);
+  EXPECT_EQ(count(softmax, "acc = gaf::simd::max(v, acc);"), 1) << softmax;
+  EXPECT_EQ(count(softmax, "m0 = gaf::simd::reduce_max(acc);"), 1) << softmax;
+  EXPECT_EQ(count(softmax, "for (int64_t j = jm0; j < L; ++j) { const float v = in0[r * L + j]; m0 = v > m0"), 1)
+      << softmax;
+  for (const char* op : {"ReduceMax", "ReduceMin"}) {
+    LoweredRows l = rows_over_x(fmt::format("{{ m = {} <axes = [1]> (x)  y = Sub(x, m) }}", op));
+    const Graph& g = *l.model.graph;
+    lower::RowKernel& k = l.kernel;
+    k.output_dtypes = {DType::Float};
+    lower::RowStage reduce;
+    reduce.node = g.nodes()[0];
+    reduce.kind = lower::RowStageKind::Reduce;
+    reduce.args = {{lower::RowArg::Operand, 0}};
+    k.stages = {reduce};
+    const std::string cpu = rows_text(k, false), gpu = rows_text(k, true);
+    const bool hi = std::string(op) == "ReduceMax";
+    EXPECT_EQ(count(cpu, hi ? "acc = gaf::simd::max(v, acc); nv = v != v ? gaf_vec(1.0f) : nv;"
+                            : "acc = gaf::simd::min(v, acc); nv = v != v ? gaf_vec(1.0f) : nv;"),
+              1)
+        << cpu;
+    EXPECT_EQ(count(cpu, hi ? "s1 = gaf::simd::reduce_max(acc); s2 = gaf::simd::reduce_max(nv) > 0.0f;"
+                            : "s1 = -gaf::simd::reduce_max(-acc); s2 = gaf::simd::reduce_max(nv) > 0.0f;"),
+              1)
+        << cpu;
+    EXPECT_EQ(count(cpu, "for (int64_t j = js1; j < L; ++j)"), 1) << cpu;
+    EXPECT_EQ(gpu.find("gaf::simd"), std::string::npos) << gpu;
+  }
+}
+
 TEST(LoweringIR, TheCpuRowPrinterAsksForTheNextRowWhileLaterStagesCompute) {
   // a = x * 0.5 staged, then y = Softmax(a): after the first stage the next row of x (read in whole rows) is
   // prefetched, not the scalar; a single stage has no later stages to overlap; CUDA has no such step.

@@ -27,6 +27,9 @@ struct Target {
   double launch_overhead_s = 2e-6;    // per kernel dispatch
   double vector_flops = 100e9;        // elementwise arithmetic peak, flop/s
   double matrix_flops = 210e9;        // GEMM/conv peak, flop/s
+  // The cores (GPU: SMs) the rates above were measured over, as calibrate records them. The model takes the
+  // whole machine's rates and no per-core figure: charging a kernel of fewer rows than cores for the idle ones
+  // made it refuse fusions that measured faster (docs/performance.md, row extremes).
   int cores = 2;
   // Whether a convolution can end in a Clip (ReLU6) inside one kernel at full speed. oneDNN 2.6 on the CPU: no
   // (its gemm-based 1x1 convolutions apply the bounded-relu post-op ~7x slower than the convolution itself).

@@ -82,8 +82,8 @@ class PassManager {
   // the CUDA backend's unfused reference runs it alone (without merging: an unfused model keeps its nodes).
   void add_canonicalisation(bool merge_duplicates);
   std::vector<std::string> names() const;
-  // Every rewrite pass by name (each once: the pipeline's, a backend's, the rest); the pass of that name (nullptr
-  // when there is none).
+  // Every rewrite pass by name (each once: the pipeline's and the channels-last ones); the pass of that name
+  // (nullptr when there is none).
   static std::vector<std::string> known_passes();
   static std::unique_ptr<Pass> make_pass(std::string_view name);
 
@@ -136,6 +136,11 @@ std::unique_ptr<Pass> make_expand_depthwise_fusion();  // 1x1 expansion + depthw
 std::unique_ptr<Pass> make_squeeze_excitation_fusion();  // pool, 1x1 convs, gate, Mul -> gaf.SqueezeExcitation
 std::unique_ptr<Pass> make_channel_shuffle_fusion();  // Concat -> channel shuffle -> even Slices -> gaf.ChannelShuffle
 std::unique_ptr<Pass> make_conv_winograd();        // 3x3 stride-1 gaf.Conv -> algorithm = "winograd" when it pays
+// What a backend whose convolutions run channels-last adds to the pipeline (KernelBackend::pipeline_passes, the
+// CPU's): BatchNorms no anchor absorbed as multiply-adds, convolutions NHWC between Transposes that transpose
+// folding cancels between neighbours, then the algorithms and blocks that need that layout (Winograd,
+// channel-scale-fold, expand-depthwise-fusion).
+std::vector<std::unique_ptr<Pass>> make_channels_last_passes();
 std::unique_ptr<Pass> make_sibling_matmul_merge();  // MatMuls sharing an input -> MatMul + Split
 // Recognition of decomposed ops.
 std::unique_ptr<Pass> make_layer_norm_recognition();  // mean/variance chain -> LayerNormalization

@@ -53,20 +53,11 @@ class CpuBackend final : public EmitterBackend {
  public:
   CpuBackend() : EmitterBackend("cpu", Dialect::Cpu) {}
   std::string_view anchor_epilogue() const override { return "oneDNN post-ops"; }
-  // The CPU runtime's convolutions (oneDNN's and ours) run channels-last: after BatchNorm folding the
-  // convolutions go NHWC between Transposes that transpose folding cancels between neighbours; then the
-  // algorithms and blocks that need that layout. A target may keep NCHW (Target::channels_last false).
+  // The CPU runtime's convolutions (oneDNN's and ours) run channels-last; a target may keep NCHW
+  // (Target::channels_last false).
   std::vector<std::unique_ptr<Pass>> pipeline_passes(int opt_level, const Target& target) const override {
-    std::vector<std::unique_ptr<Pass>> out;
-    if (opt_level < 2 || !target.channels_last) return out;
-    out.push_back(make_batch_norm_affine());
-    out.push_back(make_layout_nhwc());
-    out.push_back(make_transpose_fold());
-    out.push_back(make_conv_winograd());
-    // Channels-last by now: a squeeze-excitation gate sits right in front of its projection.
-    out.push_back(make_channel_scale_fold());
-    out.push_back(make_expand_depthwise_fusion());
-    return out;
+    if (opt_level < 2 || !target.channels_last) return {};
+    return make_channels_last_passes();
   }
 };
 

@@ -74,31 +74,27 @@ PassManager PassManager::for_opt_level(int opt_level, std::vector<std::unique_pt
   return pm;
 }
 
-namespace {
-
-// The passes no opt level's common pipeline holds: those a backend adds (the CPU's layout and convolution
-// algorithms, codegen::cpu_kernel_backend).
-std::vector<std::unique_ptr<Pass>> backend_only_passes() {
+std::vector<std::unique_ptr<Pass>> make_channels_last_passes() {
   std::vector<std::unique_ptr<Pass>> out;
   out.push_back(make_batch_norm_affine());
   out.push_back(make_layout_nhwc());
+  out.push_back(make_transpose_fold());
   out.push_back(make_conv_winograd());
+  // Channels-last by now: a squeeze-excitation gate sits right in front of its projection.
   out.push_back(make_channel_scale_fold());
   out.push_back(make_expand_depthwise_fusion());
   return out;
 }
 
-}  // namespace
-
 std::vector<std::string> PassManager::known_passes() {
   std::vector<std::string> out;
-  for (const std::string& n : for_opt_level(3, backend_only_passes()).names())
+  for (const std::string& n : for_opt_level(3, make_channels_last_passes()).names())
     if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
   return out;
 }
 
 std::unique_ptr<Pass> PassManager::make_pass(std::string_view name) {
-  PassManager all = for_opt_level(3, backend_only_passes());
+  PassManager all = for_opt_level(3, make_channels_last_passes());
   for (auto& p : all.passes_)
     if (p->name() == name) return std::move(p);
   return nullptr;

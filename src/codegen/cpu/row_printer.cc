@@ -78,7 +78,6 @@ class CpuRowPrinter final : public lower::RowPrinter {
     return std::nullopt;
   }
 
-
   // Whole vectors over the row (kUnroll per step for a heavy formula, then shorter steps, as in the elementwise
   // kernel); none where an input or the output is not fp32.
   bool leading_loops(const RowStage& st, double flops) override {
@@ -124,28 +123,24 @@ class CpuRowPrinter final : public lower::RowPrinter {
     return true;
   }
 
-  // x (argument xa) as whole vectors from element j: where it is a row buffer or an fp32 operand read along the
-  // row, `array[index]` loaded as gaf_vload(array + (index)); nullopt otherwise.
-  std::optional<std::string> row_vector(const RowArg& xa, const std::string& x) const {
-    const bool along_row = xa.kind == RowArg::Buffer ||
-                           (xa.kind == RowArg::Operand && k_.operands[size_t(xa.index)].loaded == DType::Float &&
-                            index(xa.index).ends_with("j"));
-    if (!along_row) return std::nullopt;
-    const size_t open = x.find('[');
-    return fmt::format("gaf_vload({} + ({}))", x.substr(0, open), x.substr(open + 1, x.size() - open - 2));
+  // Argument xa as whole vectors from element j where it is a row buffer or an fp32 operand read along the row
+  // (vector_arg's load); nullopt otherwise.
+  std::optional<std::string> row_vector(const RowArg& xa) const {
+    const bool along_row =
+        xa.kind == RowArg::Buffer || (xa.kind == RowArg::Operand && index(xa.index).ends_with("j"));
+    return along_row ? vector_arg(xa, 0) : std::nullopt;
   }
 
   // Where x reads as whole vectors, those first (gaf_exp_nonpos on gaf_v, partial sums per lane).
-  std::string exp_sum_leading_loops(const RowArg& xa, const std::string& x, const std::string& mx,
-                                    const std::string& sum, const std::string& buf) override {
-    const std::optional<std::string> vx_ = row_vector(xa, x);
-    if (!vx_) return jl_;
-    const std::string& vx = *vx_;
+  std::string exp_sum_leading_loops(const RowArg& xa, const std::string& mx, const std::string& sum,
+                                    const std::string& buf) override {
+    const std::optional<std::string> vx = row_vector(xa);
+    if (!vx) return jl_;
     const std::string jv = "j" + sum;
     os_ << ind_ << "int64_t " << jv << " = 0;\n#if defined(GAF_VECTOR)\n"
         << ind_ << "{ gaf_v acc = gaf_vec(0.0f); const gaf_v mv = gaf_vec(" << mx << ");\n"
         << ind_ << "  for (; " << jv << " + gaf_vw <= L; " << jv << " += gaf_vw) { const int64_t j = " << jv
-        << "; const gaf_v e = gaf_exp_nonpos(" << vx << " - mv); "
+        << "; const gaf_v e = gaf_exp_nonpos(" << *vx << " - mv); "
         << (buf.empty() ? "" : "gaf_vstore(" + buf + " + j, e); ") << "acc += e; }\n"
         << ind_ << "  " << sum << " = gaf::simd::reduce_add(acc); }\n#endif\n";
     return fmt::format("for (int64_t j = {}; j < L; ++j)", jv);
@@ -156,9 +151,9 @@ class CpuRowPrinter final : public lower::RowPrinter {
   // us with the scalar loop, 46-47 with this). simd::max(v, acc) is `v > acc ? v : acc` lane by lane (acc where v
   // is NaN), as the scalar loop takes each element, so no lane becomes NaN and the lanes' extreme is the row's
   // (of a row of zeros of both signs, either zero).
-  std::string extreme_leading_loops(const RowArg& xa, const std::string& x, const std::string& ext, bool hi,
+  std::string extreme_leading_loops(const RowArg& xa, const std::string& ext, bool hi,
                                     const std::string& nan) override {
-    const std::optional<std::string> vx = row_vector(xa, x);
+    const std::optional<std::string> vx = row_vector(xa);
     if (!vx) return jl_;
     const std::string jv = "j" + ext;
     const char* fn = hi ? "max" : "min";

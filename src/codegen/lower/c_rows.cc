@@ -32,12 +32,11 @@ void RowPrinter::print() {
 bool RowPrinter::leading_loops(const RowStage&, double) { return false; }
 
 std::string RowPrinter::exp_sum_leading_loops(const RowArg&, const std::string&, const std::string&,
-                                              const std::string&, const std::string&) {
+                                              const std::string&) {
   return jl_;
 }
 
-std::string RowPrinter::extreme_leading_loops(const RowArg&, const std::string&, const std::string&, bool,
-                                              const std::string&) {
+std::string RowPrinter::extreme_leading_loops(const RowArg&, const std::string&, bool, const std::string&) {
   return jl_;
 }
 
@@ -51,7 +50,7 @@ void RowPrinter::exp_sum(const RowArg& xa, const std::string& x, const std::stri
                          const std::string& buf) {
   const std::string keep = buf.empty() ? "" : buf + "[j] = e; ";
   os_ << ind_ << "float " << sum << " = 0.0f;\n";
-  const std::string loop = exp_sum_leading_loops(xa, x, mx, sum, buf);
+  const std::string loop = exp_sum_leading_loops(xa, mx, sum, buf);
   os_ << loop_pragma("simd reduction(+:" + sum + ")") << ind_ << loop << " { const float e = gaf_exp_nonpos(" << x
       << " - " << mx << "); " << keep << sum << " += e; }\n";
 }
@@ -153,7 +152,7 @@ void RowPrinter::softmax(const RowStage& st) {
   const int b = st.buffer;
   std::string mx = fmt::format("m{}", sv_), sum = fmt::format("s{}", sv_++);
   os_ << ind_ << "float " << mx << " = -__builtin_inff();\n";
-  const std::string max_loop = extreme_leading_loops(st.args[0], x, mx, true, "");
+  const std::string max_loop = extreme_leading_loops(st.args[0], mx, true, "");
   os_ << loop_pragma("simd reduction(max:" + mx + ")") << ind_ << max_loop << " { const float v = " << x << "; "
       << mx << " = v > " << mx << " ? v : " << mx << "; }\n";
   block_total("gaf_block_max", mx);
@@ -235,7 +234,7 @@ void RowPrinter::reduce(size_t s) {
     std::string ext = fmt::format("s{}", sv_++), nan = fmt::format("s{}", sv_++);
     os_ << ind_ << "float " << ext << " = " << (hi ? "-__builtin_inff()" : "__builtin_inff()") << ";\n"
         << ind_ << "int " << nan << " = 0;\n";
-    const std::string loop = extreme_leading_loops(st.args[0], x, ext, hi, nan);
+    const std::string loop = extreme_leading_loops(st.args[0], ext, hi, nan);
     os_ << loop_pragma(fmt::format("simd reduction({}:{}) reduction(|:{})", hi ? "max" : "min", ext, nan)) << ind_
         << loop << " { const float v = " << x << "; " << ext << " = v " << (hi ? ">" : "<") << " " << ext
         << " ? v : " << ext << "; " << nan << " |= v != v; }\n";

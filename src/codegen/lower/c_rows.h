@@ -43,15 +43,15 @@ class RowPrinter {
   // first element they did not compute, and returns true (the caller's loop starts at jv and closes the brace);
   // or prints nothing and returns false. `flops`: the formula's arithmetic per element.
   virtual bool leading_loops(const RowStage& st, double flops);
-  // The leading loops of an exp-sum over x (argument xa read as `x`, the row's maximum `mx`) into `sum`, each term
-  // stored to `buf`[j] when named; returns the header of the loop over the rest of the row (element_loop when
-  // there are none).
-  virtual std::string exp_sum_leading_loops(const RowArg& xa, const std::string& x, const std::string& mx,
-                                            const std::string& sum, const std::string& buf);
-  // The leading loops of a row's maximum (hi) or minimum of x into `ext` (declared, holding -inf or +inf): each
-  // element v taken where v > ext (v < ext), a NaN v skipped but, where `nan` is named, setting that int flag;
-  // returns the header of the loop over the rest of the row (element_loop when there are none).
-  virtual std::string extreme_leading_loops(const RowArg& xa, const std::string& x, const std::string& ext, bool hi,
+  // The leading loops of an exp-sum over argument xa (the row's maximum `mx`) into `sum`, each term stored to
+  // `buf`[j] when named; returns the header of the loop over the rest of the row (element_loop when there are
+  // none).
+  virtual std::string exp_sum_leading_loops(const RowArg& xa, const std::string& mx, const std::string& sum,
+                                            const std::string& buf);
+  // The leading loops of a row's maximum (hi) or minimum of argument xa into `ext` (declared, holding -inf or
+  // +inf): each element v taken where v > ext (v < ext), a NaN v skipped but, where `nan` is named, setting that
+  // int flag; returns the header of the loop over the rest of the row (element_loop when there are none).
+  virtual std::string extreme_leading_loops(const RowArg& xa, const std::string& ext, bool hi,
                                             const std::string& nan);
 
   // Operand o's index in row r at element j.

@@ -437,7 +437,7 @@ def merge(a):
     ours_dir = os.path.join(res_dir, "ours")
     for name in tm.ORDER:
         entry = {}
-        for kind in ("verify", "bench", "bench_tf32"):
+        for kind in ("verify", "bench", "bench_tf32", "verify_bf16", "bench_bf16"):
             j = _read_json(os.path.join(ours_dir, f"{name}.{kind}.json"))
             rc = (_read_text(os.path.join(ours_dir, f"{name}.{kind}.rc")) or "").strip()
             if j is not None or rc:
@@ -536,15 +536,21 @@ def summary_md(r):
                  f"{tv(name, 'fp32', 'eager', 'kernels') or '—'} | {tv(name, 'fp32', 'compile', 'kernels') or '—'} |")
     L.append("")
 
-    L.append("## Reduced precision (ms): ours with `precision_mode: tf32`; torch TF32 eager and bf16")
+    L.append("## Reduced precision (ms): ours with `precision_mode` tf32 and bf16_mixed; torch TF32 eager and bf16")
     L.append("")
-    L.append("| model | ours tf32 fused | ours tf32 fused+graph | torch eager TF32 | torch eager bf16 | "
-             "torch.compile bf16 | kernels Inductor bf16 |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|")
+    L.append("| model | ours tf32 fused | ours tf32 fused+graph | ours bf16 fused | ours bf16 fused+graph | "
+             "ours bf16 verify (max rel) | torch eager TF32 | torch eager bf16 | torch.compile bf16 | "
+             "kernels Inductor bf16 |")
+    L.append("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     for name in ["transformer_layer", "mlp", "resnet18", "mobilenet_v2"]:
         o = ours.get(name, {})
         b = o.get("bench_tf32") or {}
+        h = o.get("bench_bf16") or {}
+        v = o.get("verify_bf16") or {}
+        rels = [x.get("max_abs", 0) / x["scale"] for x in v.get("outputs", []) if x.get("scale")]
+        verdict = "—" if not v else ("ok" if v.get("ok") else "MISMATCH") + (f" ({max(rels):.2g})" if rels else "")
         L.append(f"| {name} | {_f(b.get('fused_ms'))} | {_f(b.get('fused_graph_ms'))} | "
+                 f"{_f(h.get('fused_ms'))} | {_f(h.get('fused_graph_ms'))} | {verdict} | "
                  f"{_f(tv(name, 'fp32', 'eager_tf32'))} | {_f(tv(name, 'bf16', 'eager'))} | "
                  f"{_f(tv(name, 'bf16', 'compile'))} | {tv(name, 'bf16', 'compile', 'kernels') or '—'} |")
     L.append("")

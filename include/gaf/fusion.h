@@ -111,6 +111,12 @@ class KernelBackend {
   // layouts and algorithms its kernels want, which the graph then shows (the CPU: channels-last convolutions,
   // Winograd, expansion + depthwise blocks; CUDA: none, cuDNN takes the model's NCHW).
   virtual std::vector<std::unique_ptr<Pass>> pipeline_passes(int opt_level, const Target& target) const = 0;
+  // What the rules' precision_mode means on this backend. `weight_precision`: the form the pipeline's
+  // weight-compression gives constant product weights ("bf16", "int8"; "" none: PassContext::weight_precision).
+  // `precision_passes`: rewrites run once after the pipeline, before planning (CUDA: bf16 / fp16 storage). A mode
+  // the backend cannot run is an error naming it.
+  virtual std::string weight_precision(PrecisionMode mode) const = 0;
+  virtual std::vector<std::unique_ptr<Pass>> precision_passes(PrecisionMode mode) const = 0;
 };
 
 struct FusionOptions {

@@ -154,5 +154,9 @@ std::unique_ptr<Pass> make_attention_fusion();
 // MatMul/Gemm reading int8 (QDQ) or bfloat16 weights, or fp32 ones under precision_mode bf16_mixed/int8_weights
 // -> gaf.CompressedMatMul
 std::unique_ptr<Pass> make_weight_compression();
+// Float products (MatMul/Gemm/Conv) and the ops between them on `storage` (bfloat16 or float16), precision-sensitive
+// ops and those `float_only` names kept float, casts at the boundaries (a backend's precision_passes; once, after
+// the pipeline).
+std::unique_ptr<Pass> make_low_precision_storage(DType storage, std::function<bool(const Node&)> float_only);
 
 }  // namespace gaf

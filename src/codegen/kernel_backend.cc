@@ -59,6 +59,11 @@ class CpuBackend final : public EmitterBackend {
     if (opt_level < 2 || !target.channels_last) return {};
     return make_channels_last_passes();
   }
+  // Products read compressed constant weights (gaf.CompressedMatMul); activations stay fp32.
+  std::string weight_precision(PrecisionMode mode) const override {
+    return mode == PrecisionMode::Bf16Mixed ? "bf16" : mode == PrecisionMode::Int8Weights ? "int8" : "";
+  }
+  std::vector<std::unique_ptr<Pass>> precision_passes(PrecisionMode) const override { return {}; }
 };
 
 class CudaBackend final : public EmitterBackend {
@@ -67,6 +72,29 @@ class CudaBackend final : public EmitterBackend {
   std::string_view anchor_epilogue() const override { return "cuBLASLt / cuDNN epilogue"; }
   // cuDNN takes the model's NCHW as it is.
   std::vector<std::unique_ptr<Pass>> pipeline_passes(int, const Target&) const override { return {}; }
+  // bf16_mixed / fp16_mixed: products on tensor cores from 16-bit operands (fp32 accumulation) and 16-bit values
+  // between kernels; the library kernels of src/backends/cuda that read fp32 only keep their operands fp32.
+  std::string weight_precision(PrecisionMode mode) const override {
+    if (mode == PrecisionMode::Int8Weights)
+      fail("precision_mode int8_weights: the CUDA backend has no int8 products; use bf16_mixed or fp16_mixed");
+    return "";
+  }
+  std::vector<std::unique_ptr<Pass>> precision_passes(PrecisionMode mode) const override {
+    std::vector<std::unique_ptr<Pass>> out;
+    if (mode != PrecisionMode::Bf16Mixed && mode != PrecisionMode::Fp16Mixed) return out;
+    out.push_back(make_low_precision_storage(mode == PrecisionMode::Bf16Mixed ? DType::BFloat16 : DType::Float16,
+                                             [](const Node& n) { return runs_fp32_only(n); }));
+    return out;
+  }
+
+ private:
+  // The CUDA session's library kernels (flash attention, pools, gather) read and write fp32.
+  static bool runs_fp32_only(const Node& n) {
+    if (n.domain == "gaf") return n.op_type == "Attention";
+    if (!n.domain.empty()) return false;
+    return n.op_type == "MaxPool" || n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool" ||
+           n.op_type == "GlobalMaxPool" || n.op_type == "Gather";
+  }
 };
 
 }  // namespace

@@ -122,8 +122,8 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
       if (!present.count(s)) fail("rules: skip_nodes names '{}', which is no node of the model{}", s, did_you_mean(s, names));
   }
   ctx.skip_passes = opts.fusion.rules.skip_passes;
-  if (opts.fusion.rules.precision_mode == PrecisionMode::Bf16Mixed) ctx.weight_precision = "bf16";
-  if (opts.fusion.rules.precision_mode == PrecisionMode::Int8Weights) ctx.weight_precision = "int8";
+  const KernelBackend& backend = backend_of(opts);
+  ctx.weight_precision = backend.weight_precision(opts.fusion.rules.precision_mode);
   if (!ctx.skip_passes.empty()) {
     const std::vector<std::string> names = PassManager::known_passes();
     const std::set<std::string> known(names.begin(), names.end());
@@ -133,6 +133,11 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
   }
   if (!opts.dump_dir.empty()) ctx.dump_dir = (std::filesystem::path(opts.dump_dir) / "passes").string();
   pipeline(opts).run(g, ctx);
+  if (opts.fusion.opt_level >= 1) {
+    PassManager precision;
+    for (auto& p : backend.precision_passes(opts.fusion.rules.precision_mode)) precision.add(std::move(p));
+    precision.run(g, ctx, 1);
+  }
   {
     std::set<std::string> present;  // a near miss whose anchor a later rewrite consumed is no miss
     for (const Node* n : g.nodes()) present.insert(n->describe());

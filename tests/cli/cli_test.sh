@@ -145,6 +145,18 @@ else
     [ -f "$m/model.onnx" ] || continue
     check "cuda-dry-run-$(basename "$m")" 0 "^dry run: [0-9]+ steps" -- "$bin" run "$m/model.onnx" --device cuda -O 2 --dry-run
   done
+  # 16-bit storage: the products on bfloat16 / float16 operands, every kernel's 16-bit loads and stores compiled.
+  echo '{"global": {"precision_mode": "bf16_mixed"}}' >"$tmp/bf16.json"
+  echo '{"global": {"precision_mode": "fp16_mixed"}}' >"$tmp/fp16.json"
+  echo '{"global": {"precision_mode": "int8_weights"}}' >"$tmp/int8.json"
+  for m in "$models"/mlp "$models"/convnet "$models"/encoder; do
+    check "cuda-dry-run-bf16-$(basename "$m")" 0 "(cuBLASLt|cuDNN conv) bfloat16" -- "$bin" run "$m/model.onnx" \
+      --device cuda -O 2 --rules "$tmp/bf16.json" --dry-run
+    check "cuda-dry-run-fp16-$(basename "$m")" 0 "(cuBLASLt|cuDNN conv) float16" -- "$bin" run "$m/model.onnx" \
+      --device cuda -O 2 --rules "$tmp/fp16.json" --dry-run
+  done
+  check cuda-int8-refused 1 "^error: precision_mode int8_weights: the CUDA backend has no int8 products" -- \
+    "$bin" run "$models/mlp/model.onnx" --device cuda -O 2 --rules "$tmp/int8.json" --dry-run
 fi
 # --device cuda: on a machine without a GPU (or a build without the toolkit) one line saying so and exit 1; with
 # one, the generated model runs and verifies against the CPU.

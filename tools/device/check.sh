@@ -29,6 +29,7 @@ BIN=$GAF/bin/graph-autofusion
 RES=/tmp/res
 MODELS=/tmp/gaf-models
 RULES_TF32=/tmp/gaf_tf32_rules.json
+RULES_BF16=/tmp/gaf_bf16_rules.json
 ITERS=${GAF_BENCH_ITERS:-100}
 MODEL_ORDER=(mlp transformer_layer resnet18 mobilenet_v2 attention ew softmax layernorm)
 TF32_MODELS=(transformer_layer mlp resnet18)
@@ -344,6 +345,14 @@ if ((BINARY_OK)); then
 		f=$MODELS/$m/model.onnx
 		[[ -f $f ]] || continue
 		ours bench_tf32 "$m" 90 bench "$f" --device cuda -n "$ITERS" --rules "$RULES_TF32" || rc=1
+	done
+	# bf16_mixed: bfloat16 storage and tensor-core products (fp32 accumulation), against the CPU's fp32 within 2e-2.
+	echo '{"global": {"precision_mode": "bf16_mixed"}}' >"$RULES_BF16"
+	for m in "${TF32_MODELS[@]}"; do
+		f=$MODELS/$m/model.onnx
+		[[ -f $f ]] || continue
+		ours verify_bf16 "$m" 90 verify "$f" --device cuda --rules "$RULES_BF16" || rc=1
+		ours bench_bf16 "$m" 90 bench "$f" --device cuda -n "$ITERS" --rules "$RULES_BF16" || rc=1
 	done
 	# Where the time goes, step by step (to the log only).
 	for m in transformer_layer resnet18; do

@@ -287,6 +287,27 @@ extern "C" __global__ void __launch_bounds__(256) gaf_global_pool(const GafGloba
   }
 }
 
+struct GafConvEpilogueArgs { void* y; const void* bias; const void* z; long long n, plane, channels; int relu, half; };
+
+// y = [relu](y + bias[c] + z) in place over a bfloat16 (half = 0) or float16 (half = 1) NCHW tensor, summed in
+// fp32 and rounded once; ReLU keeps NaN as the runtime's does.
+extern "C" __global__ void __launch_bounds__(256) gaf_conv_epilogue16(const GafConvEpilogueArgs a) {
+  uint16_t* y = (uint16_t*)a.y;
+  const uint16_t* b = (const uint16_t*)a.bias;
+  const uint16_t* z = (const uint16_t*)a.z;
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.n; i += step) {
+    float v = a.half ? gaf_load_half(y[i]) : gaf_load_bf16(y[i]);
+    if (b) {
+      const uint16_t bc = b[(i / a.plane) % a.channels];
+      v += a.half ? gaf_load_half(bc) : gaf_load_bf16(bc);
+    }
+    if (z) v += a.half ? gaf_load_half(z[i]) : gaf_load_bf16(z[i]);
+    if (a.relu) v = v < 0.0f ? 0.0f : v;
+    y[i] = a.half ? gaf_store_half(v) : gaf_store_bf16(v);
+  }
+}
+
 struct GafGatherArgs { const float* data; const long long* idx; float* y; long long nidx, rows, outer, len; };
 
 // Gather along axis `a` of data viewed as [outer, rows, len]: y[o, i, :] = data[o, idx[i], :] (negative indices

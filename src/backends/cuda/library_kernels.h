@@ -48,6 +48,16 @@ struct GlobalPoolArgs {
   int max;
 };
 
+// y = [relu](y + bias[c] + z) in place over a 16-bit NCHW convolution output of n elements (bias per channel,
+// z the residual; either null): what the fp32 path's fused cuDNN call applies.
+struct ConvEpilogueArgs {
+  void* y;
+  const void* bias;
+  const void* z;
+  long long n, plane, channels;
+  int relu, half;
+};
+
 struct GatherArgs {
   const float* data;
   const long long* idx;

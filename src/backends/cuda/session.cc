@@ -65,6 +65,9 @@ struct HostArgs {  // the CUDA prelude's GafArgs, sized by the same constants
   int64_t sym[codegen::cuda::kMaxSymbols];
 };
 
+// The operand types of the library products (cuBLASLt, cuDNN): fp32, or 16-bit storage with fp32 accumulation.
+bool product_dtype(DType t) { return t == DType::Float || t == DType::BFloat16 || t == DType::Float16; }
+
 bool is_alias_op(const Node& n) {
   static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
   return n.domain.empty() && ops.count(n.op_type) && n.num_outputs() == 1 && n.input(0) &&
@@ -300,7 +303,7 @@ struct Session::Impl {
       if (n.op_type == "Relu") return relu = true;
       if (n.op_type != "Add" || n.num_inputs() != 2) return false;
       const Value* x = n.input(0) == cur ? n.input(1) : n.input(0);
-      if (!outside(x) || x == cur || x->type.dtype != DType::Float || !x->type.has_static_shape() ||
+      if (!outside(x) || x == cur || x->type.dtype != cur->type.dtype || !x->type.has_static_shape() ||
           !cur->type.has_static_shape())
         return false;
       std::vector<int64_t> xd = x->type.static_dims(), od = cur->type.static_dims();
@@ -415,9 +418,11 @@ struct Session::Impl {
     const Value* a = n.input(0);
     const Value* b = n.input(1);
     std::vector<int64_t> ad = static_dims(a, n), bd = static_dims(b, n);
-    if (a->type.dtype != DType::Float || b->type.dtype != DType::Float)
-      throw UnsupportedError(
-          fmt::format("{}: the CUDA backend multiplies float matrices (BACKEND_UNSUPPORTED)", n.describe()));
+    const DType dt = a->type.dtype;
+    if (!product_dtype(dt) || b->type.dtype != dt)
+      throw UnsupportedError(fmt::format("{}: the CUDA backend multiplies float, bfloat16 or float16 matrices of one "
+                                         "type, not {} x {} (BACKEND_UNSUPPORTED)",
+                                         n.describe(), dtype_name(dt), dtype_name(b->type.dtype)));
     if (ad.size() == 1) ad.insert(ad.begin(), 1);
     if (bd.size() == 1) bd.push_back(1);
     bool ta = gemm && n.attr_int("transA", 0), tb = gemm && n.attr_int("transB", 0);
@@ -455,20 +460,28 @@ struct Session::Impl {
                         n.describe(), fmt::join(cd, "x")));
     }
     if (c && c == residual) beta = 1.0f;
+    const Value* target = result ? result : n.output(0);
+    for (const Value* v : std::initializer_list<const Value*>{bias, c, target})
+      if (v && v->type.dtype != dt)
+        throw UnsupportedError(fmt::format("{}: '{}' is {} where the product is {} (BACKEND_UNSUPPORTED)",
+                                           n.describe(), v->name(), dtype_name(v->type.dtype), dtype_name(dt)));
     Ref ra = in(a, n), rb = in(b, n);
     Ref rbias = bias ? in(bias, n) : Ref{}, rc = c ? in(c, n) : Ref{};
-    const Value* target = result ? result : n.output(0);
     Ref rd = out(target, n);
     if (chain.bias && !bias) fail("internal: bias lost");
 
     std::string how =
-        fmt::format("cuBLASLt {}x{}x{}{}{}{}{}", mm, nn, k, batch > 1 ? fmt::format(" batch {}", batch) : "",
+        fmt::format("cuBLASLt {}{}x{}x{}{}{}{}{}", dt == DType::Float ? "" : std::string(dtype_name(dt)) + " ", mm,
+                    nn, k, batch > 1 ? fmt::format(" batch {}", batch) : "",
                     bias ? " +bias" : "", c ? " +residual" : "", chain.relu ? " +relu" : "");
     if (opt.dry_run) {
       add_step(n, how + " (dry run)", 1, [](cudaStream_t) {});
       return;
     }
-    cublasComputeType_t compute = opt.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    // fp32 accumulation whatever the storage; TF32 products only on fp32 operands.
+    cublasComputeType_t compute =
+        opt.tf32 && dt == DType::Float ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cudaDataType_t ct = dt == DType::BFloat16 ? CUDA_R_16BF : dt == DType::Float16 ? CUDA_R_16F : CUDA_R_32F;
     cublasLtMatmulDesc_t desc;
     check(cublaslt_api().cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F), "MatmulDescCreate");
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -479,7 +492,7 @@ struct Session::Impl {
     check(cublaslt_api().cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "EPILOGUE");
     auto layout = [&](int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
       cublasLtMatrixLayout_t l;
-      check(cublaslt_api().cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, uint64_t(rows), uint64_t(cols), ld),
+      check(cublaslt_api().cublasLtMatrixLayoutCreate(&l, ct, uint64_t(rows), uint64_t(cols), ld),
             "MatrixLayoutCreate");
       if (batch > 1) {
         int32_t count = int32_t(batch);
@@ -540,9 +553,15 @@ struct Session::Impl {
     std::vector<int64_t> xd = static_dims(x, n), wd = static_dims(w, n);
     const Value* target = result ? result : n.output(0);
     std::vector<int64_t> yd = static_dims(target, n);
-    if (xd.size() != 4 || x->type.dtype != DType::Float)
-      throw UnsupportedError(
-          fmt::format("{}: the CUDA backend runs 2-D float convolutions (NCHW)", n.describe()));
+    const DType dt = x->type.dtype;
+    if (xd.size() != 4 || !product_dtype(dt) || w->type.dtype != dt || target->type.dtype != dt ||
+        (n.input(2) && n.input(2)->type.dtype != dt) || (chain.bias && chain.bias->type.dtype != dt))
+      throw UnsupportedError(fmt::format("{}: the CUDA backend runs 2-D convolutions (NCHW) on float, bfloat16 or "
+                                         "float16 operands of one type",
+                                         n.describe()));
+    // Storage in dt, products accumulated in fp32 (cuDNN's pseudo-half / pseudo-bf16 configurations).
+    const cudnnDataType_t ct =
+        dt == DType::BFloat16 ? CUDNN_DATA_BFLOAT16 : dt == DType::Float16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     std::vector<int64_t> pads = n.attr_ints("pads", {0, 0, 0, 0}), strides = n.attr_ints("strides", {1, 1}),
                          dil = n.attr_ints("dilations", {1, 1});
     const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
@@ -558,7 +577,12 @@ struct Session::Impl {
       if (chain.residual) in(chain.residual, n);
       add_step(
           n,
-          fmt::format("cuDNN conv{}{}{}{} (dry run)", groups > 1 ? fmt::format(" groups {}", groups) : "",
+          fmt::format("cuDNN conv{}{}{}{}{}{} (dry run)",
+                      dt == DType::Float ? "" : " " + std::string(dtype_name(dt)),
+                      groups > 1 ? fmt::format(" groups {}", groups) : "",
+                      dt != DType::Float && (n.input(2) || chain.bias || chain.residual || chain.relu)
+                          ? ", then the conv epilogue kernel"
+                          : "",
                       n.input(2) || chain.bias ? " +bias" : "", chain.residual ? " +residual" : "",
                       chain.relu ? " +relu" : ""),
           1, [](cudaStream_t) {});
@@ -583,22 +607,25 @@ struct Session::Impl {
       cudnn_api().cudnnDestroyActivationDescriptor(adsc);
     });
     auto i = [](int64_t v) { return int(v); };
-    check(cudnn_api().cudnnSetTensor4dDescriptor(xdsc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(xd[0]), i(xd[1]), i(xd[2]),
+    check(cudnn_api().cudnnSetTensor4dDescriptor(xdsc, CUDNN_TENSOR_NCHW, ct, i(xd[0]), i(xd[1]), i(xd[2]),
                                      i(xd[3])),
           "x descriptor");
-    check(cudnn_api().cudnnSetTensor4dDescriptor(ydsc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i(yd[0]), i(yd[1]), i(yd[2]),
+    check(cudnn_api().cudnnSetTensor4dDescriptor(ydsc, CUDNN_TENSOR_NCHW, ct, i(yd[0]), i(yd[1]), i(yd[2]),
                                      i(yd[3])),
           "y descriptor");
-    check(cudnn_api().cudnnSetTensor4dDescriptor(bdsc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i(yd[1]), 1, 1),
+    check(cudnn_api().cudnnSetTensor4dDescriptor(bdsc, CUDNN_TENSOR_NCHW, ct, 1, i(yd[1]), 1, 1),
           "bias descriptor");
-    check(cudnn_api().cudnnSetFilter4dDescriptor(wdsc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i(wd[0]), i(wd[1]), i(wd[2]),
+    check(cudnn_api().cudnnSetFilter4dDescriptor(wdsc, ct, CUDNN_TENSOR_NCHW, i(wd[0]), i(wd[1]), i(wd[2]),
                                      i(wd[3])),
           "w descriptor");
     check(cudnn_api().cudnnSetConvolution2dDescriptor(cdsc, i(pads[0]), i(pads[1]), i(strides[0]), i(strides[1]),
                                           i(dil[0]), i(dil[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "convolution descriptor");
     check(cudnn_api().cudnnSetConvolutionGroupCount(cdsc, i(groups)), "group count");
-    check(cudnn_api().cudnnSetConvolutionMathType(cdsc, opt.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), "math type");
+    // Tensor cores for 16-bit operands, and for fp32 ones only under TF32.
+    check(cudnn_api().cudnnSetConvolutionMathType(
+              cdsc, opt.tf32 || dt != DType::Float ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
+          "math type");
     check(cudnn_api().cudnnSetActivationDescriptor(adsc, chain.relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
                                        CUDNN_PROPAGATE_NAN, 0.0),
           "activation");
@@ -606,14 +633,19 @@ struct Session::Impl {
     cudnnConvolutionFwdAlgoPerf_t perf[16];
     check(cudnn_api().cudnnGetConvolutionForwardAlgorithm_v7(dnn, xdsc, wdsc, cdsc, ydsc, 16, &returned, perf),
           "algorithm");
-    // An identity activation runs only with the implicit precomputed GEMM algorithm.
+    // 16-bit operands: cudnnConvolutionForward (its pseudo-half / pseudo-bf16 configurations, fp32 accumulation)
+    // and the bias / residual / ReLU as one kernel after it, since the fused call's 16-bit configurations are
+    // not the same on every cuDNN. fp32: the fused call, whose identity activation runs only with the implicit
+    // precomputed GEMM algorithm.
+    const bool narrow = dt != DType::Float;
     cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
     for (int k = 0; k < returned; ++k)
       if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= kWorkspace &&
-          (chain.relu || perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)) {
+          (narrow || chain.relu || perf[k].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)) {
         algo = perf[k].algo;
         break;
       }
+    if (narrow) return plan_conv_16bit(n, chain, target, dt, xdsc, wdsc, cdsc, ydsc, algo);
     for (cudnnConvolutionFwdAlgo_t a : {algo, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM}) {
       size_t ws = 0;
       check(cudnn_api().cudnnGetConvolutionForwardWorkspaceSize(dnn, xdsc, wdsc, cdsc, ydsc, a, &ws), "workspace size");
@@ -634,7 +666,8 @@ struct Session::Impl {
     }
     Ref rz = chain.residual ? in(chain.residual, n) : Ref{};
     Ref ry = out(target, n);
-    std::string how = fmt::format("cuDNN conv algo {}{}{}{}", int(algo),
+    std::string how = fmt::format("cuDNN conv{} algo {}{}{}{}",
+                                  dt == DType::Float ? "" : " " + std::string(dtype_name(dt)), int(algo),
                                   groups > 1 ? fmt::format(" groups {}", groups) : "",
                                   chain.residual ? " +residual" : "", chain.relu ? " +relu" : "");
     // The fused call runs every algorithm with ReLU, and only the implicit precomputed GEMM with the
@@ -656,6 +689,43 @@ struct Session::Impl {
       }
       check(st, "cudnnConvolutionBiasActivationForward");
     });
+  }
+
+  // A 16-bit convolution (descriptors set up by plan_conv): the product by cudnnConvolutionForward, then the bias
+  // (the node's or the chain's), the residual and ReLU in place by the library's epilogue kernel.
+  void plan_conv_16bit(const Node& n, const Chain& chain, const Value* target, DType dt,
+                       cudnnTensorDescriptor_t xdsc, cudnnFilterDescriptor_t wdsc, cudnnConvolutionDescriptor_t cdsc,
+                       cudnnTensorDescriptor_t ydsc, cudnnConvolutionFwdAlgo_t algo) {
+    size_t ws = 0;
+    check(cudnn_api().cudnnGetConvolutionForwardWorkspaceSize(dnn, xdsc, wdsc, cdsc, ydsc, algo, &ws),
+          "workspace size");
+    if (ws > kWorkspace) fail("{}: cuDNN wants {} bytes of workspace for algorithm {}", n.describe(), ws, int(algo));
+    const std::vector<int64_t> yd = static_dims(target, n);
+    Ref rx = in(n.input(0), n), rw = in(n.input(1), n), ry = out(target, n);
+    add_step(n, fmt::format("cuDNN conv {} algo {}", dtype_name(dt), int(algo)), 1, [=, this](cudaStream_t) {
+      const float one = 1.0f, zero = 0.0f;
+      check(cudnn_api().cudnnConvolutionForward(dnn, &one, xdsc, addr(rx), wdsc, addr(rw), cdsc, algo, workspace,
+                                                kWorkspace, &zero, ydsc, addr(ry)),
+            "cudnnConvolutionForward");
+    });
+    const Value* bias = n.input(2) ? n.input(2) : chain.bias;
+    if (!bias && !chain.residual && !chain.relu) return;
+    ConvEpilogueArgs a{};
+    a.n = numel(yd);
+    a.plane = yd[2] * yd[3];
+    a.channels = yd[1];
+    a.relu = chain.relu ? 1 : 0;
+    a.half = dt == DType::Float16 ? 1 : 0;
+    Ref rb = bias ? in(bias, n) : Ref{}, rz = chain.residual ? in(chain.residual, n) : Ref{};
+    launch_library(n, "gaf_conv_epilogue16",
+                   fmt::format("conv epilogue kernel{}{}{}", bias ? " +bias" : "", chain.residual ? " +residual" : "",
+                               chain.relu ? " +relu" : ""),
+                   (a.n + kBlock - 1) / kBlock, a, [=, this, has_bias = bias != nullptr,
+                                                    has_z = chain.residual != nullptr](ConvEpilogueArgs& args) {
+                     args.y = addr(ry);
+                     args.bias = has_bias ? addr(rb) : nullptr;
+                     args.z = has_z ? addr(rz) : nullptr;
+                   });
   }
 
   // ---- attention ----

@@ -33,7 +33,8 @@ namespace gaf::cuda {
   X(cudnnDestroyConvolutionDescriptor) X(cudnnSetConvolution2dDescriptor)                               \
   X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType) X(cudnnCreateActivationDescriptor)    \
   X(cudnnDestroyActivationDescriptor) X(cudnnSetActivationDescriptor)                                   \
-  X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnConvolutionBiasActivationForward)
+  X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnGetConvolutionForwardAlgorithm_v7)                 \
+  X(cudnnConvolutionBiasActivationForward) X(cudnnConvolutionForward)
 
 #define GAF_VENDOR_MEMBER(f) decltype(&::f) f = nullptr;
 struct Nvrtc {

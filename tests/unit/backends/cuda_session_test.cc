@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cmath>
 #include <fstream>
+#include <tuple>
 
 #include "gaf/codegen.h"
 #include "gaf/cuda.h"
@@ -105,6 +107,47 @@ TEST(CudaSession, DryRunPlansTheFusedBlock) {
   EXPECT_THROW(s.run({}), Error);
 }
 
+// bf16_mixed / fp16_mixed plan the block's products on 16-bit operands (tensor cores, fp32 accumulation) and the
+// kernels between them on 16-bit storage, attention kept fp32 (the flash kernel reads fp32): every kernel, with its
+// 16-bit loads and stores, compiled by NVRTC. The same fused graph run by the CPU runtime (its products also
+// accumulate rounded operands in fp32) is within the mode's tolerance of the fp32 block, which is what verify
+// --device cuda then holds the device to.
+TEST(CudaSession, DryRunPlansSixteenBitStorage) {
+  for (const auto& [mode, name, tol] : {std::tuple{PrecisionMode::Bf16Mixed, "bfloat16", 2e-2},
+                                        std::tuple{PrecisionMode::Fp16Mixed, "float16", 1e-2}}) {
+    Model original = tools::demo_transformer_block(128, 256, 4, 1024);
+    Model m = tools::copy_model(original);
+    tools::FuseOptions opts;
+    opts.target = Target::builtin_or_file("cuda-h200");
+    opts.fusion.rules.precision_mode = mode;
+    tools::FuseResult fr = tools::fuse_model(m, opts);
+    EXPECT_GT(fr.rewrites["low-precision-storage"], 0);
+    cuda::Options o;
+    o.dry_run = true;
+    cuda::Session s(*m.graph, o);
+    std::string plan;
+    for (const cuda::Step& st : s.steps()) plan += st.node + ": " + st.how + "\n";
+    EXPECT_NE(plan.find(std::string("cuBLASLt ") + name), std::string::npos) << plan;
+    EXPECT_NE(plan.find("flash attention fp32"), std::string::npos) << plan;
+    EXPECT_GT(s.generated_kernels(), 2u) << plan;
+    for (const Value* v : m.graph->outputs()) EXPECT_EQ(v->type.dtype, DType::Float) << v->name();
+
+    runtime::Session want(*original.graph), got(*m.graph);
+    auto inputs = tools::random_inputs(*original.graph, 5);
+    auto a = want.run(inputs), b = got.run(inputs);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      double d = 0, scale = 0;
+      for (int64_t k = 0; k < a[i].numel(); ++k) {
+        d = std::max(d, std::fabs(a[i].get_double(k) - b[i].get_double(k)));
+        scale = std::max(scale, std::fabs(a[i].get_double(k)));
+      }
+      EXPECT_LT(d, tol * scale) << name << " output " << i;
+      EXPECT_GT(d, 1e-6 * scale) << name << " output " << i << ": no rounding happened";
+    }
+  }
+}
+
 // A softmax over a 32000-word vocabulary: one row buffer of 125 KiB, over the 48 KiB a block gets by default and
 // within what an H200 block may opt in to: one row kernel (the session opts it in once compiled).
 TEST(CudaSession, DryRunPlansRowsBeyondTheDefaultSharedMemory) {
@@ -191,6 +234,18 @@ TEST(CudaSession, FusedTransformerBlockMatchesTheCpu) {
     lt |= p.find("cuBLASLt") != std::string::npos;
   }
   EXPECT_TRUE(attention && generated && lt) << r.text();
+}
+
+// The same block in bf16_mixed on the device: 16-bit products and storage within 2e-2 of the CPU's fp32.
+TEST(CudaSession, Bf16MixedBlockMatchesTheCpuWithinItsTolerance) {
+  SKIP_WITHOUT_GPU();
+  Model m = tools::demo_transformer_block(128, 256, 4, 1024);
+  tools::FuseOptions opts;
+  opts.target = Target::builtin_or_file("cuda-h200");
+  opts.fusion.rules.precision_mode = PrecisionMode::Bf16Mixed;
+  tools::CudaVerifyResult r = tools::verify_cuda(m, opts, {});
+  EXPECT_TRUE(r.ok) << r.text();
+  EXPECT_NE(r.tolerance.find("bf16_mixed"), std::string::npos) << r.tolerance;
 }
 
 // The same block op by op and fused, in and out of a CUDA graph: one result, fewer steps fused.

@@ -336,6 +336,8 @@ TEST(FusionDecisions, TheBackendSaysHowManyValuesAnAnchorGroupWrites) {
     int anchor_group_outputs() const override { return 2; }
     std::string_view anchor_epilogue() const override { return "a two-output epilogue"; }
     std::vector<std::unique_ptr<Pass>> pipeline_passes(int, const Target&) const override { return {}; }
+    std::string weight_precision(PrecisionMode) const override { return ""; }
+    std::vector<std::unique_ptr<Pass>> precision_passes(PrecisionMode) const override { return {}; }
   };
   Model m = parse(std::string(kHeader) + R"(g (float[64,64] x, float[64,64] w, float[64] b)
       => (float[64,64] a, float[64,64] y, float[64,64] z) { m = MatMul(x, w) a = Add(m, b) y = Relu(a) z = Neg(y) })");

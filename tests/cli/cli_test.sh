@@ -154,6 +154,11 @@ else
       --device cuda -O 2 --rules "$tmp/bf16.json" --dry-run
     check "cuda-dry-run-fp16-$(basename "$m")" 0 "(cuBLASLt|cuDNN conv) float16" -- "$bin" run "$m/model.onnx" \
       --device cuda -O 2 --rules "$tmp/fp16.json" --dry-run
+    # The GPU's 16-bit plan run by the CPU runtime: within the mode's tolerance of the fp32 model.
+    check "cuda-plan-bf16-on-cpu-$(basename "$m")" 0 "bf16_mixed storage" -- "$bin" verify "$m/model.onnx" \
+      --target cuda-h200 --rules "$tmp/bf16.json"
+    check "cuda-plan-fp16-on-cpu-$(basename "$m")" 0 "fp16_mixed storage" -- "$bin" verify "$m/model.onnx" \
+      --target cuda-h200 --rules "$tmp/fp16.json"
   done
   check cuda-int8-refused 1 "^error: precision_mode int8_weights: the CUDA backend has no int8 products" -- \
     "$bin" run "$models/mlp/model.onnx" --device cuda -O 2 --rules "$tmp/int8.json" --dry-run

@@ -52,6 +52,7 @@ struct PassContext {
   const Target* target = nullptr;       // for rewrites that weigh a benefit (nullptr: Target::cpu_host())
   std::set<std::string> skip_passes;    // passes the PassManager leaves out (the rules' "skip_passes")
   std::string weight_precision;         // "bf16" or "int8": the rules' precision_mode for constant weights
+  std::vector<std::string> precision_changes;  // what a precision pass stored narrower, a line each (the report)
   // Near misses by pass and anchor: the latest sweep's word; an anchor that is rewritten later is cleared.
   std::map<std::pair<std::string, std::string>, NearMiss> near_misses;
   void count(std::string_view pass, int n = 1) { rewrites[std::string(pass)] += n; }

@@ -69,7 +69,8 @@ struct FuseResult {
   std::vector<DecisionRecord> decisions;
   std::map<std::string, int> rewrites;
   std::vector<NearMiss> near_misses;  // recognition patterns started and given up on, anchors still in the graph
-  std::vector<std::string> precision_changes;  // products whose weights the precision mode stores compressed
+  // Products whose precision the mode changed: weights stored compressed (CPU), 16-bit operands (CUDA).
+  std::vector<std::string> precision_changes;
   size_t candidates = 0;
   std::shared_ptr<const Model> planned;  // with FuseOptions::keep_planned: the model after rewrites, before fusion
   std::string summary_line() const;  // "Found N operators, C fusion candidates. Estimated benefit: ..."

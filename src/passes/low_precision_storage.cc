@@ -24,6 +24,8 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "gaf/op_registry.h"
 #include "gaf/passes.h"
 
@@ -73,6 +75,9 @@ class LowPrecisionStorage final : public Pass {
       bool low = false;
       if (is_product(*n) && !float_only_(*n)) {
         low = true;
+        if (is_float(n->output(0)))
+          ctx.precision_changes.push_back(fmt::format("{}: {} operands and result, fp32 accumulation",
+                                                      n->describe(), dtype_name(storage_)));
         for (int i = 0; i < n->num_inputs(); ++i)
           if (is_float(n->input(i)) && !n->input(i)->is_constant() && !low_.count(n->input(i))) {
             n->set_input(i, cast_to_low(g, *n, n->input(i)));

@@ -143,6 +143,7 @@ FuseResult fuse_model(Model& model, const FuseOptions& opts) {
     for (const Node* n : g.nodes()) present.insert(n->describe());
     for (const auto& [key, m] : ctx.near_misses)
       if (present.count(m.anchor)) r.near_misses.push_back(m);
+    r.precision_changes = ctx.precision_changes;
     for (const Node* n : g.nodes())
       if (n->domain == "gaf" && n->op_type == "CompressedMatMul")
         r.precision_changes.push_back(

@@ -122,6 +122,9 @@ TEST(CudaSession, DryRunPlansSixteenBitStorage) {
     opts.fusion.rules.precision_mode = mode;
     tools::FuseResult fr = tools::fuse_model(m, opts);
     EXPECT_GT(fr.rewrites["low-precision-storage"], 0);
+    ASSERT_FALSE(fr.precision_changes.empty());  // the report names each product that went 16-bit
+    EXPECT_NE(fr.precision_changes[0].find(std::string(name) + " operands"), std::string::npos)
+        << fr.precision_changes[0];
     cuda::Options o;
     o.dry_run = true;
     cuda::Session s(*m.graph, o);

@@ -156,8 +156,13 @@ std::unique_ptr<Pass> make_attention_fusion();
 // -> gaf.CompressedMatMul
 std::unique_ptr<Pass> make_weight_compression();
 // Float products (MatMul/Gemm/Conv) and the ops between them on `storage` (bfloat16 or float16), precision-sensitive
-// ops and those `float_only` names kept float, casts at the boundaries (a backend's precision_passes; once, after
-// the pipeline).
-std::unique_ptr<Pass> make_low_precision_storage(DType storage, std::function<bool(const Node&)> float_only);
+// ops and those the backend runs in fp32 only kept float, casts at the boundaries (a backend's precision_passes;
+// once, after the pipeline).
+struct StoragePolicy {
+  std::function<bool(const Node&)> float_only;  // ops the backend runs on fp32 operands only
+  // The inputs an op reads narrow though it is precision-sensitive (fp32 math inside); empty: none.
+  std::function<std::vector<int>(const Node&)> narrow_inputs;
+};
+std::unique_ptr<Pass> make_low_precision_storage(DType storage, StoragePolicy policy);
 
 }  // namespace gaf

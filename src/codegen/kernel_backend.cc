@@ -82,15 +82,21 @@ class CudaBackend final : public EmitterBackend {
   std::vector<std::unique_ptr<Pass>> precision_passes(PrecisionMode mode) const override {
     std::vector<std::unique_ptr<Pass>> out;
     if (mode != PrecisionMode::Bf16Mixed && mode != PrecisionMode::Fp16Mixed) return out;
+    StoragePolicy policy;
+    policy.float_only = [](const Node& n) { return runs_fp32_only(n); };
+    // The flash attention kernel reads Q, K, V and writes its output in 16 bits, the softmax in fp32; the
+    // additive mask stays fp32.
+    policy.narrow_inputs = [](const Node& n) {
+      return n.domain == "gaf" && n.op_type == "Attention" ? std::vector<int>{0, 1, 2} : std::vector<int>{};
+    };
     out.push_back(make_low_precision_storage(mode == PrecisionMode::Bf16Mixed ? DType::BFloat16 : DType::Float16,
-                                             [](const Node& n) { return runs_fp32_only(n); }));
+                                             std::move(policy)));
     return out;
   }
 
  private:
-  // The CUDA session's library kernels (flash attention, pools, gather) read and write fp32.
+  // The CUDA session's library kernels for pools and gather read and write fp32.
   static bool runs_fp32_only(const Node& n) {
-    if (n.domain == "gaf") return n.op_type == "Attention";
     if (!n.domain.empty()) return false;
     return n.op_type == "MaxPool" || n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool" ||
            n.op_type == "GlobalMaxPool" || n.op_type == "Gather";

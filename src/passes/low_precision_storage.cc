@@ -10,6 +10,9 @@
 //   a graph output that became T        -> cast back to float under its own name (the model's interface keeps its
 //                                          types)
 //
+// An op the backend runs on narrow operands with fp32 math inside (`narrow_inputs`: its flash attention reads
+// Q, K, V in T, the mask in fp32) takes those inputs in T and returns T, whatever its sensitivity.
+//
 // What stays float, as autocast does it: ops marked precision-sensitive (exp, log, softmax, normalisations,
 // reductions, attention: kPrecisionSensitive), ops the backend runs in fp32 only (`float_only`: its library
 // kernels), and every value derived from a float value that is computed (positions, masks, a sensitive op's
@@ -52,8 +55,7 @@ bool is_float(const Value* v) { return v && v->type.dtype == DType::Float && !v-
 
 class LowPrecisionStorage final : public Pass {
  public:
-  LowPrecisionStorage(DType storage, std::function<bool(const Node&)> float_only)
-      : storage_(storage), float_only_(std::move(float_only)) {}
+  LowPrecisionStorage(DType storage, StoragePolicy policy) : storage_(storage), policy_(std::move(policy)) {}
   std::string_view name() const override { return "low-precision-storage"; }
 
   bool run(Graph& g, PassContext& ctx) override {
@@ -73,7 +75,27 @@ class LowPrecisionStorage final : public Pass {
         return info && (info->flags & kPrecisionSensitive);
       }();
       bool low = false;
-      if (is_product(*n) && !float_only_(*n)) {
+      if (const std::vector<int> narrow = policy_.narrow_inputs ? policy_.narrow_inputs(*n) : std::vector<int>{};
+          !narrow.empty()) {
+        // Computes in fp32 inside from narrow operands (the backend's flash attention): those inputs T, the rest
+        // fp32, the result T.
+        for (int i = 0; i < n->num_inputs(); ++i) {
+          Value* v = n->input(i);
+          if (!v) continue;
+          const bool wanted = std::find(narrow.begin(), narrow.end(), i) != narrow.end();
+          if (wanted && is_float(v) && v->is_constant()) n->set_input(i, low_constant(g, v)), ++changed;
+          else if (wanted && is_float(v) && !low_.count(v)) n->set_input(i, cast_to_low(g, *n, v)), ++changed;
+          else if (!wanted && low_.count(v)) n->set_input(i, cast_to_float(g, *n, v)), ++changed;
+        }
+        for (Value* o : n->outputs())
+          if (is_float(o)) {
+            o->type.dtype = storage_;
+            low_.insert(o);
+            ++changed;
+          }
+        continue;
+      }
+      if (is_product(*n) && !policy_.float_only(*n)) {
         low = true;
         if (is_float(n->output(0)))
           ctx.precision_changes.push_back(fmt::format("{}: {} operands and result, fp32 accumulation",
@@ -83,7 +105,7 @@ class LowPrecisionStorage final : public Pass {
             n->set_input(i, cast_to_low(g, *n, n->input(i)));
             ++changed;
           }
-      } else if (propagates_storage(*n) && !sensitive && !float_only_(*n)) {
+      } else if (propagates_storage(*n) && !sensitive && !policy_.float_only(*n)) {
         bool any_low = false, any_float = false;
         for (const Value* v : n->inputs()) {
           if (!v) continue;
@@ -145,7 +167,7 @@ class LowPrecisionStorage final : public Pass {
     if (data_.count(v)) return true;
     const Node* p = v->producer();
     if (!p) return std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end();
-    return float_only_(*p);
+    return policy_.float_only(*p);
   }
 
   // n reads float: its T inputs (values this pass made T) cast back. Returns how many.
@@ -193,7 +215,7 @@ class LowPrecisionStorage final : public Pass {
   }
 
   DType storage_;
-  std::function<bool(const Node&)> float_only_;
+  StoragePolicy policy_;
   std::set<const Value*> low_;   // values this pass made T
   std::set<const Value*> data_;  // float values castable to T: data moved by T-propagating ops
   std::map<const Value*, Value*> to_float_, to_low_, constants_;
@@ -201,10 +223,11 @@ class LowPrecisionStorage final : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_low_precision_storage(DType storage, std::function<bool(const Node&)> float_only) {
+std::unique_ptr<Pass> make_low_precision_storage(DType storage, StoragePolicy policy) {
   GAF_CHECK(storage == DType::BFloat16 || storage == DType::Float16,
             "low-precision-storage stores bfloat16 or float16, not {}", dtype_name(storage));
-  return std::make_unique<LowPrecisionStorage>(storage, std::move(float_only));
+  GAF_CHECK(policy.float_only, "low-precision-storage needs the backend's fp32-only predicate");
+  return std::make_unique<LowPrecisionStorage>(storage, std::move(policy));
 }
 
 }  // namespace gaf

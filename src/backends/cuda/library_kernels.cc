@@ -28,8 +28,11 @@ AttnArgs attention_args(const Node& n, int64_t* nbatch_out) {
                      std::vector<int64_t>& strides) {
     const Value* v = n.input(i);
     std::vector<int64_t> d = static_dims(v, n);
-    if (v->type.dtype != DType::Float)
-      throw UnsupportedError(fmt::format("{}: attention on float", n.describe()));
+    if (v->type.dtype != n.input(0)->type.dtype || n.output(0)->type.dtype != v->type.dtype ||
+        (v->type.dtype != DType::Float && v->type.dtype != DType::BFloat16 && v->type.dtype != DType::Float16))
+      throw UnsupportedError(fmt::format("{}: the CUDA attention kernel takes Q, K, V and its output in one of "
+                                         "float, bfloat16, float16",
+                                         n.describe()));
     std::vector<int64_t> perm = n.attr_ints(perm_attr);
     if (perm.empty()) {
       perm.resize(d.size());
@@ -47,6 +50,8 @@ AttnArgs attention_args(const Node& n, int64_t* nbatch_out) {
   operand(2, "v_perm", vd, vs);
   const Value* mask = n.input(3);
   if (mask) {
+    if (mask->type.dtype != DType::Float)
+      throw UnsupportedError(fmt::format("{}: the CUDA attention kernel adds a float mask", n.describe()));
     md = static_dims(mask, n);
     while (md.size() < 2) md.insert(md.begin(), 1);
     ms.assign(md.size(), 1);
@@ -92,6 +97,8 @@ AttnArgs attention_args(const Node& n, int64_t* nbatch_out) {
   if (mask) a.mr = ms.end()[-2], a.mc = ms.back();
   a.orow = ostr[orank - 2], a.ocol = ostr[orank - 1];
   a.scale = n.attr_float("scale", float(1.0 / std::sqrt(double(std::max<int64_t>(a.d, 1)))));
+  const DType t = n.input(0)->type.dtype;
+  a.io = t == DType::BFloat16 ? 1 : t == DType::Float16 ? 2 : 0;
   *nbatch_out = nbatch;
   return a;
 }
@@ -153,13 +160,24 @@ std::string library_kernels_source() {
 #define GAFL_INF __int_as_float(0x7f800000)
 
 struct GafAttnArgs {
-  const float* q; const float* k; const float* v; const float* mask; float* o;
+  const void* q; const void* k; const void* v; const float* mask; void* o;
   int nb; long long bdims[4];
   long long qb[4], kb[4], vb[4], mb[4], ob[4];
   long long lq, lk, d, dv;
   long long qr, qc, kr, kc, vr, vc, mr, mc, orow, ocol;
   float scale;
+  int io;  // Q, K, V and the output: 0 fp32, 1 bfloat16, 2 float16 (the math is fp32 either way)
 };
+
+__device__ __forceinline__ float gafl_ld(int io, const void* p, long long i) {
+  if (io == 0) return ((const float*)p)[i];
+  const uint16_t h = ((const uint16_t*)p)[i];
+  return io == 1 ? gaf_load_bf16(h) : gaf_load_half(h);
+}
+__device__ __forceinline__ void gafl_st(int io, void* p, long long i, float v) {
+  if (io == 0) ((float*)p)[i] = v;
+  else ((uint16_t*)p)[i] = io == 1 ? gaf_store_bf16(v) : gaf_store_half(v);
+}
 
 __device__ __forceinline__ float gafl_warp_max(float x) {
   for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
@@ -189,7 +207,8 @@ extern "C" __global__ void __launch_bounds__(128) gaf_attention(const GafAttnArg
   }
   const long long row = (long long)blockIdx.x * 4 + warp;
   const bool live = row < a.lq;
-  for (int t = lane; t < d; t += 32) qs[warp * d + t] = live ? a.q[qo + row * a.qr + t * a.qc] : 0.0f;
+  for (int t = lane; t < d; t += 32)
+    qs[warp * d + t] = live ? gafl_ld(a.io, a.q, qo + row * a.qr + t * a.qc) : 0.0f;
   float m = -GAFL_INF, l = 0.0f, acc[8];
   for (int t = 0; t < 8; ++t) acc[t] = 0.0f;
   for (long long k0 = 0; k0 < a.lk; k0 += 32) {
@@ -197,11 +216,11 @@ extern "C" __global__ void __launch_bounds__(128) gaf_attention(const GafAttnArg
     __syncthreads();
     for (int e = threadIdx.x; e < 32 * d; e += blockDim.x) {
       const int j = e / d, t = e - j * d;
-      ks[j * ldk + t] = j < nk ? a.k[ko + (k0 + j) * a.kr + t * a.kc] : 0.0f;
+      ks[j * ldk + t] = j < nk ? gafl_ld(a.io, a.k, ko + (k0 + j) * a.kr + t * a.kc) : 0.0f;
     }
     for (int e = threadIdx.x; e < 32 * dv; e += blockDim.x) {
       const int j = e / dv, t = e - j * dv;
-      vs[j * dv + t] = j < nk ? a.v[vo + (k0 + j) * a.vr + t * a.vc] : 0.0f;
+      vs[j * dv + t] = j < nk ? gafl_ld(a.io, a.v, vo + (k0 + j) * a.vr + t * a.vc) : 0.0f;
     }
     __syncthreads();
     float s = -GAFL_INF;
@@ -232,7 +251,8 @@ extern "C" __global__ void __launch_bounds__(128) gaf_attention(const GafAttnArg
   const float inv = 1.0f / l;
   for (int t = 0; t < 8; ++t) {
     const int c = lane + 32 * t;
-    if (c < dv) a.o[oo + row * a.orow + c * a.ocol] = l > 0.0f ? acc[t] * inv : __int_as_float(0x7fffffff);
+    if (c < dv)
+      gafl_st(a.io, a.o, oo + row * a.orow + c * a.ocol, l > 0.0f ? acc[t] * inv : __int_as_float(0x7fffffff));
   }
 }
 

@@ -22,14 +22,16 @@ std::vector<int64_t> static_dims(const Value* v, const Node& n);
 int64_t numel(const std::vector<int64_t>& dims);
 
 struct AttnArgs {
-  const float *q, *k, *v, *mask;
-  float* o;
+  const void *q, *k, *v;  // `io`: 0 fp32, 1 bfloat16, 2 float16
+  const float* mask;
+  void* o;
   int nb;
   long long bdims[4];
   long long qb[4], kb[4], vb[4], mb[4], ob[4];
   long long lq, lk, d, dv;
   long long qr, qc, kr, kc, vr, vc, mr, mc, orow, ocol;
   float scale;
+  int io;
 };
 
 struct PoolArgs {

@@ -746,15 +746,16 @@ struct Session::Impl {
                       n.describe(), smem, prop.sharedMemPerBlockOptin));
     if (smem > kDefaultSharedBytes) large_shared.emplace_back(kernel, smem);
     add_step(n,
-             fmt::format("flash attention fp32 ({} x {} x {}, batch {}{})", a.lq, a.lk, a.d, nbatch,
-                         mask ? ", mask" : ""),
+             fmt::format("flash attention {} ({} x {} x {}, batch {}{})",
+                         a.io == 0 ? "fp32" : a.io == 1 ? "bfloat16 I/O, fp32 math" : "float16 I/O, fp32 math", a.lq,
+                         a.lk, a.d, nbatch, mask ? ", mask" : ""),
              1, [=, this](cudaStream_t s) {
                AttnArgs args = a;
-               args.q = reinterpret_cast<const float*>(addr(rq));
-               args.k = reinterpret_cast<const float*>(addr(rk));
-               args.v = reinterpret_cast<const float*>(addr(rv));
+               args.q = addr(rq);
+               args.k = addr(rk);
+               args.v = addr(rv);
                args.mask = mask ? reinterpret_cast<const float*>(addr(rm)) : nullptr;
-               args.o = reinterpret_cast<float*>(addr(ro));
+               args.o = addr(ro);
                void* params[] = {&args};
                check(
                    cudaLaunchKernel(reinterpret_cast<const void*>(*kernel), grid, dim3(128), params, smem, s),

@@ -14,9 +14,15 @@ const char* kPass = "low-precision-storage";
 // The fp32-only set of the CUDA backend's library kernels, as a test predicate.
 bool gather_is_float_only(const Node& n) { return n.domain.empty() && n.op_type == "Gather"; }
 
+StoragePolicy policy() {
+  StoragePolicy p;
+  p.float_only = gather_is_float_only;
+  return p;
+}
+
 testing::Rewritten store(const Model& m, DType t) {
   std::vector<std::unique_ptr<Pass>> passes;
-  passes.push_back(make_low_precision_storage(t, gather_is_float_only));
+  passes.push_back(make_low_precision_storage(t, policy()));
   return testing::rewrite(m, std::move(passes));
 }
 
@@ -147,6 +153,45 @@ TEST(LowPrecisionStorage, ComputedFloatsStayFp32AndLibraryDataJoinsBf16) {
   EXPECT_LT(worst_relative_error(r.before, r.after), 2e-2);
 }
 
+// An op the backend runs on narrow operands with fp32 math inside (the CUDA flash attention): its Q, K, V in
+// bf16 though it is precision-sensitive, the mask fp32, its result bf16; the CPU runtime widens them the same way.
+TEST(LowPrecisionStorage, AttentionReadsNarrowOperandsAndKeepsItsMaskFp32) {
+  Model m;
+  GraphBuilder b(m, 17);
+  Value* x = b.input("x", DType::Float, {2, 64, 32});
+  Value* mask = b.input("mask", DType::Float, {64, 64});
+  Value* q = b.op("MatMul", {x, b.random_constant("wq", {32, 32}, 0.3f, 8)});
+  Value* k = b.op("MatMul", {x, b.random_constant("wk", {32, 32}, 0.3f, 9)});
+  Value* v = b.op("MatMul", {x, b.random_constant("wv", {32, 32}, 0.3f, 10)});
+  Node* a = b.graph().add_node("Attention", {q, k, v, mask}, {"att"}, "att");
+  a->domain = "gaf";
+  a->attrs["scale"] = 0.17677669f;
+  a->output(0)->type = q->type;
+  named_output(b, b.op("MatMul", {a->output(0), b.random_constant("wo", {32, 32}, 0.3f, 11)}), "y");
+  m.opsets["gaf"] = 1;
+  b.finish();
+  StoragePolicy p = policy();
+  p.narrow_inputs = [](const Node& n) {
+    return n.domain == "gaf" && n.op_type == "Attention" ? std::vector<int>{0, 1, 2} : std::vector<int>{};
+  };
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(make_low_precision_storage(DType::BFloat16, std::move(p)));
+  auto r = testing::rewrite(m, std::move(passes));
+  bool seen = false;
+  for (const Node* n : r.after.graph->nodes())
+    if (n->op_type == "Attention") {
+      seen = true;
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(n->input(i)->type.dtype, DType::BFloat16) << r.dump();
+      EXPECT_EQ(n->input(3)->type.dtype, DType::Float) << r.dump();
+      EXPECT_EQ(n->output(0)->type.dtype, DType::BFloat16) << r.dump();
+    }
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(r.ops()["Cast"], 2) << r.dump();  // x in, y out: nothing between the products and attention
+  const double err = worst_relative_error(r.before, r.after);
+  EXPECT_LT(err, 2e-2);
+  EXPECT_GT(err, 1e-5);
+}
+
 // Does not fire: no product, nothing stored narrower (the pass changes nothing and counts nothing).
 TEST(LowPrecisionStorage, WithoutProductsNothingChanges) {
   Model m = testing::parse(testing::header(17) + R"(g (float[8,16] x, float[8,16] y) => (float[8,16] z) {
@@ -160,7 +205,8 @@ TEST(LowPrecisionStorage, WithoutProductsNothingChanges) {
 }
 
 TEST(LowPrecisionStorage, StoresOnlySixteenBitFloats) {
-  EXPECT_THROW(make_low_precision_storage(DType::Float, gather_is_float_only), Error);
+  EXPECT_THROW(make_low_precision_storage(DType::Float, policy()), Error);
+  EXPECT_THROW(make_low_precision_storage(DType::BFloat16, StoragePolicy{}), Error);
 }
 
 // The backends' answer to a precision mode: the CPU compresses constant weights and keeps activations fp32;

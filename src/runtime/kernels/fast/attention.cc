@@ -264,9 +264,8 @@ struct Operand {
   std::vector<int64_t> dims, strides;  // logical (permuted) dims and their element strides
 };
 
-Operand permuted(const KernelContext& ctx, int i, const char* perm_attr) {
+Operand permuted(const KernelContext& ctx, const Tensor& t, int i, const char* perm_attr) {
   const Node& n = ctx.node();
-  const Tensor& t = ctx.in(i);
   GAF_CHECK(t.dtype() == DType::Float, "{}: input {} is {}; gaf.Attention takes float", n.describe(), i,
             dtype_name(t.dtype()));
   GAF_CHECK(t.rank() >= 2, "{}: input {} has rank {}; attention operands have rank 2 or more", n.describe(), i,
@@ -302,9 +301,42 @@ int64_t batch_offset(int64_t b, const std::vector<int64_t>& batch, const std::ve
   return off;
 }
 
+// A bfloat16 / float16 operand (the CUDA backend's 16-bit storage, run here by verify and the tests) in fp32, the
+// math's type; an fp32 one as it is.
+Tensor widened(const Tensor& t, KernelContext& ctx) {
+  if (t.dtype() != DType::BFloat16 && t.dtype() != DType::Float16) return t;
+  const Tensor c = t.contiguous(ctx.allocator());
+  Tensor f(DType::Float, c.dims(), ctx.allocator());
+  const uint16_t* src = static_cast<const uint16_t*>(c.raw());
+  float* dst = f.data<float>();
+  const bool bf16 = t.dtype() == DType::BFloat16;
+  for (int64_t i = 0; i < c.numel(); ++i) dst[i] = bf16 ? bf16_to_float(src[i]) : half_to_float(src[i]);
+  return f;
+}
+
+void attention_fp32(KernelContext& ctx, const Tensor& tq, const Tensor& tk, const Tensor& tv);
+
+// Q, K, V in fp32, or all three 16-bit (then widened, and the output rounded back to their type).
 void attention(KernelContext& ctx) {
+  const DType t = ctx.in(0).dtype();
+  if (t != DType::BFloat16 && t != DType::Float16) return attention_fp32(ctx, ctx.in(0), ctx.in(1), ctx.in(2));
   const Node& n = ctx.node();
-  Operand q = permuted(ctx, 0, "q_perm"), k = permuted(ctx, 1, "k_perm"), v = permuted(ctx, 2, "v_perm");
+  for (int i = 1; i < 3; ++i)
+    GAF_CHECK(ctx.in(i).dtype() == t, "{}: input {} is {} where Q is {}", n.describe(), i,
+              dtype_name(ctx.in(i).dtype()), dtype_name(t));
+  attention_fp32(ctx, widened(ctx.in(0), ctx), widened(ctx.in(1), ctx), widened(ctx.in(2), ctx));
+  const Tensor& y = ctx.output(0);
+  Tensor narrow(t, y.dims(), ctx.allocator());
+  uint16_t* dst = static_cast<uint16_t*>(narrow.raw());
+  const float* src = y.data<float>();
+  for (int64_t i = 0; i < y.numel(); ++i)
+    dst[i] = t == DType::BFloat16 ? float_to_bf16(src[i]) : float_to_half(src[i]);
+  ctx.set_output(0, std::move(narrow));
+}
+
+void attention_fp32(KernelContext& ctx, const Tensor& tq, const Tensor& tk, const Tensor& tv) {
+  const Node& n = ctx.node();
+  Operand q = permuted(ctx, tq, 0, "q_perm"), k = permuted(ctx, tk, 1, "k_perm"), v = permuted(ctx, tv, 2, "v_perm");
   const int64_t lq = q.dims.end()[-2], d = q.dims.back(), lk = k.dims.end()[-2], dv = v.dims.back();
   GAF_CHECK(k.dims.back() == d, "{}: Q has depth {} but K has {}", n.describe(), d, k.dims.back());
   GAF_CHECK(v.dims.end()[-2] == lk, "{}: K has {} keys but V has {}", n.describe(), lk, v.dims.end()[-2]);

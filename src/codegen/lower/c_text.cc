@@ -142,7 +142,10 @@ void print_element(std::ostream& os, const ElementwiseKernel& k, const std::vect
 void print_statements(std::ostream& os, const std::vector<IndexedStatement>& body, const std::string& ind) {
   for (const IndexedStatement& st : body) {
     switch (st.kind) {
-      case IndexedStatement::Index: os << ind << "const int64_t " << st.name << " = " << st.expr << ";\n"; break;
+      // An index a size-1 dim's load then does not read is no warning under nvcc -Werror.
+      case IndexedStatement::Index:
+        os << ind << "[[maybe_unused]] const int64_t " << st.name << " = " << st.expr << ";\n";
+        break;
       case IndexedStatement::Load:
         os << ind << decl(st.type) << " " << st.name << " = " << load(st.loaded, st.array + "[" + st.expr + "]")
            << ";\n";

@@ -112,6 +112,11 @@ void create_folder(const std::string& dir, std::string_view option);
 
 namespace gaf::tools {
 
+// How far a precision mode may move an output from the fp32 result, relative to its largest magnitude: TF32
+// products 1e-2; bfloat16 (compressed weights on the CPU, 16-bit storage on the GPU) 2e-2; float16 storage 1e-2;
+// int8 weights 5e-2; fp32 0.
+double precision_tolerance(PrecisionMode mode);
+
 struct VerifyResult {
   bool ok = true;
   std::vector<std::string> outputs;    // one line per graph output: name, max errors, verdict

@@ -14,12 +14,12 @@
 // Q, K, V in T, the mask in fp32) takes those inputs in T and returns T, whatever its sensitivity.
 //
 // What stays float, as autocast does it: ops marked precision-sensitive (exp, log, softmax, normalisations,
-// reductions, attention: kPrecisionSensitive), ops the backend runs in fp32 only (`float_only`: its library
-// kernels), and every value derived from a float value that is computed (positions, masks, a sensitive op's
-// result). Model inputs and what the fp32-only library kernels return are data, cast to T where they meet a T
-// operand (a residual stream that begins at a pooled map or the embeddings). Only the storage changes: generated kernels load T into fp32, compute in fp32 and
-// round once on the way out, and the libraries accumulate products in fp32. A Cast the pass inserts sits beside
-// the kernel it feeds or leaves and fuses into it.
+// reductions: kPrecisionSensitive), ops the backend runs in fp32 only (`float_only`: its pools and gather), and
+// every value derived from a float value that is computed (positions, masks, a sensitive op's result). Model inputs
+// and what the fp32-only library kernels return are data, cast to T where they meet a T operand (a residual stream
+// that begins at a pooled map or the embeddings). Only the storage changes: generated kernels load T into fp32,
+// compute in fp32 and round once on the way out, and the libraries accumulate products in fp32. A Cast the pass
+// inserts sits beside the kernel it feeds or leaves and fuses into it.
 //
 // Does not fire: precision fp32 (the pass is not added), a graph without float products. Runs once, after the
 // rewrite pipeline (KernelBackend::precision_passes): the recognisers before it see the model's float types.
@@ -51,6 +51,11 @@ bool propagates_storage(const Node& n) {
   return n.domain.empty() && ops.count(n.op_type) > 0;
 }
 
+bool is_sensitive(const Node& n) {
+  const OpInfo* info = find_op(n);
+  return info && (info->flags & kPrecisionSensitive);
+}
+
 bool is_float(const Value* v) { return v && v->type.dtype == DType::Float && !v->absent_output; }
 
 class LowPrecisionStorage final : public Pass {
@@ -70,42 +75,20 @@ class LowPrecisionStorage final : public Pass {
         changed += restore_float_inputs(g, *n);
         continue;
       }
-      const bool sensitive = [&] {
-        const OpInfo* info = find_op(*n);
-        return info && (info->flags & kPrecisionSensitive);
-      }();
-      bool low = false;
       if (const std::vector<int> narrow = policy_.narrow_inputs ? policy_.narrow_inputs(*n) : std::vector<int>{};
           !narrow.empty()) {
         // Computes in fp32 inside from narrow operands (the backend's flash attention): those inputs T, the rest
         // fp32, the result T.
-        for (int i = 0; i < n->num_inputs(); ++i) {
-          Value* v = n->input(i);
-          if (!v) continue;
-          const bool wanted = std::find(narrow.begin(), narrow.end(), i) != narrow.end();
-          if (wanted && is_float(v) && v->is_constant()) n->set_input(i, low_constant(g, v)), ++changed;
-          else if (wanted && is_float(v) && !low_.count(v)) n->set_input(i, cast_to_low(g, *n, v)), ++changed;
-          else if (!wanted && low_.count(v)) n->set_input(i, cast_to_float(g, *n, v)), ++changed;
-        }
-        for (Value* o : n->outputs())
-          if (is_float(o)) {
-            o->type.dtype = storage_;
-            low_.insert(o);
-            ++changed;
-          }
+        changed += make_low(g, *n, &narrow);
         continue;
       }
+      bool low = false;
       if (is_product(*n) && !policy_.float_only(*n)) {
         low = true;
         if (is_float(n->output(0)))
           ctx.precision_changes.push_back(fmt::format("{}: {} operands and result, fp32 accumulation",
                                                       n->describe(), dtype_name(storage_)));
-        for (int i = 0; i < n->num_inputs(); ++i)
-          if (is_float(n->input(i)) && !n->input(i)->is_constant() && !low_.count(n->input(i))) {
-            n->set_input(i, cast_to_low(g, *n, n->input(i)));
-            ++changed;
-          }
-      } else if (propagates_storage(*n) && !sensitive && !policy_.float_only(*n)) {
+      } else if (propagates_storage(*n) && !is_sensitive(*n) && !policy_.float_only(*n)) {
         bool any_low = false, any_float = false;
         for (const Value* v : n->inputs()) {
           if (!v) continue;
@@ -115,28 +98,8 @@ class LowPrecisionStorage final : public Pass {
         low = any_low && !any_float;
         if (!any_low && !any_float)  // data moved or combined with constants is still data
           for (const Value* o : n->outputs()) data_.insert(o);
-        if (low)
-          for (int i = 0; i < n->num_inputs(); ++i)
-            if (is_float(n->input(i)) && !n->input(i)->is_constant() && !low_.count(n->input(i))) {
-              n->set_input(i, cast_to_low(g, *n, n->input(i)));
-              ++changed;
-            }
       }
-      if (!low) {
-        changed += restore_float_inputs(g, *n);
-        continue;
-      }
-      for (int i = 0; i < n->num_inputs(); ++i)
-        if (is_float(n->input(i)) && n->input(i)->is_constant()) {
-          n->set_input(i, low_constant(g, n->input(i)));
-          ++changed;
-        }
-      for (Value* o : n->outputs())
-        if (is_float(o)) {
-          o->type.dtype = storage_;
-          low_.insert(o);
-          ++changed;
-        }
+      changed += low ? make_low(g, *n, nullptr) : restore_float_inputs(g, *n);
     }
     // The model's outputs keep their types: the T value is renamed and a Cast back to float takes the name.
     for (int i = 0; i < int(g.outputs().size()); ++i) {
@@ -161,13 +124,35 @@ class LowPrecisionStorage final : public Pass {
 
  private:
   // Data that only T's rounding would change, not values computed in fp32 for their precision: a model input, or
-  // what a library kernel the backend runs in fp32 returned (a pooled map, gathered embeddings, attention's
-  // output). Beside a T operand it is cast to T, so a residual stream that begins there stays T.
+  // what a library kernel the backend runs in fp32 returned (a pooled map, gathered embeddings). Beside a T operand
+  // it is cast to T, so a residual stream that begins there stays T.
   bool castable(const Graph& g, const Value* v) const {
     if (data_.count(v)) return true;
     const Node* p = v->producer();
     if (!p) return std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end();
     return policy_.float_only(*p);
+  }
+
+  // n on T: its float inputs (those `only` lists, when given) in T, constants stored in T and run-time values cast
+  // once each; any other input this pass made T cast back to float; its float outputs T. Returns the edits.
+  int make_low(Graph& g, Node& n, const std::vector<int>* only) {
+    int k = 0;
+    for (int i = 0; i < n.num_inputs(); ++i) {
+      Value* v = n.input(i);
+      if (!v) continue;
+      if (only && std::find(only->begin(), only->end(), i) == only->end()) {
+        if (low_.count(v)) n.set_input(i, cast_to_float(g, n, v)), ++k;
+      } else if (is_float(v)) {
+        n.set_input(i, v->is_constant() ? low_constant(g, v) : cast_to_low(g, n, v)), ++k;
+      }
+    }
+    for (Value* o : n.outputs())
+      if (is_float(o)) {
+        o->type.dtype = storage_;
+        low_.insert(o);
+        ++k;
+      }
+    return k;
   }
 
   // n reads float: its T inputs (values this pass made T) cast back. Returns how many.

@@ -47,13 +47,16 @@ cuda::Options cuda_options(const FuseOptions& opts) {
 }
 
 // How far the device may be from the CPU's fp32 reference under each precision mode, relative to an output's
-// largest magnitude: fp32 products and kernels agree to rounding; TF32 rounds product operands to 10 mantissa
-// bits; bf16_mixed / fp16_mixed store operands and values between kernels in 8 / 11 bits (fp32 accumulation).
+// largest magnitude (precision_tolerance): fp32 products and kernels agree to rounding (1e-5); TF32 rounds
+// product operands to 10 mantissa bits; bf16_mixed / fp16_mixed store operands and values between kernels in 8 /
+// 11 bits (fp32 accumulation).
 std::pair<double, const char*> cuda_tolerance(PrecisionMode mode) {
   switch (mode) {
-    case PrecisionMode::Tf32: return {1e-2, "tf32 products"};
-    case PrecisionMode::Bf16Mixed: return {2e-2, "bf16_mixed: bfloat16 storage, fp32 accumulation"};
-    case PrecisionMode::Fp16Mixed: return {1e-2, "fp16_mixed: float16 storage, fp32 accumulation"};
+    case PrecisionMode::Tf32: return {precision_tolerance(mode), "tf32 products"};
+    case PrecisionMode::Bf16Mixed:
+      return {precision_tolerance(mode), "bf16_mixed: bfloat16 storage, fp32 accumulation"};
+    case PrecisionMode::Fp16Mixed:
+      return {precision_tolerance(mode), "fp16_mixed: float16 storage, fp32 accumulation"};
     default: return {1e-5, "fp32"};
   }
 }

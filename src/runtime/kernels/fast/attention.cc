@@ -33,6 +33,7 @@
 
 #include "runtime/kernels/fast/attention.h"
 #include "runtime/kernels/common.h"
+#include "runtime/kernels/dnnl/dnnl_util.h"
 #include "runtime/kernels/families.h"
 #include "runtime/kernels/onnx/reduce_util.h"
 #include "ops/simd_math.h"
@@ -301,19 +302,6 @@ int64_t batch_offset(int64_t b, const std::vector<int64_t>& batch, const std::ve
   return off;
 }
 
-// A bfloat16 / float16 operand (the CUDA backend's 16-bit storage, run here by verify and the tests) in fp32, the
-// math's type; an fp32 one as it is.
-Tensor widened(const Tensor& t, KernelContext& ctx) {
-  if (t.dtype() != DType::BFloat16 && t.dtype() != DType::Float16) return t;
-  const Tensor c = t.contiguous(ctx.allocator());
-  Tensor f(DType::Float, c.dims(), ctx.allocator());
-  const uint16_t* src = static_cast<const uint16_t*>(c.raw());
-  float* dst = f.data<float>();
-  const bool bf16 = t.dtype() == DType::BFloat16;
-  for (int64_t i = 0; i < c.numel(); ++i) dst[i] = bf16 ? bf16_to_float(src[i]) : half_to_float(src[i]);
-  return f;
-}
-
 void attention_fp32(KernelContext& ctx, const Tensor& tq, const Tensor& tk, const Tensor& tv);
 
 // Q, K, V in fp32, or all three 16-bit (then widened, and the output rounded back to their type).
@@ -324,13 +312,15 @@ void attention(KernelContext& ctx) {
   for (int i = 1; i < 3; ++i)
     GAF_CHECK(ctx.in(i).dtype() == t, "{}: input {} is {} where Q is {}", n.describe(), i,
               dtype_name(ctx.in(i).dtype()), dtype_name(t));
-  attention_fp32(ctx, widened(ctx.in(0), ctx), widened(ctx.in(1), ctx), widened(ctx.in(2), ctx));
+  // The CUDA backend's 16-bit storage, run here by verify and the tests: operands widened to fp32 (the math's
+  // type), the output rounded back.
+  auto widened = [&](int i) {
+    return dnnl_detail::to_float(ctx.in(i).contiguous(ctx.allocator()), ctx.allocator());
+  };
+  attention_fp32(ctx, widened(0), widened(1), widened(2));
   const Tensor& y = ctx.output(0);
   Tensor narrow(t, y.dims(), ctx.allocator());
-  uint16_t* dst = static_cast<uint16_t*>(narrow.raw());
-  const float* src = y.data<float>();
-  for (int64_t i = 0; i < y.numel(); ++i)
-    dst[i] = t == DType::BFloat16 ? float_to_bf16(src[i]) : float_to_half(src[i]);
+  dnnl_detail::store_from_float(y.data<float>(), narrow);
   ctx.set_output(0, std::move(narrow));
 }
 

@@ -83,6 +83,27 @@ Case transcendental_chain() {
   return c;
 }
 
+// Activations as torch exports them, alone over 16M fp32 (one read, one write: 128 MB at bandwidth): GELU's erf
+// form (Div, Erf, Add, Mul, Mul), SiLU (x * Sigmoid(x)).
+Case gelu_erf_16m() {
+  Case c{"GELU (erf form as exported), 16M fp32", {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, {16 << 20});
+  Value* e = b.op("Erf", {b.op("Div", {x, b.scalar(1.41421356f)})});
+  b.output(b.op("Mul", {b.op("Mul", {x, b.op("Add", {e, b.scalar(1.0f)})}), b.scalar(0.5f)}));
+  b.finish();
+  return c;
+}
+
+Case silu_16m() {
+  Case c{"SiLU x*Sigmoid(x), 16M fp32", {}};
+  GraphBuilder b(c.model);
+  Value* x = b.input("x", DType::Float, {16 << 20});
+  b.output(b.op("Mul", {x, b.op("Sigmoid", {x})}));
+  b.finish();
+  return c;
+}
+
 Case add_relu_mul() {
   Case c{"Add->Relu->Mul [1,2048,56,56]", {}};
   GraphBuilder b(c.model);
@@ -342,7 +363,8 @@ int main(int argc, char** argv) {
                            omp_get_max_threads(), bw / 1e9);
   std::cout << fmt::format("{:<46} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>4} {:>8}\n", "case", "kernels", "unfused",
                            "fused", "ratio", "fused GB/s", "% of copy", "gen", "max rel");
-  std::vector<Case (*)()> cases = {elementwise_chain, transcendental_chain, add_relu_mul, reduce_mean, reduce_outer,
+  std::vector<Case (*)()> cases = {elementwise_chain, transcendental_chain, gelu_erf_16m, silu_16m, add_relu_mul,
+                                   reduce_mean, reduce_outer,
                                    reduce_middle, reduce_all, softmax_rows, shifted_rows, layernorm_rows,
                                    matmul_bias_gelu, matmul_silu_mul, attention_core, attention_padded,
                                    attention_causal, attention_layer, bert_layer_dynamic, se_late, se_early};

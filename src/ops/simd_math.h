@@ -77,9 +77,10 @@ inline vf sigmoidv(vf x) { return inv_one_plus_exp2(mul(x, set1(-1.4426950408889
 // GELU, x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), with Phi(-|x|) = erfc(|x| / sqrt 2) / 2 from Abramowitz and
 // Stegun 7.1.26: erfc(z) = t P(t) exp(-z^2), t = 1 / (1 + p z), absolute error below 1.5e-7 (what oneDNN's
 // gelu_erf uses too); the erfc form needs no 1 + erf cancellation for negative x. Measured against double over
-// |x| <= 12: see simd_exp_test.cc. NaN stays NaN.
+// |x| <= 12: see simd_exp_test.cc. NaN stays NaN; z is capped at 16 (Phi(-|x|) is 0 in fp32 long before), so
+// +inf gives +inf (uncapped, the reciprocal's Newton step made 0 * inf = NaN of it).
 inline vf gelu_erfv(vf x) {
-  const vf z = mul(abs(x), set1(0.70710678118654752f));
+  const vf z = min(set1(16.f), mul(abs(x), set1(0.70710678118654752f)));
   const vf t = recip(fmadd(z, set1(0.3275911f), set1(1.f)));
   vf p = fmadd(set1(1.061405429f), t, set1(-1.453152027f));
   p = fmadd(p, t, set1(1.421413741f));
@@ -92,11 +93,12 @@ inline vf gelu_erfv(vf x) {
 }
 
 // GELU's tanh form, 0.5 x (1 + tanh(u)) = x sigmoid(2 u), u = sqrt(2 / pi) (x + 0.044715 x^3): swishv's
-// reciprocal of 1 + 2^t with t = -2 u log2(e) clamped to [-126, 126].
+// reciprocal of 1 + 2^t with t = -2 u log2(e) clamped to [-126, 126]; where t > 126 the result is below
+// 2^-126 |x| and comes out 0 (-inf too), as the tanh form's 1 + tanh(u) rounds to 0 there.
 inline vf gelu_tanhv(vf x) {
   const vf x3 = mul(mul(x, x), x);
   const vf u = mul(fmadd(x3, set1(0.044715f), x), set1(-2.f * 0.79788456080286536f * 1.4426950408889634f));
-  return mul(x, inv_one_plus_exp2(u));
+  return select(gt(u, set1(126.f)), zero(), mul(x, inv_one_plus_exp2(u)));
 }
 
 // x * clamp(x / 6 + 1/2, 0, 1), ONNX's HardSwish; the gate's min/max keep NaN out of it, so NaN * gate = NaN.

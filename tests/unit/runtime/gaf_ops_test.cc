@@ -4,6 +4,8 @@
 #include <cmath>
 #include <functional>
 #include <numbers>
+#include <tuple>
+#include <vector>
 
 #include "gaf/session.h"
 #include "gaf/tools.h"
@@ -57,6 +59,46 @@ TEST(GafOps, Activations) {
                {{"approximate", std::string("tanh")}});
   expect_unary("Silu", [](double x) { return x / (1 + std::exp(-x)); });
   expect_unary("HardSwish", [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); });
+}
+
+// The activations run on vector forms where the build has them (the last lanes masked): over [-12, 12] in
+// 1,003 elements (no whole number of vectors), NaN and the infinities, each within 1e-6 of the double formula
+// scaled by max(1, |x|); NaN stays NaN, +inf gives +inf, and -inf gives the limit 0 or NaN (the formula's
+// -inf * 0).
+TEST(GafOps, ActivationsOverTheirRangeAndSpecialValues) {
+  const double r2 = std::numbers::sqrt2, k = std::sqrt(2 / std::numbers::pi);
+  const std::vector<std::tuple<std::string, std::string, std::function<double(double)>>> cases = {
+      {"Gelu", "none", [&](double x) { return 0.5 * x * (1 + std::erf(x / r2)); }},
+      {"Gelu", "tanh", [&](double x) { return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x))); }},
+      {"Silu", "", [](double x) { return x / (1 + std::exp(-x)); }},
+      {"HardSwish", "", [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); }},
+  };
+  const int64_t n = 1003;
+  Tensor x(DType::Float, {n});
+  float* xp = x.data<float>();
+  for (int64_t i = 0; i < n - 3; ++i) xp[i] = -12.0f + 24.0f * float(i) / float(n - 4);
+  xp[n - 3] = std::nanf("");
+  xp[n - 2] = INFINITY;
+  xp[n - 1] = -INFINITY;
+  for (const auto& [op, approximate, f] : cases) {
+    OneOp o(op, {n});
+    if (!approximate.empty()) o.node->attrs["approximate"] = approximate;
+    runtime::Session s(o.g);
+    const Tensor y = s.run(std::vector<Tensor>{x})[0];
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = f(xp[i]), got = y.data<float>()[i];
+      const std::string at = op + " " + approximate + " at " + std::to_string(xp[i]);
+      if (std::isinf(xp[i]) && xp[i] < 0) {
+        EXPECT_TRUE(std::isnan(got) || got == 0.0) << at << ": " << got;
+      } else if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << at;
+      } else if (std::isinf(want)) {
+        EXPECT_EQ(got, want) << at;
+      } else {
+        EXPECT_NEAR(got, want, 1e-6 * std::max(1.0, std::abs(double(xp[i])))) << at;
+      }
+    }
+  }
 }
 
 // Rows of the trailing `cols` elements: (x - mean?) / sqrt(mean((x - mean?)^2) + eps) * scale + bias.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "ops/simd_math.h"
 #include "runtime/kernels/common.h"
 #include "runtime/kernels/families.h"
 
@@ -24,6 +25,10 @@ const Tensor& float_input(const KernelContext& ctx, int i) {
   return t;
 }
 
+// y = f(x) element by element, on both cores. Each activation below is a functor with a scalar form (libm)
+// and, where the build has a vector ISA, a vector form from ops/simd_math.h, which then takes every element
+// (the last lanes masked). The vector forms are the ones the products' post-op pass applies, so a GELU after
+// a MatMul and one run alone give the same values.
 template <class F>
 void unary(KernelContext& ctx, F f) {
   const Tensor& x = float_input(ctx, 0);
@@ -31,30 +36,62 @@ void unary(KernelContext& ctx, F f) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   parallel_for(x.numel(), 1 << 14, [&](int64_t b, int64_t e) {
+#if defined(GAF_SIMD)
+    int64_t i = b;
+    for (; i + simd::kW <= e; i += simd::kW) simd::storeu(yp + i, f(simd::loadu(xp + i)));
+    if (i < e) {
+      const simd::lanes_t m = simd::first(e - i);
+      simd::storeu(yp + i, f(simd::loadu(xp + i, m)), m);
+    }
+#else
     for (int64_t i = b; i < e; ++i) yp[i] = f(xp[i]);
+#endif
   });
 }
 
+struct GeluErf {
+  float operator()(float x) const {
+    return 0.5f * x * (1.0f + std::erf(x * float(1.0 / std::numbers::sqrt2)));
+  }
+#if defined(GAF_SIMD)
+  simd::vf operator()(simd::vf x) const { return simd::gelu_erfv(x); }
+#endif
+};
+struct GeluTanh {
+  float operator()(float x) const {
+    const float k = float(std::sqrt(2.0 / std::numbers::pi));
+    return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+  }
+#if defined(GAF_SIMD)
+  simd::vf operator()(simd::vf x) const { return simd::gelu_tanhv(x); }
+#endif
+};
+struct Silu {
+  float operator()(float x) const { return x / (1.0f + std::exp(-x)); }
+#if defined(GAF_SIMD)
+  simd::vf operator()(simd::vf x) const { return simd::swishv(x, simd::set1(-1.4426950408889634f)); }
+#endif
+};
+struct HardSwish {
+  float operator()(float x) const { return x * std::max(0.0f, std::min(1.0f, x * (1.0f / 6.0f) + 0.5f)); }
+#if defined(GAF_SIMD)
+  simd::vf operator()(simd::vf x) const { return simd::hard_swishv(x); }
+#endif
+};
+
 void gelu(KernelContext& ctx) {
   std::string approximate = ctx.node().attr_string("approximate", "none");
-  if (approximate == "tanh") {
-    const float k = float(std::sqrt(2.0 / std::numbers::pi));
-    unary(ctx, [k](float x) { return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x))); });
-  } else {
-    GAF_CHECK(approximate == "none", "{}: approximate must be 'none' or 'tanh', not '{}'",
-              ctx.node().describe(), approximate);
-    const float r = float(1.0 / std::numbers::sqrt2);
-    unary(ctx, [r](float x) { return 0.5f * x * (1.0f + std::erf(x * r)); });
-  }
+  GAF_CHECK(approximate == "none" || approximate == "tanh",
+            "{}: approximate must be 'none' or 'tanh', not '{}'", ctx.node().describe(), approximate);
+  if (approximate == "tanh")
+    unary(ctx, GeluTanh{});
+  else
+    unary(ctx, GeluErf{});
 }
 
-void silu(KernelContext& ctx) {
-  unary(ctx, [](float x) { return x / (1.0f + std::exp(-x)); });
-}
+void silu(KernelContext& ctx) { unary(ctx, Silu{}); }
 
-void hard_swish(KernelContext& ctx) {
-  unary(ctx, [](float x) { return x * std::max(0.0f, std::min(1.0f, x * (1.0f / 6.0f) + 0.5f)); });
-}
+void hard_swish(KernelContext& ctx) { unary(ctx, HardSwish{}); }
 
 // Shared by LayerNormalization (centred) and RMSNormalization: y = (x - mean?) / sqrt(var + eps) * scale +
 // bias over rows of the trailing dims from `axis`.

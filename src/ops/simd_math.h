@@ -107,5 +107,49 @@ inline vf hard_swishv(vf x) {
   return mul(x, min(max(gate, zero()), set1(1.f)));
 }
 
+// sin(x) (quadrant 0) or cos(x) = sin(x + pi/2) (quadrant 1) for |x| <= kTrigReduced: n = round(x 2/pi),
+// r = x - n pi/2 with pi/2 in three parts (Cody and Waite; n pi/2's first part exact for n < 2^13), sin r
+// and cos r on [-pi/4, pi/4] by Cephes' sinf/cosf polynomials, chosen and signed by (n + quadrant) mod 4.
+// NaN and the infinities give NaN. Beyond the bound the reduction loses bits: sinv / cosv take those lanes
+// from libm.
+inline constexpr float kTrigReduced = 8192.f;
+inline vf sin_quadrant(vf x, float quadrant) {
+  const vf n = round_nearest(mul(x, set1(0.636619772367581343f)));
+  vf r = fnmadd(n, set1(1.5703125f), x);
+  r = fnmadd(n, set1(4.837512969970703125e-4f), r);
+  r = fnmadd(n, set1(7.54978995489188216e-8f), r);
+  const vf r2 = mul(r, r);
+  vf s = fmadd(set1(-1.9515295891e-4f), r2, set1(8.3321608736e-3f));
+  s = fmadd(s, r2, set1(-1.6666654611e-1f));
+  s = fmadd(mul(s, r2), r, r);
+  vf c = fmadd(set1(2.443315711809948e-5f), r2, set1(-1.388731625493765e-3f));
+  c = fmadd(c, r2, set1(4.166664568298827e-2f));
+  c = fmadd(mul(c, r2), r2, fnmadd(set1(0.5f), r2, set1(1.f)));
+  const vf q = add(n, set1(quadrant));
+  const vf odd = fnmadd(floorv(mul(q, set1(0.5f))), set1(2.f), q);     // q mod 2
+  const vf upper = fnmadd(floorv(mul(q, set1(0.25f))), set1(4.f), q);  // q mod 4
+  const vf v = select(gt(odd, set1(0.5f)), c, s);
+  return select(gt(upper, set1(1.5f)), sub(zero(), v), v);
+}
+// y where |x| <= kTrigReduced (or x is NaN); f(x) lane by lane elsewhere.
+template <class F>
+inline vf trig_wide_lanes(vf x, vf y, F f) {
+  const lanes_t wide = gt(abs(x), set1(kTrigReduced));
+  if (!bits(wide)) return y;
+  alignas(64) float xs[kW], ys[kW];
+  storeu(xs, x);
+  storeu(ys, y);
+  for (int i = 0; i < kW; ++i)
+    if (std::fabs(xs[i]) > kTrigReduced) ys[i] = f(xs[i]);
+  return loadu(ys);
+}
+// Measured against double over |x| <= 8192 (AVX-512): see simd_exp_test.cc.
+inline vf sinv(vf x) {
+  return trig_wide_lanes(x, sin_quadrant(x, 0.f), [](float v) { return std::sin(v); });
+}
+inline vf cosv(vf x) {
+  return trig_wide_lanes(x, sin_quadrant(x, 1.f), [](float v) { return std::cos(v); });
+}
+
 }  // namespace gaf::simd
 #endif

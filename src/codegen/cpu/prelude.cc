@@ -173,8 +173,10 @@ inline gaf_v gaf_round(gaf_v x) { return gaf::simd::round_nearest(x); }
 inline gaf_v gaf_sign(gaf_v x) { return x > 0.0f ? gaf_vec(1.0f) : (x < 0.0f ? gaf_vec(-1.0f) : x); }
 inline gaf_v gaf_fmod(gaf_v a, gaf_v b) { return gaf_each([](float p, float q) { return gaf_fmod(p, q); }, a, b); }
 inline gaf_v gaf_pow(gaf_v a, gaf_v b) { return gaf_each([](float p, float q) { return gaf_pow(p, q); }, a, b); }
-inline gaf_v gaf_sin(gaf_v x) { return gaf_each([](float p) { return gaf_sin(p); }, x); }
-inline gaf_v gaf_cos(gaf_v x) { return gaf_each([](float p) { return gaf_cos(p); }, x); }
+// Cody-Waite reduction and Cephes' polynomials on the vector (libm lane by lane beyond |x| = 8192), as the
+// op-by-op Sin and Cos compute them.
+inline gaf_v gaf_sin(gaf_v x) { return gaf::simd::sinv(x); }
+inline gaf_v gaf_cos(gaf_v x) { return gaf::simd::cosv(x); }
 inline gaf_v gaf_round_half(gaf_v x) { return gaf_each([](float p) { return gaf_round_half(p); }, x); }
 inline gaf_v gaf_round_bf16(gaf_v x) { return gaf_each([](float p) { return gaf_round_bf16(p); }, x); }
 inline gaf_v gaf_fma(gaf_v a, gaf_v b, gaf_v c) { return gaf::simd::fmadd(a, b, c); }

@@ -129,6 +129,43 @@ TEST(SimdSwish, SwishAndSigmoidAgainstDouble) {
   EXPECT_LT(worst_swish, 1.5e-6);
   EXPECT_LT(worst_sigmoid, 1.5e-6);
 }
+// sinv and cosv against double: over |x| <= 8192 (the reduced range) within 2^-23 absolute plus 2^-23 of the
+// value (so within an ulp of 1 near the peaks and close to the value's own ulps near the zeros), and lanes
+// beyond the bound, the infinities and NaN as libm gives them.
+TEST(SimdTrig, SinAndCosAgainstDouble) {
+  double worst = 0;
+  float at = 0;
+  auto check = [&](double x0, double step) {
+    float x[kW], ys[kW], yc[kW];
+    for (int i = 0; i < kW; ++i) x[i] = float(x0 + i * step);
+    simd::storeu(ys, simd::sinv(simd::loadu(x)));
+    simd::storeu(yc, simd::cosv(simd::loadu(x)));
+    for (int i = 0; i < kW; ++i) {
+      const double ws = std::sin(double(x[i])), wc = std::cos(double(x[i]));
+      const double e = std::max(std::fabs(ys[i] - ws) / (0x1p-23 * (1 + std::fabs(ws))),
+                                std::fabs(yc[i] - wc) / (0x1p-23 * (1 + std::fabs(wc))));
+      if (e > worst) worst = e, at = x[i];
+    }
+  };
+  for (double x0 = -8192; x0 < 8192; x0 += kW * 0.0137) check(x0, 0.0137);
+  for (double x0 = -7; x0 < 7; x0 += kW * 1.1e-5) check(x0, 1.1e-5);
+  EXPECT_LE(worst, 1.0) << "at x = " << at;
+
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  float x[kW], ys[kW], yc[kW];
+  const float special[] = {1e5f, -3.7e6f, 1e30f, inf, -inf, nan, 8192.5f, -0.0f};
+  for (int i = 0; i < kW; ++i) x[i] = special[i % 8];
+  simd::storeu(ys, simd::sinv(simd::loadu(x)));
+  simd::storeu(yc, simd::cosv(simd::loadu(x)));
+  for (int i = 0; i < kW; ++i) {
+    if (std::isnan(std::sin(x[i]))) {
+      EXPECT_TRUE(std::isnan(ys[i]) && std::isnan(yc[i])) << x[i];
+      continue;
+    }
+    EXPECT_EQ(ys[i], std::sin(x[i])) << x[i];
+    EXPECT_EQ(yc[i], std::cos(x[i])) << x[i];
+  }
+}
 #else
 TEST(SimdExp, NotBuiltWithoutAVectorUnit) { GTEST_SKIP() << "exp2v needs AVX-512 or AVX2"; }
 #endif

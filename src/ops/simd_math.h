@@ -70,6 +70,17 @@ inline vf swishv(vf x, vf neg_a_log2e) {
   return select(tiny, zero(), mul(x, inv_one_plus_exp2(tx)));
 }
 
+// sigmoid(x) within 3 ulp over every float, fastmath::sigmoid on the vector: e = e^-|x| by expv (never
+// overflows; subnormal and then 0 far out), s = 1 / (1 + e) divided (recip's Newton step added an ulp), s for
+// x >= 0 and e s below (no cancellation, the tail down to the subnormals); NaN stays NaN. The op-by-op Sigmoid.
+// (sigmoidv below is cheaper but 2^t's argument rounding costs |t| 6e-8 relative: 3.5e-6 at x = -40, past what
+// a fused kernel may differ from the op by op; the generated kernels keep 1 / (1 + gaf_exp(-x)).)
+inline vf logisticv(vf x) {
+  const vf e = expv(sub(zero(), abs(x)));
+  const vf s = div(set1(1.f), add(e, set1(1.f)));
+  return select(lt(x, zero()), mul(e, s), s);
+}
+
 // sigmoid(x) = 1 / (1 + 2^t), t = -x log2(e) clamped to [-126, 126] (swishv's reciprocal, without the x): 0 <
 // sigmoid(x) <= 1, about 2^-126 for x below -87; NaN stays NaN.
 inline vf sigmoidv(vf x) { return inv_one_plus_exp2(mul(x, set1(-1.4426950408889634f))); }

@@ -141,6 +141,34 @@ inline gaf_v gaf_vec(float x) { return gaf::simd::set1(x); }
 inline gaf_v gaf_vec(gaf_v x) { return x; }
 inline gaf_v gaf_vload(const float* p) { return gaf::simd::loadu(p); }
 inline void gaf_vstore(float* p, gaf_v v) { gaf::simd::storeu(p, v); }
+// 16-bit elements a vector at a time, converted as gaf_load_half / gaf_store_half and gaf_load_bf16 /
+// gaf_store_bf16 convert one (the same instruction for fp16, the same integer rounding for bf16).
+inline gaf_v gaf_vload(const uint16_t* p, bool bf16) {
+  if (bf16) return gaf::simd::load_bf16(p);
+#if defined(__AVX512F__)
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#else
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#endif
+}
+inline void gaf_vstore(uint16_t* p, gaf_v v, bool bf16) {
+  if (bf16) {
+    const gaf_vu u = (gaf_vu)v;
+    const gaf_vu r = ((u & 0x7fffffffu) > 0x7f800000u) ? ((u >> 16) | 0x40u) : ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#if defined(__AVX512F__)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(reinterpret_cast<const __m512i&>(r)));
+#else
+    const __m256i w = _mm256_packus_epi32(reinterpret_cast<const __m256i&>(r), reinterpret_cast<const __m256i&>(r));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(_mm256_permute4x64_epi64(w, 0x08)));
+#endif
+    return;
+  }
+#if defined(__AVX512F__)
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+#else
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+#endif
+}
 
 // A scalar helper applied lane by lane: the ops with no vector form here (Mod, Pow with a tensor exponent, Sin,
 // Cos, rounding through fp16 / bf16), rare in fused groups.
@@ -263,12 +291,6 @@ template <class T>
 inline T gaf_sigmoid(T x) {
   return 1.0f / (1.0f + gaf_exp(-x));
 }
-#if defined(GAF_VECTOR)
-// On whole vectors, simd::sigmoidv (2^t by a degree-5 polynomial, the reciprocal refined from rcp14 or a
-// division on AVX2) instead of the accurate exp and a division: the twelve-op chain of fusion_bench ran about 8%
-// faster (compute-bound there), SiLU gates too; it agrees with the op-by-op Sigmoid within 2e-6 relative.
-inline gaf_v gaf_sigmoid(gaf_v x) { return gaf::simd::sigmoidv(x); }
-#endif
 // e^x - 1, accurate near 0 too: (u - 1) x / log(u) for u = e^x rounded (Kahan), x itself where u rounds to 1.
 template <class T>
 inline T gaf_expm1(T x) {

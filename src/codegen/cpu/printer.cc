@@ -51,9 +51,9 @@ void print_elementwise(std::ostream& os, const lower::ElementwiseKernel& k, cons
   const size_t rank = k.space.size();
   os << "  const int64_t n = " << lower::product(k.space, 0, rank) << ";\n  if (n == 0) return;\n";
   std::vector<std::string> index(k.operands.size());
-  // Where every operand and output is fp32, the inner loop first runs on whole vectors (gaf_v, the prelude's
-  // vector forms of the formulas), then the scalar loop finishes the last elements.
-  const bool vector = lower::all_fp32(k);
+  // Where every operand and output is a float type (fp32, fp16, bf16), the inner loop first runs on whole
+  // vectors (gaf_v, the prelude's vector forms of the formulas), then the scalar loop finishes the last elements.
+  const bool vector = lower::all_float(k);
   // A formula heavy in transcendentals is bound by the latency of its chain of dependent instructions (an
   // exp's polynomial, a division), not by memory: kUnroll vectors per step, each statement written for all of
   // them before the next, give the core independent chains to overlap (the 12-op chain of fusion_bench, 16M

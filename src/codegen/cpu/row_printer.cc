@@ -58,7 +58,7 @@ class CpuRowPrinter final : public lower::RowPrinter {
             << ")); p += 64) __builtin_prefetch(next + p); }\n";
   }
   // The vector form of argument a (vector u of a step, j its first element) for the CPU's vector loops; nullopt
-  // where it is not read as fp32.
+  // where it is not read as a float type (fp16 and bf16 operands convert a vector at a time).
   std::optional<std::string> vector_arg(const RowArg& a, int u) const {
     switch (a.kind) {
       case RowArg::None: return std::string();
@@ -69,10 +69,11 @@ class CpuRowPrinter final : public lower::RowPrinter {
       case RowArg::Inline: return std::nullopt;
       case RowArg::Operand: {
         const lower::RowOperand& op = k_.operands[size_t(a.index)];
-        if (op.loaded != DType::Float) return std::nullopt;
+        if (op.loaded != DType::Float && op.loaded != DType::Float16 && op.loaded != DType::BFloat16)
+          return std::nullopt;
         const std::string idx = index(a.index);
-        if (idx.ends_with("j")) return fmt::format("gaf_vload({} + ({}))", op.array, lower::vector_at(idx, u));
-        return fmt::format("gaf_vec({}[{}])", op.array, idx);
+        if (idx.ends_with("j")) return lower::vector_load(op.loaded, op.array, lower::vector_at(idx, u));
+        return "gaf_vec(" + lower::load(op.loaded, op.array + "[" + idx + "]") + ")";
       }
     }
     return std::nullopt;

@@ -75,6 +75,11 @@ std::vector<std::string> print_row_bases(std::ostream& os, const ElementwiseKern
   return index;
 }
 
+std::string vector_kind(DType t) { return t == DType::BFloat16 ? ", true" : t == DType::Float16 ? ", false" : ""; }
+std::string vector_load(DType t, const std::string& array, const std::string& at) {
+  return fmt::format("gaf_vload({} + ({}){})", array, at, vector_kind(t));
+}
+
 std::string vector_at(const std::string& idx, int u) { return u ? fmt::format("{} + {} * gaf_vw", idx, u) : idx; }
 
 void print_element(std::ostream& os, const ElementwiseKernel& k, const std::vector<std::string>& index,
@@ -106,8 +111,8 @@ void print_element(std::ostream& os, const ElementwiseKernel& k, const std::vect
         for (int u = 0; u < lanes; ++u) {
           if (vec)
             os << ind << "const gaf_v " << named(name, u) << " = "
-               << (splat(k, size_t(a.operand)) ? fmt::format("gaf_vec({}[{}])", op.array, at)
-                                               : fmt::format("gaf_vload({} + ({}))", op.array, vector_at(at, u)))
+               << (splat(k, size_t(a.operand)) ? "gaf_vec(" + load(op.loaded, op.array + "[" + at + "]") + ")"
+                                               : vector_load(op.loaded, op.array, vector_at(at, u)))
                << ";\n";
           else
             os << ind << decl(scalar_type(op.value->type.dtype)) << " " << name << " = "
@@ -132,8 +137,8 @@ void print_element(std::ostream& os, const ElementwiseKernel& k, const std::vect
     for (int u = 0; u < lanes; ++u) {
       const std::string v = named(result[size_t(st.statement)], u);
       if (vec)
-        os << ind << "gaf_vstore(out" << st.output << " + (" << vector_at(out_index, u) << "), gaf_vec(" << v
-           << "));\n";
+        os << ind << "gaf_vstore(out" << st.output << " + (" << vector_at(out_index, u) << "), gaf_vec(" << v << ")"
+           << vector_kind(st.dtype) << ");\n";
       else
         os << ind << "out" << st.output << "[" << out_index << "] = " << store(st.dtype, v) << ";\n";
     }

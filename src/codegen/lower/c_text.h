@@ -60,5 +60,9 @@ std::string reduce_finish(const IndexedReduction& r, size_t k, const std::string
 
 // Index `idx` moved to vector u of a step.
 std::string vector_at(const std::string& idx, int u);
+// The CPU prelude's whole-vector read of elements of type t (fp32, fp16 or bf16) from array + at, and the
+// trailing argument its whole-vector store of type t takes ("" for fp32).
+std::string vector_load(DType t, const std::string& array, const std::string& at);
+std::string vector_kind(DType t);
 
 }  // namespace gaf::codegen::lower

@@ -20,11 +20,12 @@ bool splat(const ElementwiseKernel& k, size_t operand) {
   return is_one(vd.back()) && !is_one(k.space.back());
 }
 
-bool all_fp32(const ElementwiseKernel& k) {
+bool all_float(const ElementwiseKernel& k) {
+  auto is_float = [](DType t) { return t == DType::Float || t == DType::Float16 || t == DType::BFloat16; };
   for (const Operand& o : k.operands)
-    if (o.loaded != DType::Float) return false;
+    if (!is_float(o.loaded)) return false;
   for (const Store& s : k.stores)
-    if (s.dtype != DType::Float) return false;
+    if (!is_float(s.dtype)) return false;
   return true;
 }
 

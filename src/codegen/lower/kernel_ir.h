@@ -214,8 +214,9 @@ std::string reduce_fold(const std::string& op, const std::string& a, const std::
 // Operand k of `k` is one element for the whole space (Flat) or one per row (Rows: broadcast along the innermost
 // dim): the same value on every lane of a vector.
 bool splat(const ElementwiseKernel& k, size_t operand);
-// Every operand read and every output written as fp32 (the CPU printer's whole-vector loops apply).
-bool all_fp32(const ElementwiseKernel& k);
+// Every operand read and every output written as fp32, fp16 or bf16 (the CPU printer's whole-vector loops
+// apply: formulas in fp32, 16-bit elements converted a vector at a time).
+bool all_float(const ElementwiseKernel& k);
 
 // The formula of n's first output from argument expressions `args` whose types are `types`, from the op's
 // definition (BatchNormalization's inference form from its parameters). Empty `expr` with `why` where there is

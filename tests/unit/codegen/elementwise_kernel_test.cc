@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -326,9 +327,62 @@ TEST(ElementwiseKernel, ExpSumsOverVectorsAndTail) {
   }
 }
 
-// Which kernels get the vector loop: fp32 groups (flat, row form, exp sums); a float16 group keeps the scalar
-// loop only (its loads convert).
-TEST(ElementwiseKernel, OnlyFp32GroupsGetTheVectorLoop) {
+// fp16 and bf16 groups convert a vector of elements at a time (gaf_vload / gaf_vstore with the 16-bit kind)
+// and their tails one at a time: rows of 37 (one vector per step, then the tail) and 221 (eight vectors per step
+// first) with special values in both, against op by op. The unfused ops round every intermediate to 16 bits,
+// the fused kernel only its output: within two roundings of the 16-bit type, NaN and infinities as unfused.
+TEST(ElementwiseKernel, SixteenBitGroupsConvertWholeVectors) {
+  for (const auto& [type, dtype, rel] : {std::tuple{"float16", DType::Float16, 2.0 * 0x1p-11},
+                                         std::tuple{"bfloat16", DType::BFloat16, 2.0 * 0x1p-8}})
+    for (const int64_t C : {37, 221}) {
+      const int64_t R = 40;
+      std::vector<Tensor> in;
+      for (uint32_t seed : {1u, 2u}) {
+        const std::vector<float> v = row_values(R, C, seed);
+        Tensor t(dtype, {R, C});
+        for (int64_t i = 0; i < t.numel(); ++i) t.set_double(i, v[size_t(i)]);
+        in.push_back(std::move(t));
+      }
+      const std::string text = fmt::format(
+          "g ({0}[{1},{2}] x, {0}[{1},{2}] z) => ({0}[{1},{2}] y) {{ a = Mul(x, z)  b = Sigmoid(a)  y = Sub(b, x) }}",
+          type, R, C);
+      SCOPED_TRACE(text);
+      auto [want, got] = unfused_and_fused(text, in);
+      ASSERT_EQ(got.dtype(), dtype);
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        const double w = want.get_double(i), g = got.get_double(i);
+        const std::string at = fmt::format("row {}, column {}: unfused {}, fused {}", i / C, i % C, w, g);
+        if (!std::isfinite(w) || !std::isfinite(g))
+          EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g) << at;
+        else
+          EXPECT_NEAR(g, w, rel * (std::abs(w) + std::abs(in[0].get_double(i)))) << at;
+      }
+    }
+}
+
+// A row kernel's fp32 stages reading fp16 elements a vector at a time (Cast, then Mul and Softmax in fp32): rows
+// of 37 and 221 with special values, against op by op at fp32's tolerance (the Cast is exact).
+TEST(ElementwiseKernel, RowStagesReadSixteenBitOperandsAsVectors) {
+  for (const int64_t C : {37, 221}) {
+    const int64_t R = 40;
+    const std::vector<float> v = row_values(R, C, 3);
+    Tensor x(DType::Float16, {R, C});
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_double(i, v[size_t(i)]);
+    std::vector<float> b = row_values(1, C, 4);
+    for (float& e : b) e = std::isfinite(e) ? e : 0.25f;
+    const std::string text = fmt::format(
+        "g (float16[{0},{1}] x, float[{1}] b) => (float[{0},{1}] y) {{ c = Cast <to = 1> (x)  a = Mul(c, b) "
+        " y = Softmax <axis = -1> (a) }}",
+        R, C);
+    SCOPED_TRACE(text);
+    auto [want, got] = unfused_and_fused(text, {x, Tensor::from<float>({C}, b)});
+    expect_agree(want, got, [&](int64_t i) { return fmt::format("row {}, column {}", i / C, i % C); });
+  }
+}
+
+// Which kernels get the vector loop: float groups (flat, row form, exp sums; fp16 and bf16 elements converted
+// a vector at a time), not one with an integer operand.
+TEST(ElementwiseKernel, FloatGroupsGetTheVectorLoop) {
   auto source_of = [](const std::string& text) {
     Model m = testing::parse(R"(<ir_version: 8, opset_import: ["" : 17]> )" + text);
     tools::FuseOptions opts;
@@ -401,8 +455,19 @@ TEST(ElementwiseKernel, OnlyFp32GroupsGetTheVectorLoop) {
   EXPECT_NE(exp_staged.find("s0 += buf0[j];"), std::string::npos) << exp_staged;
   const std::string half = source_of(
       "g (float16[64,37] x, float16[64,37] z) => (float16[64,37] y) { a = Mul(x, z)  y = Tanh(a) }");
-  EXPECT_EQ(half.find("gaf_vload"), std::string::npos) << half;
-  EXPECT_NE(half.find("gaf_load_half"), std::string::npos) << half;
+  EXPECT_NE(half.find("gaf_vload(in0 + (i), false)"), std::string::npos) << half;
+  EXPECT_NE(half.find("gaf_vstore(out0 + (i), gaf_vec(t1_0), false);"), std::string::npos) << half;
+  EXPECT_NE(half.find("gaf_load_half(in0[i])"), std::string::npos) << half;  // the tail
+  const std::string bf16 = source_of(
+      "g (bfloat16[64,37] x, float[64,37] z) => (bfloat16[64,37] y) { c = Cast <to = 1> (x)  a = Mul(c, z) "
+      " d = Cast <to = 16> (a)  y = Relu(d) }");
+  EXPECT_NE(bf16.find("gaf_vload(in0 + (i), true)"), std::string::npos) << bf16;
+  EXPECT_NE(bf16.find("gaf_vload(in1 + (i))"), std::string::npos) << bf16;
+  // A row kernel's fp32 stage reading an fp16 operand (a mixed-precision graph's Cast before a softmax).
+  const std::string mixed = source_of(
+      "g (float16[64,37] x, float[37] b) => (float[64,37] y) { c = Cast <to = 1> (x)  a = Mul(c, b) "
+      " y = Softmax <axis = -1> (a) }");
+  EXPECT_NE(mixed.find("gaf_vload(in0 + (r * L + j), false)"), std::string::npos) << mixed;
 }
 
 }  // namespace

@@ -71,9 +71,13 @@ TEST(LoweringIR, SplatFollowsTheWalk) {
   EXPECT_FALSE(lower::splat(k, 1));
   k.operands[1].vdims = {{1, -1}, {1, -1}};
   EXPECT_TRUE(lower::splat(k, 1));
-  EXPECT_TRUE(lower::all_fp32(k));
-  k.stores[0].dtype = DType::Float16;
-  EXPECT_FALSE(lower::all_fp32(k));
+  EXPECT_TRUE(lower::all_float(k));
+  k.stores[0].dtype = DType::Float16;  // 16-bit elements convert a vector at a time
+  EXPECT_TRUE(lower::all_float(k));
+  k.operands[0].loaded = DType::BFloat16;
+  EXPECT_TRUE(lower::all_float(k));
+  k.operands[1].loaded = DType::Int64;
+  EXPECT_FALSE(lower::all_float(k));
 }
 
 TEST(LoweringIR, BothPrintersComputeTheStatementsFormulas) {
@@ -113,12 +117,18 @@ TEST(LoweringIR, TheCpuPrinterStepsHeavyFormulasEightVectorsAtATime) {
   EXPECT_EQ(count(h, "#pragma omp simd"), 1) << h;
   EXPECT_EQ(count(s, "* gaf_vw"), 0) << s;
   EXPECT_EQ(count(s, "jv += gaf_vw)"), 1) << s;
-  // Not every access fp32: no vector loop at all.
+  // A 16-bit store: whole vectors converted by gaf_vstore's 16-bit form, the tail one element at a time; an
+  // integer operand: no vector loop at all.
   Lowered half = lowered("Exp", "c0");
   half.kernel.stores[0].dtype = DType::Float16;
   const std::string f = cpu_text(half.kernel);
-  EXPECT_EQ(count(f, "gaf_vw"), 0) << f;
+  EXPECT_EQ(count(f, "jv += 8 * gaf_vw"), 1) << f;
+  EXPECT_EQ(count(f, "), false);"), 8 + 4 + 1) << f;
   EXPECT_NE(f.find("gaf_store_half("), std::string::npos) << f;
+  Lowered integer = lowered("Exp", "c0");
+  integer.kernel.operands[0].loaded = DType::Int64;
+  const std::string i = cpu_text(integer.kernel);
+  EXPECT_EQ(count(i, "gaf_vw"), 0) << i;
 }
 
 TEST(LoweringIR, TheCudaPrinterTakesFourElementsWhereEveryOperandIsAnArgument) {

@@ -40,6 +40,7 @@ soak: build
 
 bench: build
 	@$(BUILD)/bench/gaf_fusion_bench
+	@$(BUILD)/bench/gaf_op_bench
 	@$(BUILD)/bench/gaf_block_bench
 	@$(BUILD)/bench/gaf_bench
 

@@ -24,6 +24,7 @@ inline float swish(float x, float alpha) {
 }  // namespace gaf::simd
 
 #include "ops/simd_vec.h"
+#include "ops/tanh_fit.h"
 
 #if defined(GAF_SIMD)
 namespace gaf::simd {
@@ -117,6 +118,30 @@ inline vf hard_swishv(vf x) {
   const vf gate = fmadd(x, set1(1.f / 6.f), set1(0.5f));
   return mul(x, min(max(gate, zero()), set1(1.f)));
 }
+
+// tanh(x): fastmath::tanh's value (tanh_fit's rational function and clamps; min/max keep a NaN x).
+inline vf tanhv(vf x) {
+  return tanh_fit::eval(
+      x, [](vf a, vf b, vf c) { return fmadd(a, b, c); }, [](float k) { return set1(k); },
+      [](vf v, float lo, float hi) { return min(set1(hi), max(set1(lo), v)); });
+}
+
+// log(1 + e^x), fastmath::softplus on the vector: max(x, 0) + 2 atanh(s), s = e / (2 + e), e = e^-|x| by expv
+// (fastmath::exp's algorithm); NaN stays NaN.
+inline vf softplusv(vf x) {
+  const vf e = expv(sub(zero(), abs(x)));
+  const vf s = div(e, add(e, set1(2.f)));
+  const vf z = mul(s, s);
+  vf p = fmadd(set1(1.2196954042e-01f), z, set1(1.0699280253e-01f));
+  p = fmadd(p, z, set1(1.4310103704e-01f));
+  p = fmadd(p, z, set1(1.9999355623e-01f));
+  p = fmadd(p, z, set1(3.3333339513e-01f));
+  const vf s2 = add(s, s);
+  return add(select(lt(x, zero()), zero(), x), fmadd(s2, mul(p, z), s2));
+}
+
+// Mish, x tanh(softplus(x)): the op-by-op formula (fastmath::tanh of fastmath::softplus) on the vector.
+inline vf mishv(vf x) { return mul(x, tanhv(softplusv(x))); }
 
 // sin(x) (quadrant 0) or cos(x) = sin(x + pi/2) (quadrant 1) for |x| <= kTrigReduced: n = round(x 2/pi),
 // r = x - n pi/2 with pi/2 in three parts (Cody and Waite; n pi/2's first part exact for n < 2^13), sin r

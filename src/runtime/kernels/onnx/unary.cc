@@ -29,31 +29,21 @@ struct VectorForm {
   static constexpr bool kHas = false;
 };
 #if defined(GAF_SIMD)
-template <>
-struct VectorForm<ops::unary::SinOp> {
+template <simd::vf (*F)(simd::vf)>
+struct VectorFormIs {
   static constexpr bool kHas = true;
-  static simd::vf f(simd::vf x) { return simd::sinv(x); }
+  static simd::vf f(simd::vf x) { return F(x); }
 };
 template <>
-struct VectorForm<ops::unary::CosOp> {
-  static constexpr bool kHas = true;
-  static simd::vf f(simd::vf x) { return simd::cosv(x); }
-};
+struct VectorForm<ops::unary::SinOp> : VectorFormIs<simd::sinv> {};
 template <>
-struct VectorForm<ops::unary::SoftplusOp> {
-  static constexpr bool kHas = true;
-  static simd::vf f(simd::vf x) { return simd::softplusv(x); }
-};
+struct VectorForm<ops::unary::CosOp> : VectorFormIs<simd::cosv> {};
 template <>
-struct VectorForm<ops::unary::MishOp> {
-  static constexpr bool kHas = true;
-  static simd::vf f(simd::vf x) { return simd::mishv(x); }
-};
+struct VectorForm<ops::unary::SoftplusOp> : VectorFormIs<simd::softplusv> {};
 template <>
-struct VectorForm<ops::unary::SigmoidOp> {
-  static constexpr bool kHas = true;
-  static simd::vf f(simd::vf x) { return simd::logisticv(x); }
-};
+struct VectorForm<ops::unary::MishOp> : VectorFormIs<simd::mishv> {};
+template <>
+struct VectorForm<ops::unary::SigmoidOp> : VectorFormIs<simd::logisticv> {};
 
 // Op with a whole-run form for fp32 (unary_range uses `range` where an op has one; double keeps the op's
 // formula): whole vectors, then the last lanes masked. (Four vectors a step measured no faster: Mish, the

@@ -163,6 +163,17 @@ inline vf clamp(vf v, vf lo, vf hi) { return min(hi, max(lo, v)); }
 // The lanes of the last of ceil(n / kW) vectors that hold one of n elements.
 inline lanes_t tail_lanes(int64_t n) { return first(n % kW == 0 ? kW : n % kW); }
 
+// out[i] = f(in[i]) for n floats, f taking a vector: whole vectors, then the last lanes masked. in == out is fine.
+template <class F>
+inline void map(const float* in, float* out, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) storeu(out + i, f(loadu(in + i)));
+  if (i < n) {
+    const lanes_t m = first(n - i);
+    storeu(out + i, f(loadu(in + i, m)), m);
+  }
+}
+
 }  // namespace gaf::simd
 
 #pragma GCC diagnostic pop

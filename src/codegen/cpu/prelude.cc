@@ -170,8 +170,8 @@ inline void gaf_vstore(uint16_t* p, gaf_v v, bool bf16) {
 #endif
 }
 
-// A scalar helper applied lane by lane: the ops with no vector form here (Mod, Pow with a tensor exponent, Sin,
-// Cos, rounding through fp16 / bf16), rare in fused groups.
+// A scalar helper applied lane by lane: the ops with no vector form here (Mod, Pow with a tensor exponent,
+// rounding through fp16 / bf16), rare in fused groups.
 template <class F>
 inline gaf_v gaf_each(F f, gaf_v a) {
   float x[gaf_vw];

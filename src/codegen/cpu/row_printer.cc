@@ -69,8 +69,7 @@ class CpuRowPrinter final : public lower::RowPrinter {
       case RowArg::Inline: return std::nullopt;
       case RowArg::Operand: {
         const lower::RowOperand& op = k_.operands[size_t(a.index)];
-        if (op.loaded != DType::Float && op.loaded != DType::Float16 && op.loaded != DType::BFloat16)
-          return std::nullopt;
+        if (!lower::vector_type(op.loaded)) return std::nullopt;
         const std::string idx = index(a.index);
         if (idx.ends_with("j")) return lower::vector_load(op.loaded, op.array, lower::vector_at(idx, u));
         return "gaf_vec(" + lower::load(op.loaded, op.array + "[" + idx + "]") + ")";

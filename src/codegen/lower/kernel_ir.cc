@@ -20,12 +20,13 @@ bool splat(const ElementwiseKernel& k, size_t operand) {
   return is_one(vd.back()) && !is_one(k.space.back());
 }
 
+bool vector_type(DType t) { return t == DType::Float || t == DType::Float16 || t == DType::BFloat16; }
+
 bool all_float(const ElementwiseKernel& k) {
-  auto is_float = [](DType t) { return t == DType::Float || t == DType::Float16 || t == DType::BFloat16; };
   for (const Operand& o : k.operands)
-    if (!is_float(o.loaded)) return false;
+    if (!vector_type(o.loaded)) return false;
   for (const Store& s : k.stores)
-    if (!is_float(s.dtype)) return false;
+    if (!vector_type(s.dtype)) return false;
   return true;
 }
 

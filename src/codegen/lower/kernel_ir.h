@@ -214,8 +214,10 @@ std::string reduce_fold(const std::string& op, const std::string& a, const std::
 // Operand k of `k` is one element for the whole space (Flat) or one per row (Rows: broadcast along the innermost
 // dim): the same value on every lane of a vector.
 bool splat(const ElementwiseKernel& k, size_t operand);
-// Every operand read and every output written as fp32, fp16 or bf16 (the CPU printer's whole-vector loops
-// apply: formulas in fp32, 16-bit elements converted a vector at a time).
+// Elements of type t a CPU vector loop reads and writes: fp32, and fp16 / bf16 converted a vector at a time (the
+// formulas stay fp32).
+bool vector_type(DType t);
+// Every operand read and every output written as a vector_type (the CPU printer's whole-vector loops apply).
 bool all_float(const ElementwiseKernel& k);
 
 // The formula of n's first output from argument expressions `args` whose types are `types`, from the op's

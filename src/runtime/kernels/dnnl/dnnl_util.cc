@@ -200,12 +200,8 @@ void map_inplace(float* y, int64_t n, [[maybe_unused]] FV fv, F1 f1) {
   parallel_for(n, 16384, [&](int64_t b, int64_t e) {
     int64_t i = b;
 #if defined(GAF_SIMD)
-    for (; i + simd::kW <= e; i += simd::kW) simd::storeu(y + i, fv(simd::loadu(y + i)));
-    if (i < e) {
-      const simd::lanes_t m = simd::first(e - i);
-      simd::storeu(y + i, fv(simd::loadu(y + i, m)), m);
-      i = e;
-    }
+    simd::map(y + b, y + b, e - b, fv);
+    i = e;
 #endif
     for (; i < e; ++i) y[i] = f1(y[i]);
   });

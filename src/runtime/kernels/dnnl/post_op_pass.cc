@@ -145,12 +145,8 @@ void PostOpPass::apply_rows(float* y, int64_t r0, int64_t r1) const {
         using namespace simd;
         if (!tp) {
           with_vector_eltwise(op, [&](auto fv) {
-            for (; j + kW <= len; j += kW) storeu(x + j, fv(loadu(x + j)));
-            if (j < len) {
-              const lanes_t m = first(len - j);
-              storeu(x + j, fv(loadu(x + j, m)), m);
-              j = len;
-            }
+            simd::map(x, x, len, fv);
+            j = len;
           });
         } else {
           with_vector_binary(op, [&](auto fv) {

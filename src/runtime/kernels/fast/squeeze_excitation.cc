@@ -134,10 +134,7 @@ void SqueezeExcitation::gate_channels(const float* hidden, int64_t c0, int64_t c
     return;
   }
 #if defined(GAF_SIMD)
-  for (int64_t ch = c0; ch < c1; ch += simd::kW) {
-    const simd::lanes_t m = simd::first(c1 - ch);
-    simd::storeu(g + ch, simd::sigmoidv(simd::loadu(g + ch, m)), m);
-  }
+  simd::map(g + c0, g + c0, c1 - c0, [](simd::vf v) { return simd::sigmoidv(v); });
 #else
   for (int64_t ch = c0; ch < c1; ++ch) g[ch] = 1.f / (1.f + std::exp(-g[ch]));
 #endif

@@ -37,12 +37,7 @@ void unary(KernelContext& ctx, F f) {
   float* yp = y.data<float>();
   parallel_for(x.numel(), 1 << 14, [&](int64_t b, int64_t e) {
 #if defined(GAF_SIMD)
-    int64_t i = b;
-    for (; i + simd::kW <= e; i += simd::kW) simd::storeu(yp + i, f(simd::loadu(xp + i)));
-    if (i < e) {
-      const simd::lanes_t m = simd::first(e - i);
-      simd::storeu(yp + i, f(simd::loadu(xp + i, m)), m);
-    }
+    simd::map(xp + b, yp + b, e - b, f);
 #else
     for (int64_t i = b; i < e; ++i) yp[i] = f(xp[i]);
 #endif

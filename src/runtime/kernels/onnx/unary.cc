@@ -50,14 +50,7 @@ struct VectorForm<ops::unary::SigmoidOp> : VectorFormIs<simd::logisticv> {};
 // heaviest, is bound by its ~45 operations per vector, not by their latency.)
 template <class Op>
 struct WithVectorForm : Op {
-  void range(const float* in, float* out, int64_t n) const {
-    int64_t i = 0;
-    for (; i + simd::kW <= n; i += simd::kW) simd::storeu(out + i, VectorForm<Op>::f(simd::loadu(in + i)));
-    if (i < n) {
-      const simd::lanes_t m = simd::first(n - i);
-      simd::storeu(out + i, VectorForm<Op>::f(simd::loadu(in + i, m)), m);
-    }
-  }
+  void range(const float* in, float* out, int64_t n) const { simd::map(in, out, n, VectorForm<Op>::f); }
 };
 #endif
 

@@ -80,8 +80,9 @@ int main(int argc, char** argv) {
       options.adapt_threads = false;  // the copy's thread count throughout
       runtime::Session s(*m.graph, options);
       const std::vector<Tensor> in = tools::random_inputs(*m.graph, 1);
-      const int64_t out_bytes = int64_t(dtype_size(y->type.dtype)) * n;
-      s.run(in);  // first run: pages and one-time setup
+      // The output's element type as the run gives it (shape inference leaves ops newer than the ONNX library's
+      // opset, such as Mish, untyped). The first run also takes the pages and one-time setup.
+      const int64_t out_bytes = int64_t(dtype_size(s.run(in)[0].dtype())) * n;
       std::vector<double> t;
       for (int i = 0; i < iterations; ++i) {
         auto t0 = std::chrono::steady_clock::now();

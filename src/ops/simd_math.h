@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 namespace gaf::simd {
 
@@ -140,8 +141,160 @@ inline vf softplusv(vf x) {
   return add(select(lt(x, zero()), zero(), x), fmadd(s2, mul(p, z), s2));
 }
 
-// Mish, x tanh(softplus(x)): the op-by-op formula (fastmath::tanh of fastmath::softplus) on the vector.
-inline vf mishv(vf x) { return mul(x, tanhv(softplusv(x))); }
+// Mish, x tanh(softplus(x)), in closed form: tanh(log(1 + n)) = n (n + 2) / (n (n + 2) + 2) with n = e^x by
+// expv: no cancellation (every term positive), within 4 ulp of the double-precision definition over
+// [-87, 20] (simd_exp_test.cc), about half the operations of tanhv(softplusv(x)). From x = 20 on the ratio is 1
+// in fp32 (it leaves 1 by 2 e^-2x) and the result is x (no inf / inf). NaN stays NaN (min keeps its second
+// operand); -inf gives NaN, as -inf * tanh(softplus(-inf)) = -inf * 0 does.
+inline vf mishv(vf x) {
+  const vf n = expv(min(set1(20.f), x));
+  const vf q = mul(n, add(n, set1(2.f)));
+  return select(gt(x, set1(20.f)), x, mul(x, div(q, add(q, set1(2.f)))));
+}
+
+// The lanes of a vf as 32-bit integers, a GCC vector type on the same register (integer steps simd_vec.h does
+// not name).
+typedef int32_t vi32 __attribute__((vector_size(sizeof(vf))));
+typedef uint32_t vu32 __attribute__((vector_size(sizeof(vf))));
+
+// e^x - 1, fastmath::expm1 on the vector (the same steps and constants, so the same value): x = k ln2 + r with
+// |r| <= ln2/2 (k by the 1.5 2^23 rounding, ln2 in two parts), expm1(r) by Taylor to r^8, then 2^k p + (2^k - 1)
+// (no cancellation for small x; k > 24: (1 + p) 2^k - 1), the powers of two by scale2. x below -104 gives -1,
+// above 89 inf; NaN stays NaN.
+inline vf expm1v(vf x) {
+  const vf xc = select(nle(x, x), zero(), clamp(x, set1(-104.f), set1(89.f)));
+  const vf kRound = set1(12582912.0f);
+  const vf k = sub(fmadd(xc, set1(1.44269504088896341f), kRound), kRound);
+  vf r = fnmadd(k, set1(0.693359375f), xc);
+  r = fnmadd(k, set1(-2.12194440e-4f), r);
+  vf p = fmadd(set1(1.0f / 40320), r, set1(1.0f / 5040));
+  p = fmadd(p, r, set1(1.0f / 720));
+  p = fmadd(p, r, set1(1.0f / 120));
+  p = fmadd(p, r, set1(1.0f / 24));
+  p = fmadd(p, r, set1(1.0f / 6));
+  p = fmadd(p, r, set1(0.5f));
+  p = fmadd(mul(p, r), r, r);
+  // fastmath's two factors of 2^k only keep its scaling exact; scale2 is exact in one step.
+  vf y = add(scale2(p, k), sub(scale2(set1(1.f), k), set1(1.f)));
+  y = select(gt(k, set1(24.f)), sub(scale2(add(set1(1.f), p), k), set1(1.f)), y);
+  y = select(lt(x, set1(-104.f)), set1(-1.f), y);
+  return select(nle(x, x), x, y);
+}
+
+// Natural log, fastmath::log on the vector (the same steps and constants): x = 2^k m, m in [sqrt(1/2), sqrt(2))
+// (subnormals scaled by 2^23 first), f = m - 1, s = f / (2 + f), log(1 + f) = f - (f^2/2 - s (f^2/2 + R(s^2)))
+// (fdlibm's arrangement). log(0) = -inf, log(< 0) = NaN, log(inf) = inf, NaN stays NaN.
+inline vf logv(vf x) {
+  const lanes_t tiny = lt(x, set1(1.17549435e-38f));
+  const vf xs = select(tiny, mul(x, set1(8388608.0f)), x);
+  const vu32 t = (vu32)xs - 0x3f3504f3u;
+  vf kf = __builtin_convertvector((vi32)t >> 23, vf);
+  kf = select(tiny, sub(kf, set1(23.f)), kf);
+  const vf m = (vf)((t & 0x007fffffu) + 0x3f3504f3u);
+  const vf f = sub(m, set1(1.f));
+  const vf s = div(f, add(set1(2.f), f));
+  const vf z = mul(s, s);
+  vf r = fmadd(set1(2.0f / 13), z, set1(2.0f / 11));
+  r = fmadd(r, z, set1(2.0f / 9));
+  r = fmadd(r, z, set1(2.0f / 7));
+  r = fmadd(r, z, set1(2.0f / 5));
+  r = fmadd(r, z, set1(2.0f / 3));
+  r = mul(r, z);
+  const vf hfsq = mul(mul(set1(0.5f), f), f);
+  vf y = fmadd(kf, set1(0.693359375f), sub(f, sub(hfsq, fmadd(s, add(hfsq, r), mul(kf, set1(-2.12194440e-4f))))));
+  const float inf = __builtin_inff();
+  y = select(eq(x, zero()), set1(-inf), y);
+  y = select(lt(x, zero()), set1(__builtin_nanf("")), y);
+  y = select(eq(x, set1(inf)), set1(inf), y);
+  return select(nle(x, x), x, y);
+}
+
+// a^b for fp32 a and b, within an ulp of the exact value (tests/unit/runtime/simd_exp_test.cc). Lanes with a
+// finite a > 0 and a finite b compute e^(b log a) in double, widened from the lanes: log a = k ln2 + 2 atanh(s)
+// (m in [sqrt(1/2), sqrt(2)), s = (m - 1) / (m + 1), the series to s^13: below 1e-12 relative), b log a
+// clamped to [-120, 100] (beyond both, fp32 gives 0 or inf), e^y = 2^n e^r with |r| <= ln2/2 by Taylor to r^11
+// (6e-15); one rounding to fp32 at the end, so a result exact in fp32 (2^3, 9^0.5) comes out exact. The other
+// lanes (a <= 0, infinities, NaN: C's special cases, integral exponents of negative bases) take std::pow lane
+// by lane, as the op-by-op Pow computed every lane before (libm's powf: ~55 ms over 16M elements on 2 cores).
+// Half a vector's lanes as doubles, in a register of the vector's width (GCC keeps a vector twice that wide in
+// memory and compares it lane by lane).
+typedef double vd __attribute__((vector_size(sizeof(vf))));
+typedef uint64_t vu64 __attribute__((vector_size(sizeof(vf))));
+typedef float vf_half __attribute__((vector_size(sizeof(vf) / 2)));
+inline vd splat_wide(double v) { return vd{} + v; }
+// Integers below 2^51 in magnitude as the low bits of kRound + v (and back): no int64 <-> double conversion,
+// which AVX2 does not have.
+inline constexpr double kRoundWide = 6755399441055744.0;  // 1.5 2^52: adding it rounds to an integer
+inline vd pow_log_wide(vd a) {  // a > 0, finite, normal in double
+  const vu64 bits = (vu64)a;
+  // m in [sqrt(1/2), sqrt(2)): the exponent one higher where the mantissa is above sqrt(2)'s (0x3ff6a09e...).
+  const vu64 big = ((bits >> 32) & 0xfffffu) > 0x6a09eu;  // all ones where true
+  const vd m = (vd)((bits & 0x000fffffffffffffu) | (0x3ff0000000000000u - (big & 0x0010000000000000u)));
+  const vd e = (vd)((bits >> 52) + (big & 1u) + 0x4338000000000000u) - splat_wide(kRoundWide + 1023);
+  const vd s = (m - 1.0) / (m + 1.0);
+  const vd z = s * s;
+  // 2 atanh(s) = 2s + s z P(z), P to z^5 (truncation below 1e-12 relative), by Estrin's scheme (a short chain).
+  const vd z2 = z * z;
+  const vd p01 = z * (2.0 / 5) + 2.0 / 3, p23 = z * (2.0 / 9) + 2.0 / 7, p45 = z * (2.0 / 13) + 2.0 / 11;
+  const vd p = (p45 * z2 + p23) * z2 + p01;
+  return e * 0.69314718055994530942 + (s * z * p + 2.0 * s);
+}
+inline vd pow_exp_wide(vd y) {  // y in [-120, 100]
+  const vd t = y * 1.4426950408889634074 + kRoundWide;
+  const vd n = t - kRoundWide;
+  const vd r = (y - n * 0.693145751953125) - n * 1.42860682030941723212e-6;  // ln2 in two parts
+  // e^r by Taylor to r^9 (below 3e-12 relative for |r| <= ln2/2), by Estrin's scheme.
+  const vd r2 = r * r, r4 = r2 * r2;
+  const vd q01 = r + 1.0, q23 = r * (1.0 / 6) + 0.5, q45 = r * (1.0 / 120) + 1.0 / 24,
+           q67 = r * (1.0 / 5040) + 1.0 / 720, q89 = r * (1.0 / 362880) + 1.0 / 40320;
+  const vd p = (q23 * r2 + q01) + ((q89 * r4 + (q67 * r2 + q45)) * r4);
+  return p * (vd)(((vu64)t - (vu64)splat_wide(kRoundWide) + 1023u) << 52);  // 2^n
+}
+// b log a clamped to [-120, 100] (beyond both, fp32 gives 0 or inf), then e^ that, in double.
+inline vf_half pow_wide(vf_half a, vf_half b) {
+  vd y = __builtin_convertvector(b, vd) * pow_log_wide(__builtin_convertvector(a, vd));
+  y = y < -120.0 ? splat_wide(-120.0) : y;
+  y = y > 100.0 ? splat_wide(100.0) : y;
+  return __builtin_convertvector(pow_exp_wide(y), vf_half);
+}
+// A vector's low and high halves, and back.
+inline vf_half low_half(vf v) {
+#if defined(__AVX512F__)
+  return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+#else
+  return __builtin_shufflevector(v, v, 0, 1, 2, 3);
+#endif
+}
+inline vf_half high_half(vf v) {
+#if defined(__AVX512F__)
+  return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+  return __builtin_shufflevector(v, v, 4, 5, 6, 7);
+#endif
+}
+inline vf join_halves(vf_half lo, vf_half hi) {
+#if defined(__AVX512F__)
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7);
+#endif
+}
+inline vf powv(vf a, vf b) {
+  const float inf = __builtin_inff();
+  const lanes_t regular = land(land(gt(a, zero()), lt(a, set1(inf))), lt(abs(b), set1(inf)));
+  // The other lanes compute 1^0 on the way and are replaced below.
+  const vf ar = select(regular, a, set1(1.f)), br = select(regular, b, zero());
+  const vf r = join_halves(pow_wide(low_half(ar), low_half(br)), pow_wide(high_half(ar), high_half(br)));
+  if (is_all(regular)) return r;
+  alignas(64) float as[kW], bs[kW], rs[kW];
+  storeu(as, a);
+  storeu(bs, b);
+  storeu(rs, r);
+  const unsigned ok = bits(regular);
+  for (int i = 0; i < kW; ++i)
+    if (!((ok >> i) & 1u)) rs[i] = std::pow(as[i], bs[i]);
+  return loadu(rs);
+}
 
 // sin(x) (quadrant 0) or cos(x) = sin(x + pi/2) (quadrant 1) for |x| <= kTrigReduced: n = round(x 2/pi),
 // r = x - n pi/2 with pi/2 in three parts (Cody and Waite; n pi/2's first part exact for n < 2^13), sin r

@@ -170,8 +170,8 @@ inline void gaf_vstore(uint16_t* p, gaf_v v, bool bf16) {
 #endif
 }
 
-// A scalar helper applied lane by lane: the ops with no vector form here (Mod, Pow with a tensor exponent,
-// rounding through fp16 / bf16), rare in fused groups.
+// A scalar helper applied lane by lane: the ops with no vector form here (Mod, rounding through fp16 / bf16),
+// rare in fused groups.
 template <class F>
 inline gaf_v gaf_each(F f, gaf_v a) {
   float x[gaf_vw];
@@ -200,7 +200,8 @@ inline gaf_v gaf_ceil(gaf_v x) { return gaf::simd::ceilv(x); }
 inline gaf_v gaf_round(gaf_v x) { return gaf::simd::round_nearest(x); }
 inline gaf_v gaf_sign(gaf_v x) { return x > 0.0f ? gaf_vec(1.0f) : (x < 0.0f ? gaf_vec(-1.0f) : x); }
 inline gaf_v gaf_fmod(gaf_v a, gaf_v b) { return gaf_each([](float p, float q) { return gaf_fmod(p, q); }, a, b); }
-inline gaf_v gaf_pow(gaf_v a, gaf_v b) { return gaf_each([](float p, float q) { return gaf_pow(p, q); }, a, b); }
+// e^(b log a) in double on the vector, libm lane by lane for C's special cases (simd::powv).
+inline gaf_v gaf_pow(gaf_v a, gaf_v b) { return gaf::simd::powv(a, b); }
 // Cody-Waite reduction and Cephes' polynomials on the vector (libm lane by lane beyond |x| = 8192), as the
 // op-by-op Sin and Cos compute them.
 inline gaf_v gaf_sin(gaf_v x) { return gaf::simd::sinv(x); }
@@ -228,26 +229,11 @@ inline gaf_v gaf_exp(gaf_v x) {
 }
 inline gaf_v gaf_exp_nonpos(gaf_v x) { return gaf_exp(x); }
 
-inline gaf_v gaf_log(gaf_v x) {
-  const gaf_vu u = (gaf_vu)x;
-  gaf_vi e = (gaf_vi)((u >> 23) & 0xffu) - 126;
-  const gaf_v m = (gaf_v)((u & 0x807fffffu) | 0x3f000000u);  // [0.5, 1)
-  const gaf_vi small = m < 0.707106781186547524f;
-  e = small ? e - 1 : e;
-  const gaf_v t = small ? m + m - 1.0f : m - 1.0f;
-  const gaf_v z = t * t;
-  gaf_v y = ((((((((7.0376836292e-2f * t - 1.1514610310e-1f) * t + 1.1676998740e-1f) * t - 1.2420140846e-1f) * t +
-                 1.4249322787e-1f) * t - 1.6668057665e-1f) * t + 2.0000714765e-1f) * t - 2.4999993993e-1f) * t +
-             3.3333331174e-1f) * t * z;
-  const gaf_v fe = __builtin_convertvector(e, gaf_v);
-  y += -2.12194440e-4f * fe;
-  y += -0.5f * z;
-  gaf_v res = t + y + 0.693359375f * fe;
-  res = x == 0.0f ? gaf_vec(-__builtin_inff()) : res;
-  res = x < 0.0f ? gaf_vec(__builtin_nanf("")) : res;
-  res = x == __builtin_inff() ? x : res;
-  return x != x ? x : res;
-}
+// fastmath::log and fastmath::expm1 on the vector (simd::logv, simd::expm1v): the op-by-op Log's and Elu's values.
+inline gaf_v gaf_log(gaf_v x) { return gaf::simd::logv(x); }
+inline gaf_v gaf_expm1(gaf_v x) { return gaf::simd::expm1v(x); }
+// Mish in closed form (simd::mishv, the op-by-op Mish's value).
+inline gaf_v gaf_mish(gaf_v x) { return gaf::simd::mishv(x); }
 
 }  // namespace
 #endif
@@ -316,6 +302,15 @@ inline T gaf_softplus(T x) {
   T r = gaf_max(x, 0.0f) + gaf_log1p_pos(gaf_exp(-gaf_abs(x)));
   r = x > 20.0f ? x : r;
   return x < -15.0f ? gaf_exp(x) : r;
+}
+// Mish, x tanh(softplus(x)) = x n (n + 2) / (n (n + 2) + 2) with n = e^x (simd::mishv's formula; x from 20 on,
+// where the ratio is 1).
+template <class T>
+inline T gaf_mish(T x) {
+  T n = gaf_exp(gaf_min(x, 20.0f));
+  T q = n * (n + 2.0f);
+  T r = x * (q / (q + 2.0f));
+  return x > 20.0f ? x : r;
 }
 
 }  // namespace

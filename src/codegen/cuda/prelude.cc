@@ -61,6 +61,11 @@ GAF_DEVICE float gaf_softplus(float x) {
   r = x > 20.0f ? x : r;
   return x < -15.0f ? gaf_exp(x) : r;
 }
+// Mish in the CPU helper's closed form: x n (n + 2) / (n (n + 2) + 2), n = e^x; x from 20 on.
+GAF_DEVICE float gaf_mish(float x) {
+  const float n = expf(fminf(x, 20.0f)), q = n * (n + 2.0f);
+  return x > 20.0f ? x : x * (q / (q + 2.0f));
+}
 
 // IEEE half <-> float by bit arithmetic (cuda_fp16.h would need the toolkit's include path under NVRTC):
 // round to nearest even, overflow to infinity, subnormals kept, NaN stays NaN.

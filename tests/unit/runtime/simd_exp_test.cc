@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "ops/fastmath.h"
@@ -191,6 +192,106 @@ TEST(SimdActivations, TanhSoftplusMishAsTheirScalarForms) {
     simd::storeu(y, f(nan));
     EXPECT_TRUE(std::isnan(y[0]));
   }
+}
+
+// expm1v and logv are fastmath::expm1 and fastmath::log on the vector, step for step: the same value for every
+// 4099th bit pattern (normals, subnormals, zeros, infinities, NaNs of both signs).
+TEST(SimdMath, Expm1AndLogAreFastmathsValues) {
+  float x[kW], e[kW], l[kW];
+  int64_t checked = 0;
+  for (uint64_t u0 = 0; u0 < (uint64_t(1) << 32); u0 += uint64_t(4099) * kW) {
+    for (int i = 0; i < kW; ++i) {
+      const uint32_t u = uint32_t(u0 + uint64_t(i) * 4099);
+      std::memcpy(&x[i], &u, 4);
+    }
+    simd::storeu(e, simd::expm1v(simd::loadu(x)));
+    simd::storeu(l, simd::logv(simd::loadu(x)));
+    for (int i = 0; i < kW; ++i, ++checked) {
+      const float fe = gaf::fastmath::expm1(x[i]), fl = gaf::fastmath::log(x[i]);
+      if (std::isnan(fe)) {
+        ASSERT_TRUE(std::isnan(e[i])) << "expm1 at " << x[i];
+      } else {
+        ASSERT_EQ(e[i], fe) << "expm1 at " << x[i];
+      }
+      if (std::isnan(fl)) {
+        ASSERT_TRUE(std::isnan(l[i])) << "log at " << x[i];
+      } else {
+        ASSERT_EQ(l[i], fl) << "log at " << x[i];
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000000);
+}
+
+// |y - r| in units of the last place of r rounded to fp32 (subnormals: 2^-149); infinities and NaN must match.
+double ulps(float y, double r) {
+  const float rf = float(r);
+  if (std::isnan(rf) || std::isinf(rf)) return (y == rf || (std::isnan(y) && std::isnan(rf))) ? 0 : 1e30;
+  const int e = rf == 0 ? -149 : std::max(std::ilogb(rf) - 23, -149);
+  return std::fabs(double(y) - r) / std::ldexp(1.0, e);
+}
+
+// powv against pow in double: bases over every binade (random bit patterns of positive floats), exponents
+// integral and fractional, small and large, results from 0 through the subnormals to inf: within an ulp of
+// the exact value. Lanes of C's special cases (zero and negative bases, infinities, NaN) mixed into one vector
+// with ordinary lanes give libm's powf value.
+TEST(SimdMath, PowWithinAnUlpAndLibmsSpecialCases) {
+  uint32_t seed = 12345;
+  auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  double worst = 0;
+  float wa = 0, wb = 0;
+  float a[kW], b[kW], y[kW];
+  for (int it = 0; it < 200000; ++it) {
+    for (int i = 0; i < kW; ++i) {
+      const uint32_t u = next() & 0x7f7fffffu;  // positive and finite
+      std::memcpy(&a[i], &u, 4);
+      const float f = float(int32_t(next() % 20001u) - 10000);
+      b[i] = it % 4 == 0 ? float(int32_t(next() % 9u) - 4) : it % 4 == 1 ? f / 10000 : f / (it % 4 == 2 ? 100 : 3);
+    }
+    simd::storeu(y, simd::powv(simd::loadu(a), simd::loadu(b)));
+    for (int i = 0; i < kW; ++i) {
+      const double e = ulps(y[i], std::pow(double(a[i]), double(b[i])));
+      if (e > worst) worst = e, wa = a[i], wb = b[i];
+    }
+  }
+  EXPECT_LE(worst, 1.0) << "at " << wa << " ^ " << wb;
+
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float sa[] = {0.f, -0.f, 1.f, -1.f, inf, -inf, nan, 2.f, -2.f, 0.5f, 1e-40f, -8.f, 4.f, 3.f, 1.f, 9.f};
+  const float sb[] = {-1.f, 3.f, nan, inf, 0.5f, 3.f, 0.f, -inf, 2.f, inf, 0.5f, 3.f, 0.5f, 3.f, 1e30f, 0.5f};
+  for (int shift = 0; shift < 16; shift += kW) {
+    for (int i = 0; i < kW; ++i) a[i] = sa[shift + i], b[i] = sb[shift + i];
+    simd::storeu(y, simd::powv(simd::loadu(a), simd::loadu(b)));
+    for (int i = 0; i < kW; ++i) {
+      const float r = std::pow(a[i], b[i]);
+      if (std::isnan(r)) {
+        EXPECT_TRUE(std::isnan(y[i])) << a[i] << " ^ " << b[i];
+      } else {
+        EXPECT_EQ(y[i], r) << a[i] << " ^ " << b[i];
+      }
+    }
+  }
+}
+
+// mishv's closed form against x tanh(log1p(e^x)) in double: within 5 ulp from x = -87 (below, e^x is
+// subnormal) through 30, the identity from 20 on; NaN stays NaN.
+TEST(SimdMath, MishClosedFormAgainstTheDefinition) {
+  double worst = 0;
+  float at = 0;
+  float x[kW], y[kW];
+  for (double x0 = -87; x0 < 30; x0 += kW * 3.1e-5) {
+    for (int i = 0; i < kW; ++i) x[i] = float(x0 + i * 3.1e-5);
+    simd::storeu(y, simd::mishv(simd::loadu(x)));
+    for (int i = 0; i < kW; ++i) {
+      const double xd = x[i], e = ulps(y[i], xd * std::tanh(std::log1p(std::exp(xd))));
+      if (e > worst) worst = e, at = x[i];
+    }
+  }
+  EXPECT_LE(worst, 5.0) << "at x = " << at;
+  simd::storeu(y, simd::mishv(simd::set1(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_TRUE(std::isnan(y[0]));
+  simd::storeu(y, simd::mishv(simd::set1(1e30f)));
+  EXPECT_EQ(y[0], 1e30f);
 }
 #else
 TEST(SimdExp, NotBuiltWithoutAVectorUnit) { GTEST_SKIP() << "exp2v needs AVX-512 or AVX2"; }

@@ -4,6 +4,7 @@
 // elementwise_{variadic,where,cast}.cc and are registered from here.
 #include <cmath>
 
+#include "ops/simd_math.h"
 #include "runtime/kernels/onnx/elementwise_util.h"
 #include "runtime/kernels/families.h"
 
@@ -276,6 +277,32 @@ struct PowOp {
     } else {
       return saturate_cast<A>(std::pow(double(x), double(y)));
     }
+  }
+  // fp32 base and exponent, each contiguous or one value: simd::powv, whole vectors then the last lanes
+  // (masked-off lanes read 1). libm's powf per element was ~55 ms over 16M elements on 2 cores.
+  template <class A, class B, class O>
+  bool row(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n) const {
+#if defined(GAF_SIMD)
+    if constexpr (std::is_same_v<A, float> && std::is_same_v<B, float> && std::is_same_v<O, float>) {
+      if (sa > 1 || sb > 1 || (sa == 0 && sb == 0)) return false;
+      auto operand = [](const float* p, int64_t s, int64_t i, simd::lanes_t m) {
+        return s == 0 ? simd::set1(p[0]) : simd::select(m, simd::loadu(p + i, m), simd::set1(1.f));
+      };
+      int64_t i = 0;
+      for (; i + simd::kW <= n; i += simd::kW) {
+        const simd::vf x = sa == 0 ? simd::set1(a[0]) : simd::loadu(a + i);
+        const simd::vf y = sb == 0 ? simd::set1(b[0]) : simd::loadu(b + i);
+        simd::storeu(o + i, simd::powv(x, y));
+      }
+      if (i < n) {
+        const simd::lanes_t m = simd::first(n - i);
+        simd::storeu(o + i, simd::powv(operand(a, sa, i, m), operand(b, sb, i, m)), m);
+      }
+      return true;
+    }
+#endif
+    (void)a, (void)sa, (void)b, (void)sb, (void)o, (void)n;
+    return false;
   }
 };
 

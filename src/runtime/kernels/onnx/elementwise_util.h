@@ -288,9 +288,13 @@ void broadcast_run(const BroadcastPlan<N>& p, int64_t grain, Row&& row) {
   });
 }
 
-// o[i] = op(a[i*sa], b[i*sb]) on compute types, with the common stride patterns specialised.
+// o[i] = op(a[i*sa], b[i*sb]) on compute types, with the common stride patterns specialised; an op with a
+// `bool row(a, sa, b, sb, o, n)` computes the rows it returns true for itself.
 template <class A, class B, class O, class Op>
 inline void binary_row_native(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n, const Op op) {
+  if constexpr (requires { op.row(a, sa, b, sb, o, n); }) {  // the op's own form of some rows (Pow's vector)
+    if (op.row(a, sa, b, sb, o, n)) return;
+  }
   if (sa == 1 && sb == 1) {
     GAF_EW_IVDEP
     for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(op(a[i], b[i]));

@@ -21,9 +21,10 @@ using namespace ew;
 // ---- vector forms ------------------------------------------------------------------------------
 
 // The fp32 ops that run on a vector form of ops/simd_math.h where the build has one: Sin and Cos (libm's sinf
-// is a scalar call, about 25x slower than a stream: 51 ms over 16M elements on 2 cores against 2.0 for Abs)
-// and Sigmoid (simd::logisticv: 5.1 -> 2.4 ms over 16M elements against fastmath::sigmoid as GCC vectorised it),
-// Softplus and Mish (fastmath's formulas on the vector: GCC left Mish's composition at 10-13% of a stream).
+// is a scalar call, about 25x slower than a stream: 51 ms over 16M elements on 2 cores against 2.0 for Abs),
+// Sigmoid (simd::logisticv: 5.1 -> 2.4 ms over 16M elements against fastmath::sigmoid as GCC vectorised it),
+// Softplus and Mish (GCC left Mish's composition at 10-13% of a stream), Log and the expm1 activations (Elu,
+// Selu, Celu: 4.6-5.0 ms as GCC vectorised fastmath's forms). `f(op, x)` takes the op for its attributes.
 template <class Op>
 struct VectorForm {
   static constexpr bool kHas = false;
@@ -32,7 +33,10 @@ struct VectorForm {
 template <simd::vf (*F)(simd::vf)>
 struct VectorFormIs {
   static constexpr bool kHas = true;
-  static simd::vf f(simd::vf x) { return F(x); }
+  template <class Op>
+  static simd::vf f(const Op&, simd::vf x) {
+    return F(x);
+  }
 };
 template <>
 struct VectorForm<ops::unary::SinOp> : VectorFormIs<simd::sinv> {};
@@ -44,13 +48,46 @@ template <>
 struct VectorForm<ops::unary::MishOp> : VectorFormIs<simd::mishv> {};
 template <>
 struct VectorForm<ops::unary::SigmoidOp> : VectorFormIs<simd::logisticv> {};
+template <>
+struct VectorForm<ops::unary::LogOp> : VectorFormIs<simd::logv> {};
+
+// The ops' own formulas, pos_part(x) + alpha expm1(neg_part(x) [/ alpha]) (gamma times that for Selu), with
+// expm1 by simd::expm1v (fastmath::expm1's value). pos_part / neg_part keep NaN and -0 as the scalar forms do:
+// max / min return their second operand on NaN, and x < 0 / x > 0 select 0 exactly where the scalar selects.
+inline simd::vf pos_part(simd::vf x) { return simd::select(simd::lt(x, simd::zero()), simd::zero(), x); }
+inline simd::vf neg_part(simd::vf x) { return simd::select(simd::gt(x, simd::zero()), simd::zero(), x); }
+template <>
+struct VectorForm<ops::unary::EluOp> {
+  static constexpr bool kHas = true;
+  static simd::vf f(const ops::unary::EluOp& op, simd::vf x) {
+    return simd::add(pos_part(x), simd::mul(simd::set1(op.alpha), simd::expm1v(neg_part(x))));
+  }
+};
+template <>
+struct VectorForm<ops::unary::SeluOp> {
+  static constexpr bool kHas = true;
+  static simd::vf f(const ops::unary::SeluOp& op, simd::vf x) {
+    const simd::vf e = simd::mul(simd::set1(op.alpha), simd::expm1v(neg_part(x)));
+    return simd::mul(simd::set1(op.gamma), simd::add(pos_part(x), e));
+  }
+};
+template <>
+struct VectorForm<ops::unary::CeluOp> {
+  static constexpr bool kHas = true;
+  static simd::vf f(const ops::unary::CeluOp& op, simd::vf x) {
+    const simd::vf a = simd::set1(op.alpha);
+    return simd::add(pos_part(x), simd::mul(a, simd::expm1v(simd::div(neg_part(x), a))));
+  }
+};
 
 // Op with a whole-run form for fp32 (unary_range uses `range` where an op has one; double keeps the op's
-// formula): whole vectors, then the last lanes masked. (Four vectors a step measured no faster: Mish, the
-// heaviest, is bound by its ~45 operations per vector, not by their latency.)
+// formula): whole vectors, then the last lanes masked. (Four vectors a step measured no faster on Mish's
+// composition, bound by its ~45 operations per vector, not by their latency.)
 template <class Op>
 struct WithVectorForm : Op {
-  void range(const float* in, float* out, int64_t n) const { simd::map(in, out, n, VectorForm<Op>::f); }
+  void range(const float* in, float* out, int64_t n) const {
+    simd::map(in, out, n, [this](simd::vf x) { return VectorForm<Op>::f(static_cast<const Op&>(*this), x); });
+  }
 };
 #endif
 

@@ -437,7 +437,7 @@ def merge(a):
     ours_dir = os.path.join(res_dir, "ours")
     for name in tm.ORDER:
         entry = {}
-        for kind in ("verify", "bench", "bench_tf32", "verify_bf16", "bench_bf16"):
+        for kind in ("verify", "bench", "bench_tf32", "verify_bf16", "bench_bf16", "bench_bf16_simt"):
             j = _read_json(os.path.join(ours_dir, f"{name}.{kind}.json"))
             rc = (_read_text(os.path.join(ours_dir, f"{name}.{kind}.rc")) or "").strip()
             if j is not None or rc:
@@ -577,9 +577,17 @@ def summary_md(r):
     b = o.get("bench") or {}
     L.append("| variant | fp32 | bf16 | kernels (fp32 / bf16) |")
     L.append("|---|---:|---:|---|")
-    L.append(f"| ours unfused | {_f(b.get('unfused_ms'))} | — | {b.get('unfused_kernels', '—')} |")
-    L.append(f"| ours fused | {_f(b.get('fused_ms'))} | — | {b.get('fused_kernels', '—')} |")
-    L.append(f"| ours fused+graph | {_f(b.get('fused_graph_ms'))} | — | |")
+    h = o.get("bench_bf16") or {}
+    hs = o.get("bench_bf16_simt") or {}
+    v = o.get("verify_bf16") or {}
+    L.append(f"| ours unfused | {_f(b.get('unfused_ms'))} | {_f(h.get('unfused_ms'))} | "
+             f"{b.get('unfused_kernels', '—')} / {h.get('unfused_kernels', '—')} |")
+    L.append(f"| ours fused (bf16: tensor-core attention) | {_f(b.get('fused_ms'))} | {_f(h.get('fused_ms'))} | "
+             f"{b.get('fused_kernels', '—')} / {h.get('fused_kernels', '—')} |")
+    L.append(f"| ours fused+graph | {_f(b.get('fused_graph_ms'))} | {_f(h.get('fused_graph_ms'))} | |")
+    L.append(f"| ours fused, CUDA-core attention (GAF_CUDA_ATTENTION=simt) | — | {_f(hs.get('fused_ms'))} | |")
+    if v:
+        L.append(f"| ours bf16 verify | | {'ok' if v.get('ok') else 'MISMATCH'} | |")
     for variant, label in (("eager", "torch eager matmul/softmax"), ("sdpa", "F.scaled_dot_product_attention"),
                            ("compile", "torch.compile of the eager version")):
         L.append(f"| {label} | {_f(tv('attention', 'fp32', variant))} | {_f(tv('attention', 'bf16', variant))} | "

@@ -354,6 +354,15 @@ if ((BINARY_OK)); then
 		ours verify_bf16 "$m" 90 verify "$f" --device cuda --rules "$RULES_BF16" || rc=1
 		ours bench_bf16 "$m" 90 bench "$f" --device cuda -n "$ITERS" --rules "$RULES_BF16" || rc=1
 	done
+	# The attention block in bf16: the tensor-core flash kernel, and the CUDA-core one beside it
+	# (GAF_CUDA_ATTENTION=simt) for the comparison.
+	f=$MODELS/attention/model.onnx
+	if [[ -f $f ]]; then
+		ours verify_bf16 attention 90 verify "$f" --device cuda --rules "$RULES_BF16" || rc=1
+		ours bench_bf16 attention 90 bench "$f" --device cuda -n "$ITERS" --rules "$RULES_BF16" || rc=1
+		GAF_CUDA_ATTENTION=simt ours bench_bf16_simt attention 90 bench "$f" --device cuda -n "$ITERS" \
+			--rules "$RULES_BF16" || rc=1
+	fi
 	# Where the time goes, step by step (to the log only).
 	for m in transformer_layer resnet18; do
 		f=$MODELS/$m/model.onnx

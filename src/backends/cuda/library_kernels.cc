@@ -1,10 +1,12 @@
 // The CUDA backend's hand-written kernels (compiled by NVRTC with the generated ones, after the CUDA
-// prelude): flash attention, 2-D pooling, global pooling, row gather. Each takes one argument struct by
+// prelude): flash attention (on CUDA cores, and on tensor cores for 16-bit operands), 2-D pooling, global pooling, row gather. Each takes one argument struct by
 // value; the host side (session.cc) fills the same structs, declared in library_kernels.h.
 #include "backends/cuda/library_kernels.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
+#include <string_view>
 #include <vector>
 
 #include "gaf/graph.h"
@@ -105,6 +107,14 @@ AttnArgs attention_args(const Node& n, int64_t* nbatch_out) {
 
 size_t attention_smem(const AttnArgs& a) {
   return size_t(32 * (a.d + 1) + 32 * a.dv + 4 * a.d) * sizeof(float);
+}
+
+AttentionLaunch attention_launch(const AttnArgs& a) {
+  const char* env = std::getenv("GAF_CUDA_ATTENTION");
+  const bool simt_only = env && std::string_view(env) == "simt";
+  if (!simt_only && a.io != 0 && a.d % 16 == 0 && a.dv % 16 == 0 && a.d <= 128 && a.dv <= 128)
+    return {"gaf_attention_mma", 64, size_t(64 * (a.d + 8) + a.dv * (64 + 8)) * 2, true};
+  return {"gaf_attention", 4, attention_smem(a), false};
 }
 
 PoolArgs pool_args(const Node& n) {
@@ -253,6 +263,197 @@ extern "C" __global__ void __launch_bounds__(128) gaf_attention(const GafAttnArg
     const int c = lane + 32 * t;
     if (c < dv)
       gafl_st(a.io, a.o, oo + row * a.orow + c * a.ocol, l > 0.0f ? acc[t] * inv : __int_as_float(0x7fffffff));
+  }
+}
+
+// ---- tensor-core attention (16-bit Q, K, V) ----
+
+__device__ __forceinline__ float gafl_lo(int io, uint32_t r) {
+  return io == 1 ? gaf_load_bf16(uint16_t(r & 0xffffu)) : gaf_load_half(uint16_t(r & 0xffffu));
+}
+__device__ __forceinline__ float gafl_hi(int io, uint32_t r) {
+  return io == 1 ? gaf_load_bf16(uint16_t(r >> 16)) : gaf_load_half(uint16_t(r >> 16));
+}
+__device__ __forceinline__ uint32_t gafl_pack(int io, float lo, float hi) {
+  const uint16_t a = io == 1 ? gaf_store_bf16(lo) : gaf_store_half(lo);
+  const uint16_t b = io == 1 ? gaf_store_bf16(hi) : gaf_store_half(hi);
+  return uint32_t(a) | (uint32_t(b) << 16);
+}
+
+// d += A B for one m16n8k16 tile: bfloat16 (io 1) or float16 (io 2) operands, fp32 accumulators. Lane
+// (g = lane / 4, t = lane % 4) holds A rows g and g + 8 at columns 2t, 2t + 1 (a[0] row g, a[1] row g + 8)
+// and 2t + 8, 2t + 9 (a[2] row g, a[3] row g + 8); B column g at rows 2t, 2t + 1 (b[0]) and 2t + 8, 2t + 9
+// (b[1]); d rows g (d[0], d[1]) and g + 8 (d[2], d[3]) at columns 2t, 2t + 1. A register's low half holds the
+// lower index (the PTX ISA's fragment layout of mma.m16n8k16). Without sm_80's instruction (the CPU emulator)
+// the same product from the warp's registers by shuffles.
+__device__ __forceinline__ void gafl_mma(int io, float* d, const uint32_t* a, const uint32_t* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (io == 1)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  const int lane = int(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
+  for (int s = 0; s < 4; ++s) {  // the lanes holding k = 2s, 2s + 1, 2s + 8, 2s + 9
+    const uint32_t a0 = __shfl_sync(0xffffffffu, a[0], g * 4 + s), a1 = __shfl_sync(0xffffffffu, a[1], g * 4 + s);
+    const uint32_t a2 = __shfl_sync(0xffffffffu, a[2], g * 4 + s), a3 = __shfl_sync(0xffffffffu, a[3], g * 4 + s);
+    const uint32_t b00 = __shfl_sync(0xffffffffu, b[0], 8 * t + s), b01 = __shfl_sync(0xffffffffu, b[1], 8 * t + s);
+    const uint32_t b10 = __shfl_sync(0xffffffffu, b[0], 8 * t + 4 + s);
+    const uint32_t b11 = __shfl_sync(0xffffffffu, b[1], 8 * t + 4 + s);
+    auto dot = [io](uint32_t x0, uint32_t x2, uint32_t y0, uint32_t y1) {
+      return gafl_lo(io, x0) * gafl_lo(io, y0) + gafl_hi(io, x0) * gafl_hi(io, y0) +
+             gafl_lo(io, x2) * gafl_lo(io, y1) + gafl_hi(io, x2) * gafl_hi(io, y1);
+    };
+    d[0] += dot(a0, a2, b00, b01);
+    d[1] += dot(a0, a2, b10, b11);
+    d[2] += dot(a1, a3, b00, b01);
+    d[3] += dot(a1, a3, b10, b11);
+  }
+#endif
+}
+
+// 16-bit Q, K, V on the tensor cores, FlashAttention-2's arrangement: 64 query rows a block, 16 per warp, Q's
+// fragments in registers; key tiles of 64 rows staged in shared memory as bits (K key-major, V transposed so
+// that both are B operands read 32 bits at a time); S = Q K^T and O += P V by mma.m16n8k16 with fp32
+// accumulators; the online softmax in fp32 on the accumulators (a row's 64 scores over its 4 lanes, maxima and
+// sums by quad shuffles), P rounded to the operands' type for P V. Depths d and dv multiples of 16 up to 128.
+// Rows past lq compute on zeros and are not written; a row whose keys are all -inf comes out NaN, as the
+// unfused softmax gives.
+#define GAFL_TC_KEYS 64
+extern "C" __global__ void __launch_bounds__(128) gaf_attention_mma(const GafAttnArgs a) {
+  extern __shared__ float gafl_sm[];
+  const int d = int(a.d), dv = int(a.dv), ldk = d + 8, ldv = GAFL_TC_KEYS + 8;  // +8: rows start on other banks
+  uint16_t* ks = (uint16_t*)gafl_sm;      // [GAFL_TC_KEYS][ldk]
+  uint16_t* vt = ks + GAFL_TC_KEYS * ldk;  // [dv][ldv]
+  const uint16_t* q16 = (const uint16_t*)a.q;
+  const uint16_t* k16 = (const uint16_t*)a.k;
+  const uint16_t* v16 = (const uint16_t*)a.v;
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
+  long long rem = blockIdx.y, qo = 0, ko = 0, vo = 0, mo = 0, oo = 0;
+  for (int i = a.nb - 1; i >= 0; --i) {
+    const long long idx = rem % a.bdims[i];
+    rem /= a.bdims[i];
+    qo += idx * a.qb[i]; ko += idx * a.kb[i]; vo += idx * a.vb[i]; mo += idx * a.mb[i]; oo += idx * a.ob[i];
+  }
+  const long long r0 = (long long)blockIdx.x * 64 + warp * 16 + g, r1 = r0 + 8;
+  const float inf = GAFL_INF;
+  auto qpair = [&](long long r, int c) -> uint32_t {
+    if (r >= a.lq) return 0u;
+    const long long base = qo + r * a.qr;
+    return uint32_t(q16[base + c * a.qc]) | (uint32_t(q16[base + (c + 1) * a.qc]) << 16);
+  };
+  uint32_t qf[8][4];
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    if (kk * 16 >= d) break;
+    const int c = kk * 16 + 2 * t;
+    qf[kk][0] = qpair(r0, c);
+    qf[kk][1] = qpair(r1, c);
+    qf[kk][2] = qpair(r0, c + 8);
+    qf[kk][3] = qpair(r1, c + 8);
+  }
+  float o[16][4];
+#pragma unroll
+  for (int ob = 0; ob < 16; ++ob) o[ob][0] = o[ob][1] = o[ob][2] = o[ob][3] = 0.0f;
+  float m0 = -inf, m1 = -inf, l0 = 0.0f, l1 = 0.0f;
+  for (long long k0 = 0; k0 < a.lk; k0 += GAFL_TC_KEYS) {
+    const int nk = a.lk - k0 < GAFL_TC_KEYS ? int(a.lk - k0) : GAFL_TC_KEYS;
+    __syncthreads();
+    for (int e = int(threadIdx.x); e < GAFL_TC_KEYS * d; e += int(blockDim.x)) {
+      const int j = e / d, c = e - j * d;
+      ks[j * ldk + c] = j < nk ? k16[ko + (k0 + j) * a.kr + c * a.kc] : uint16_t(0);
+    }
+    for (int e = int(threadIdx.x); e < GAFL_TC_KEYS * dv; e += int(blockDim.x)) {
+      const int j = e / dv, c = e - j * dv;
+      vt[c * ldv + j] = j < nk ? v16[vo + (k0 + j) * a.vr + c * a.vc] : uint16_t(0);
+    }
+    __syncthreads();
+    float s[8][4];
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb) {
+      s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+      const uint16_t* kr = ks + (nb * 8 + g) * ldk + 2 * t;
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) {
+        if (kk * 16 >= d) break;
+        const uint32_t b[2] = {*(const uint32_t*)(kr + kk * 16), *(const uint32_t*)(kr + kk * 16 + 8)};
+        gafl_mma(a.io, s[nb], qf[kk], b);
+      }
+    }
+    // Scale, mask, keys past lk at -inf; the rows' maxima over their quads.
+    float mx0 = -inf, mx1 = -inf;
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const long long key = k0 + nb * 8 + 2 * t + h;
+        float x0 = s[nb][h] * a.scale, x1 = s[nb][2 + h] * a.scale;
+        if (key >= a.lk) {
+          x0 = x1 = -inf;
+        } else if (a.mask) {
+          if (r0 < a.lq) x0 += a.mask[mo + r0 * a.mr + key * a.mc];
+          if (r1 < a.lq) x1 += a.mask[mo + r1 * a.mr + key * a.mc];
+        }
+        s[nb][h] = x0, s[nb][2 + h] = x1;
+        mx0 = fmaxf(mx0, x0), mx1 = fmaxf(mx1, x1);
+      }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float c0 = mn0 == -inf ? 1.0f : expf(m0 - mn0), c1 = mn1 == -inf ? 1.0f : expf(m1 - mn1);
+    m0 = mn0, m1 = mn1;
+    // P = e^(S - m) as P V's A operand: key block nb is k-step nb / 2, its lower or upper 8 columns.
+    uint32_t pf[4][4];
+    float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb) {
+      const float p0 = mn0 == -inf ? 0.0f : expf(s[nb][0] - mn0), p1 = mn0 == -inf ? 0.0f : expf(s[nb][1] - mn0);
+      const float p2 = mn1 == -inf ? 0.0f : expf(s[nb][2] - mn1), p3 = mn1 == -inf ? 0.0f : expf(s[nb][3] - mn1);
+      ps0 += p0 + p1, ps1 += p2 + p3;
+      pf[nb >> 1][(nb & 1) * 2] = gafl_pack(a.io, p0, p1);
+      pf[nb >> 1][(nb & 1) * 2 + 1] = gafl_pack(a.io, p2, p3);
+    }
+    l0 = l0 * c0 + ps0, l1 = l1 * c1 + ps1;  // this lane's share of the row sums
+#pragma unroll
+    for (int ob = 0; ob < 16; ++ob) {
+      if (ob * 8 >= dv) break;
+      o[ob][0] *= c0, o[ob][1] *= c0, o[ob][2] *= c1, o[ob][3] *= c1;
+      const uint16_t* vr = vt + (ob * 8 + g) * ldv + 2 * t;
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const uint32_t b[2] = {*(const uint32_t*)(vr + kk * 16), *(const uint32_t*)(vr + kk * 16 + 8)};
+        gafl_mma(a.io, o[ob], pf[kk], b);
+      }
+    }
+  }
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float nan = __int_as_float(0x7fffffff);
+  const float i0 = l0 > 0.0f ? 1.0f / l0 : nan, i1 = l1 > 0.0f ? 1.0f / l1 : nan;
+#pragma unroll
+  for (int ob = 0; ob < 16; ++ob) {
+    if (ob * 8 >= dv) break;
+    const long long c = ob * 8 + 2 * t;
+    if (r0 < a.lq) {
+      gafl_st(a.io, a.o, oo + r0 * a.orow + c * a.ocol, o[ob][0] * i0);
+      gafl_st(a.io, a.o, oo + r0 * a.orow + (c + 1) * a.ocol, o[ob][1] * i0);
+    }
+    if (r1 < a.lq) {
+      gafl_st(a.io, a.o, oo + r1 * a.orow + c * a.ocol, o[ob][2] * i1);
+      gafl_st(a.io, a.o, oo + r1 * a.orow + (c + 1) * a.ocol, o[ob][3] * i1);
+    }
   }
 }
 

@@ -73,6 +73,18 @@ struct GatherArgs {
 // not take its form.
 AttnArgs attention_args(const Node& n, int64_t* nbatch);
 size_t attention_smem(const AttnArgs& a);  // dynamic shared memory of a launch (128 threads, 4 query rows)
+
+// How a gaf.Attention node launches (the session and the emulation tests take it from here): the tensor-core
+// kernel gaf_attention_mma where Q, K and V are 16-bit and both depths are multiples of 16 up to 128 (64 query
+// rows a block), else the CUDA-core gaf_attention (4 rows a block); 128 threads either way. The environment
+// variable GAF_CUDA_ATTENTION=simt keeps every node on the CUDA-core kernel (a device run's comparison).
+struct AttentionLaunch {
+  const char* kernel;
+  int64_t rows_per_block;
+  size_t smem;  // dynamic shared memory, bytes
+  bool tensor_cores;
+};
+AttentionLaunch attention_launch(const AttnArgs& a);
 PoolArgs pool_args(const Node& n);
 GlobalPoolArgs global_pool_args(const Node& n);
 GatherArgs gather_args(const Node& n);

@@ -736,9 +736,10 @@ struct Session::Impl {
     Ref rq = in(n.input(0), n), rk = in(n.input(1), n), rv = in(n.input(2), n);
     Ref rm = mask ? in(mask, n) : Ref{};
     Ref ro = out(n.output(0), n);
-    cudaKernel_t* kernel = library_kernel("gaf_attention");
-    const size_t smem = attention_smem(a);
-    const dim3 grid(unsigned((a.lq + 3) / 4), unsigned(nbatch));
+    const AttentionLaunch how = attention_launch(a);
+    cudaKernel_t* kernel = library_kernel(how.kernel);
+    const size_t smem = how.smem;
+    const dim3 grid(unsigned((a.lq + how.rows_per_block - 1) / how.rows_per_block), unsigned(nbatch));
     if (smem > size_t(prop.sharedMemPerBlockOptin))
       throw UnsupportedError(
           fmt::format("{}: the attention kernel needs {} bytes of shared memory; a block of this "
@@ -746,9 +747,9 @@ struct Session::Impl {
                       n.describe(), smem, prop.sharedMemPerBlockOptin));
     if (smem > kDefaultSharedBytes) large_shared.emplace_back(kernel, smem);
     add_step(n,
-             fmt::format("flash attention {} ({} x {} x {}, batch {}{})",
-                         a.io == 0 ? "fp32" : a.io == 1 ? "bfloat16 I/O, fp32 math" : "float16 I/O, fp32 math", a.lq,
-                         a.lk, a.d, nbatch, mask ? ", mask" : ""),
+             fmt::format("flash attention {}{} ({} x {} x {}, batch {}{})",
+                         a.io == 0 ? "fp32" : a.io == 1 ? "bfloat16 I/O, fp32 math" : "float16 I/O, fp32 math",
+                         how.tensor_cores ? ", tensor cores" : "", a.lq, a.lk, a.d, nbatch, mask ? ", mask" : ""),
              1, [=, this](cudaStream_t s) {
                AttnArgs args = a;
                args.q = addr(rq);

@@ -401,13 +401,29 @@ struct AttentionCase {
   float scale = 0;  // 0: the default 1/sqrt(d)
 };
 
-// gaf.Attention alone: the CPU runtime's kernel against the emulated flash kernel, on `mask` (values by
-// index).
+// `t` (float) in `dtype`, rounded to nearest even.
+Tensor narrowed(const Tensor& t, DType dtype) {
+  if (dtype == DType::Float) return t;
+  Tensor r(dtype, t.dims());
+  auto* bits = static_cast<uint16_t*>(r.raw());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    bits[i] = dtype == DType::BFloat16 ? float_to_bf16(t.data<float>()[i]) : float_to_half(t.data<float>()[i]);
+  return r;
+}
+
+// gaf.Attention alone: the CPU runtime's kernel against the emulated flash kernel the session launches for it
+// (cuda::attention_launch: the tensor-core kernel for 16-bit operands of depths that are multiples of 16), on
+// `mask` (values by index), Q, K, V and the output in `io`. fp32 to 1e-4; 16-bit operands within 1% (bfloat16)
+// or 0.2% (float16) of the outputs' scale: P is rounded to the operands' type for P V, and both sides round
+// their output once.
 void check_attention(const AttentionCase& c, const std::function<float(int64_t)>& mask_value,
-                     const std::string& what) {
+                     const std::string& what, DType io = DType::Float, bool tensor_cores = false) {
   SCOPED_TRACE(what);
   Graph g;
-  std::vector<Value*> ins = {input_of(g, "q", c.q), input_of(g, "k", c.k), input_of(g, "v", c.v)};
+  auto input = [&](const std::string& name, const std::vector<int64_t>& dims) {
+    return g.add_input(name, TensorType{io, Shape(dims.begin(), dims.end())});
+  };
+  std::vector<Value*> ins = {input("q", c.q), input("k", c.k), input("v", c.v)};
   if (!c.mask.empty()) ins.push_back(input_of(g, "mask", c.mask));
   Node* n = g.add_node("Attention", ins, {"y"}, "attention");
   n->domain = "gaf";
@@ -417,9 +433,10 @@ void check_attention(const AttentionCase& c, const std::function<float(int64_t)>
   if (!c.k_perm.empty()) n->attrs["k_perm"] = c.k_perm;
   if (!c.v_perm.empty()) n->attrs["v_perm"] = c.v_perm;
   if (!c.out_perm.empty()) n->attrs["out_perm"] = c.out_perm;
-  n->output(0)->type = TensorType{DType::Float, Shape(c.out.begin(), c.out.end())};
+  n->output(0)->type = TensorType{io, Shape(c.out.begin(), c.out.end())};
   g.add_output(n->output(0));
-  std::vector<Tensor> inputs = {random_tensor(c.q, 1), random_tensor(c.k, 2), random_tensor(c.v, 3)};
+  std::vector<Tensor> inputs = {narrowed(random_tensor(c.q, 1), io), narrowed(random_tensor(c.k, 2), io),
+                                narrowed(random_tensor(c.v, 3), io)};
   if (!c.mask.empty()) {
     Tensor m(DType::Float, c.mask);
     for (int64_t i = 0; i < m.numel(); ++i) m.data<float>()[i] = mask_value(i);
@@ -430,13 +447,16 @@ void check_attention(const AttentionCase& c, const std::function<float(int64_t)>
 
   int64_t nbatch = 0;
   cuda::AttnArgs a = cuda::attention_args(*n, &nbatch);
-  a.q = inputs[0].data<float>(), a.k = inputs[1].data<float>(), a.v = inputs[2].data<float>();
+  a.q = inputs[0].raw(), a.k = inputs[1].raw(), a.v = inputs[2].raw();
   a.mask = c.mask.empty() ? nullptr : inputs[3].data<float>();
-  Guarded out(DType::Float, c.out);
-  a.o = out.floats();
-  const EmuDim grid{unsigned((a.lq + 3) / 4), unsigned(nbatch)};
-  library_emulator().launch("gaf_attention", &a, sizeof a, grid, 128, cuda::attention_smem(a));
-  expect_close(out.take(), expected[0], 1e-4, 1e-5, what);
+  Guarded out(io, c.out);
+  a.o = out.data();
+  const cuda::AttentionLaunch how = cuda::attention_launch(a);
+  EXPECT_EQ(how.tensor_cores, tensor_cores) << how.kernel;
+  const EmuDim grid{unsigned((a.lq + how.rows_per_block - 1) / how.rows_per_block), unsigned(nbatch)};
+  library_emulator().launch(how.kernel, &a, sizeof a, grid, 128, how.smem);
+  const double tol = io == DType::Float ? 1e-4 : io == DType::BFloat16 ? 1e-2 : 2e-3;
+  expect_close(out.take(), expected[0], tol, io == DType::Float ? 1e-5 : tol, what);
 }
 
 TEST(CudaEmulation, FlashAttentionMatchesTheCpu) {
@@ -468,6 +488,36 @@ TEST(CudaEmulation, FlashAttentionMatchesTheCpu) {
   AttentionCase e;
   e.q = {1, 2, 9, 64}, e.k = {1, 2, 64, 64}, e.v = {1, 2, 64, 64}, e.out = {1, 2, 9, 64};
   check_attention(e, {}, "no mask, depth 64");
+}
+
+// The tensor-core kernel (16-bit Q, K, V), its mma emulated by warp shuffles from the fragment layout the
+// device instruction defines: two 64-row query blocks (the second partial), 130 keys (two full 64-key tiles
+// and a partial one), the permuted layouts and a causal mask with a fully masked row (bfloat16); depth 128
+// with value depth 32 and a padding mask (float16); depth 16 without a mask.
+TEST(CudaEmulation, TensorCoreAttentionMatchesTheCpu) {
+  const float inf = std::numeric_limits<float>::infinity();
+  AttentionCase c;
+  c.q = {1, 70, 1, 64}, c.k = {1, 1, 64, 130}, c.v = {1, 1, 130, 64}, c.mask = {70, 130}, c.out = {1, 70, 1, 64};
+  c.q_perm = {0, 2, 1, 3}, c.k_perm = {0, 1, 3, 2}, c.out_perm = {0, 2, 1, 3};
+  auto causal = [&](int64_t i) {
+    const int64_t r = i / 130, j = i % 130;
+    return r == 5 || j > r + 60 ? -inf : 0.0f;
+  };
+  check_attention(c, causal, "bfloat16, causal, permuted, depth 64", DType::BFloat16, true);
+  AttentionCase d;
+  d.q = {2, 1, 20, 128}, d.k = {2, 1, 40, 128}, d.v = {2, 1, 40, 32}, d.mask = {2, 1, 1, 40},
+  d.out = {2, 1, 20, 32};
+  d.scale = 0.05f;
+  check_attention(
+      d, [&](int64_t i) { return i % 40 >= 35 ? -inf : 0.1f * float(i % 7); }, "float16, padding, depth 128",
+      DType::Float16, true);
+  AttentionCase e;
+  e.q = {1, 3, 17, 16}, e.k = {1, 3, 23, 16}, e.v = {1, 3, 23, 16}, e.out = {1, 3, 17, 16};
+  check_attention(e, {}, "bfloat16, no mask, depth 16", DType::BFloat16, true);
+  // Depth 48 with value depth 40 (not a multiple of 16): the CUDA-core kernel.
+  AttentionCase f;
+  f.q = {1, 1, 9, 48}, f.k = {1, 1, 12, 48}, f.v = {1, 1, 12, 40}, f.out = {1, 1, 9, 40};
+  check_attention(f, {}, "bfloat16, value depth 40", DType::BFloat16, false);
 }
 
 // The CPU runtime's outputs of a one-op model.

@@ -324,11 +324,14 @@ __device__ __forceinline__ void gafl_mma(int io, float* d, const uint32_t* a, co
 // fragments in registers; key tiles of 64 rows staged in shared memory as bits (K key-major, V transposed so
 // that both are B operands read 32 bits at a time); S = Q K^T and O += P V by mma.m16n8k16 with fp32
 // accumulators; the online softmax in fp32 on the accumulators (a row's 64 scores over its 4 lanes, maxima and
-// sums by quad shuffles), P rounded to the operands' type for P V. Depths d and dv multiples of 16 up to 128.
+// sums by quad shuffles), P rounded to the operands' type for P V. Depths d and dv multiples of 16 up to 128
+// (so rows of 8 values, 16 bytes, tile them).
 // Rows past lq compute on zeros and are not written; a row whose keys are all -inf comes out NaN, as the
 // unfused softmax gives.
 #define GAFL_TC_KEYS 64
-extern "C" __global__ void __launch_bounds__(128) gaf_attention_mma(const GafAttnArgs a) {
+struct __align__(16) GaflVec8 { uint32_t w[4]; };  // eight 16-bit values
+template <int IO>  // 1 bfloat16, 2 float16
+__device__ __forceinline__ void gafl_attention_mma(const GafAttnArgs& a) {
   extern __shared__ float gafl_sm[];
   const int d = int(a.d), dv = int(a.dv), ldk = d + 8, ldv = GAFL_TC_KEYS + 8;  // +8: rows start on other banks
   uint16_t* ks = (uint16_t*)gafl_sm;      // [GAFL_TC_KEYS][ldk]
@@ -345,6 +348,10 @@ extern "C" __global__ void __launch_bounds__(128) gaf_attention_mma(const GafAtt
   }
   const long long r0 = (long long)blockIdx.x * 64 + warp * 16 + g, r1 = r0 + 8;
   const float inf = GAFL_INF;
+  // Rows of K and V read 16 bytes at a time where a row's depth is contiguous and every row starts 16-byte
+  // aligned (the same for the whole block).
+  const bool kvec = a.kc == 1 && ((ko | a.kr) & 7) == 0 && ((unsigned long long)a.k & 15) == 0;
+  const bool vvec = a.vc == 1 && ((vo | a.vr) & 7) == 0 && ((unsigned long long)a.v & 15) == 0;
   auto qpair = [&](long long r, int c) -> uint32_t {
     if (r >= a.lq) return 0u;
     const long long base = qo + r * a.qr;
@@ -367,13 +374,31 @@ extern "C" __global__ void __launch_bounds__(128) gaf_attention_mma(const GafAtt
   for (long long k0 = 0; k0 < a.lk; k0 += GAFL_TC_KEYS) {
     const int nk = a.lk - k0 < GAFL_TC_KEYS ? int(a.lk - k0) : GAFL_TC_KEYS;
     __syncthreads();
-    for (int e = int(threadIdx.x); e < GAFL_TC_KEYS * d; e += int(blockDim.x)) {
-      const int j = e / d, c = e - j * d;
-      ks[j * ldk + c] = j < nk ? k16[ko + (k0 + j) * a.kr + c * a.kc] : uint16_t(0);
+    if (kvec) {
+      for (int e = int(threadIdx.x); e < GAFL_TC_KEYS * (d >> 3); e += int(blockDim.x)) {
+        const int j = e / (d >> 3), c = (e - j * (d >> 3)) << 3;
+        GaflVec8 w = {{0u, 0u, 0u, 0u}};
+        if (j < nk) w = *(const GaflVec8*)(k16 + ko + (k0 + j) * a.kr + c);
+        *(GaflVec8*)(ks + j * ldk + c) = w;
+      }
+    } else {
+      for (int e = int(threadIdx.x); e < GAFL_TC_KEYS * d; e += int(blockDim.x)) {
+        const int j = e / d, c = e - j * d;
+        ks[j * ldk + c] = j < nk ? k16[ko + (k0 + j) * a.kr + c * a.kc] : uint16_t(0);
+      }
     }
-    for (int e = int(threadIdx.x); e < GAFL_TC_KEYS * dv; e += int(blockDim.x)) {
-      const int j = e / dv, c = e - j * dv;
-      vt[c * ldv + j] = j < nk ? v16[vo + (k0 + j) * a.vr + c * a.vc] : uint16_t(0);
+    if (vvec) {
+      for (int e = int(threadIdx.x); e < GAFL_TC_KEYS * (dv >> 3); e += int(blockDim.x)) {
+        const int j = e / (dv >> 3), c = (e - j * (dv >> 3)) << 3;
+        GaflVec8 w = {{0u, 0u, 0u, 0u}};
+        if (j < nk) w = *(const GaflVec8*)(v16 + vo + (k0 + j) * a.vr + c);
+        for (int i = 0; i < 8; ++i) vt[(c + i) * ldv + j] = uint16_t(w.w[i >> 1] >> ((i & 1) * 16));
+      }
+    } else {
+      for (int e = int(threadIdx.x); e < GAFL_TC_KEYS * dv; e += int(blockDim.x)) {
+        const int j = e / dv, c = e - j * dv;
+        vt[c * ldv + j] = j < nk ? v16[vo + (k0 + j) * a.vr + c * a.vc] : uint16_t(0);
+      }
     }
     __syncthreads();
     float s[8][4];
@@ -385,7 +410,7 @@ extern "C" __global__ void __launch_bounds__(128) gaf_attention_mma(const GafAtt
       for (int kk = 0; kk < 8; ++kk) {
         if (kk * 16 >= d) break;
         const uint32_t b[2] = {*(const uint32_t*)(kr + kk * 16), *(const uint32_t*)(kr + kk * 16 + 8)};
-        gafl_mma(a.io, s[nb], qf[kk], b);
+        gafl_mma(IO, s[nb], qf[kk], b);
       }
     }
     // Scale, mask, keys past lk at -inf; the rows' maxima over their quads.
@@ -420,8 +445,8 @@ extern "C" __global__ void __launch_bounds__(128) gaf_attention_mma(const GafAtt
       const float p0 = mn0 == -inf ? 0.0f : expf(s[nb][0] - mn0), p1 = mn0 == -inf ? 0.0f : expf(s[nb][1] - mn0);
       const float p2 = mn1 == -inf ? 0.0f : expf(s[nb][2] - mn1), p3 = mn1 == -inf ? 0.0f : expf(s[nb][3] - mn1);
       ps0 += p0 + p1, ps1 += p2 + p3;
-      pf[nb >> 1][(nb & 1) * 2] = gafl_pack(a.io, p0, p1);
-      pf[nb >> 1][(nb & 1) * 2 + 1] = gafl_pack(a.io, p2, p3);
+      pf[nb >> 1][(nb & 1) * 2] = gafl_pack(IO, p0, p1);
+      pf[nb >> 1][(nb & 1) * 2 + 1] = gafl_pack(IO, p2, p3);
     }
     l0 = l0 * c0 + ps0, l1 = l1 * c1 + ps1;  // this lane's share of the row sums
 #pragma unroll
@@ -432,7 +457,7 @@ extern "C" __global__ void __launch_bounds__(128) gaf_attention_mma(const GafAtt
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const uint32_t b[2] = {*(const uint32_t*)(vr + kk * 16), *(const uint32_t*)(vr + kk * 16 + 8)};
-        gafl_mma(a.io, o[ob], pf[kk], b);
+        gafl_mma(IO, o[ob], pf[kk], b);
       }
     }
   }
@@ -447,15 +472,22 @@ extern "C" __global__ void __launch_bounds__(128) gaf_attention_mma(const GafAtt
     if (ob * 8 >= dv) break;
     const long long c = ob * 8 + 2 * t;
     if (r0 < a.lq) {
-      gafl_st(a.io, a.o, oo + r0 * a.orow + c * a.ocol, o[ob][0] * i0);
-      gafl_st(a.io, a.o, oo + r0 * a.orow + (c + 1) * a.ocol, o[ob][1] * i0);
+      gafl_st(IO, a.o, oo + r0 * a.orow + c * a.ocol, o[ob][0] * i0);
+      gafl_st(IO, a.o, oo + r0 * a.orow + (c + 1) * a.ocol, o[ob][1] * i0);
     }
     if (r1 < a.lq) {
-      gafl_st(a.io, a.o, oo + r1 * a.orow + c * a.ocol, o[ob][2] * i1);
-      gafl_st(a.io, a.o, oo + r1 * a.orow + (c + 1) * a.ocol, o[ob][3] * i1);
+      gafl_st(IO, a.o, oo + r1 * a.orow + c * a.ocol, o[ob][2] * i1);
+      gafl_st(IO, a.o, oo + r1 * a.orow + (c + 1) * a.ocol, o[ob][3] * i1);
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(128) gaf_attention_mma(const GafAttnArgs a) {
+  if (a.io == 1)
+    gafl_attention_mma<1>(a);
+  else
+    gafl_attention_mma<2>(a);
+}
+
 
 struct GafPoolArgs {
   const float* x; float* y;

@@ -162,6 +162,9 @@ struct StoragePolicy {
   std::function<bool(const Node&)> float_only;  // ops the backend runs on fp32 operands only
   // The inputs an op reads narrow though it is precision-sensitive (fp32 math inside); empty: none.
   std::function<std::vector<int>(const Node&)> narrow_inputs;
+  // Ops that follow their data input's storage (the backend computes them in fp32 inside and rounds once, or only
+  // moves values): on T where that input is T, like the T-propagating ops, though precision-sensitive. Null: none.
+  std::function<bool(const Node&)> follows_storage;
 };
 std::unique_ptr<Pass> make_low_precision_storage(DType storage, StoragePolicy policy);
 

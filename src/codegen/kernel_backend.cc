@@ -73,7 +73,7 @@ class CudaBackend final : public EmitterBackend {
   // cuDNN takes the model's NCHW as it is.
   std::vector<std::unique_ptr<Pass>> pipeline_passes(int, const Target&) const override { return {}; }
   // bf16_mixed / fp16_mixed: products on tensor cores from 16-bit operands (fp32 accumulation) and 16-bit values
-  // between kernels; the library kernels of src/backends/cuda that read fp32 only keep their operands fp32.
+  // between kernels; the pools and gather of src/backends/cuda follow their input's type.
   std::string weight_precision(PrecisionMode mode) const override {
     if (mode == PrecisionMode::Int8Weights)
       fail("precision_mode int8_weights: the CUDA backend has no int8 products; use bf16_mixed or fp16_mixed");
@@ -83,7 +83,8 @@ class CudaBackend final : public EmitterBackend {
     std::vector<std::unique_ptr<Pass>> out;
     if (mode != PrecisionMode::Bf16Mixed && mode != PrecisionMode::Fp16Mixed) return out;
     StoragePolicy policy;
-    policy.float_only = [](const Node& n) { return runs_fp32_only(n); };
+    policy.float_only = [](const Node&) { return false; };
+    policy.follows_storage = [](const Node& n) { return library_kernel_any_float(n); };
     // The flash attention kernel reads Q, K, V and writes its output in 16 bits, the softmax in fp32; the
     // additive mask stays fp32.
     policy.narrow_inputs = [](const Node& n) {
@@ -95,8 +96,9 @@ class CudaBackend final : public EmitterBackend {
   }
 
  private:
-  // The CUDA session's library kernels for pools and gather read and write fp32.
-  static bool runs_fp32_only(const Node& n) {
+  // The CUDA session's library kernels for pools and gather read and write fp32, bfloat16 or float16 (sums in
+  // fp32, one rounding).
+  static bool library_kernel_any_float(const Node& n) {
     if (!n.domain.empty()) return false;
     return n.op_type == "MaxPool" || n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool" ||
            n.op_type == "GlobalMaxPool" || n.op_type == "Gather";

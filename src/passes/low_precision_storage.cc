@@ -13,11 +13,14 @@
 // An op the backend runs on narrow operands with fp32 math inside (`narrow_inputs`: its flash attention reads
 // Q, K, V in T, the mask in fp32) takes those inputs in T and returns T, whatever its sensitivity.
 //
+// An op that follows its data input's storage (`follows_storage`: the CUDA backend's pools, which sum in fp32 and
+// round once, and its gather) runs on T where that input is T, as the T-propagating ops do.
+//
 // What stays float, as autocast does it: ops marked precision-sensitive (exp, log, softmax, normalisations,
-// reductions: kPrecisionSensitive), ops the backend runs in fp32 only (`float_only`: its pools and gather), and
-// every value derived from a float value that is computed (positions, masks, a sensitive op's result). Model inputs
-// and what the fp32-only library kernels return are data, cast to T where they meet a T operand (a residual stream
-// that begins at a pooled map or the embeddings). Only the storage changes: generated kernels load T into fp32,
+// reductions: kPrecisionSensitive), ops the backend runs in fp32 only (`float_only`), and
+// every value derived from a float value that is computed (positions, masks, a sensitive op's result). Model inputs,
+// what an fp32-only op returns, and data moved or combined with constants (gathered embeddings) are data, cast to T
+// where they meet a T operand (a residual stream that begins at the embeddings). Only the storage changes: generated kernels load T into fp32,
 // compute in fp32 and round once on the way out, and the libraries accumulate products in fp32. A Cast the pass
 // inserts sits beside the kernel it feeds or leaves and fuses into it.
 //
@@ -88,7 +91,8 @@ class LowPrecisionStorage final : public Pass {
         if (is_float(n->output(0)))
           ctx.precision_changes.push_back(fmt::format("{}: {} operands and result, fp32 accumulation",
                                                       n->describe(), dtype_name(storage_)));
-      } else if (propagates_storage(*n) && !is_sensitive(*n) && !policy_.float_only(*n)) {
+      } else if (((propagates_storage(*n) && !is_sensitive(*n)) || follows_storage(*n)) &&
+                 !policy_.float_only(*n)) {
         bool any_low = false, any_float = false;
         for (const Value* v : n->inputs()) {
           if (!v) continue;
@@ -123,15 +127,17 @@ class LowPrecisionStorage final : public Pass {
   }
 
  private:
-  // Data that only T's rounding would change, not values computed in fp32 for their precision: a model input, or
-  // what a library kernel the backend runs in fp32 returned (a pooled map, gathered embeddings). Beside a T operand
-  // it is cast to T, so a residual stream that begins there stays T.
+  // Data that only T's rounding would change, not values computed in fp32 for their precision: a model input, what
+  // an op the backend runs in fp32 only returned, data moved or combined with constants (gathered embeddings).
+  // Beside a T operand it is cast to T, so a residual stream that begins there stays T.
   bool castable(const Graph& g, const Value* v) const {
     if (data_.count(v)) return true;
     const Node* p = v->producer();
     if (!p) return std::find(g.inputs().begin(), g.inputs().end(), v) != g.inputs().end();
     return policy_.float_only(*p);
   }
+
+  bool follows_storage(const Node& n) const { return policy_.follows_storage && policy_.follows_storage(n); }
 
   // n on T: its float inputs (those `only` lists, when given) in T, constants stored in T and run-time values cast
   // once each; any other input this pass made T cast back to float; its float outputs T. Returns the edits.

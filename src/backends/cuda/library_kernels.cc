@@ -25,6 +25,11 @@ int64_t numel(const std::vector<int64_t>& d) {
   return std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>());
 }
 
+// A library kernel's element type code: 0 float, 1 bfloat16, 2 float16; -1 for any other.
+static int io_of(DType t) {
+  return t == DType::Float ? 0 : t == DType::BFloat16 ? 1 : t == DType::Float16 ? 2 : -1;
+}
+
 AttnArgs attention_args(const Node& n, int64_t* nbatch_out) {
   auto operand = [&](int i, const char* perm_attr, std::vector<int64_t>& dims,
                      std::vector<int64_t>& strides) {
@@ -99,8 +104,7 @@ AttnArgs attention_args(const Node& n, int64_t* nbatch_out) {
   if (mask) a.mr = ms.end()[-2], a.mc = ms.back();
   a.orow = ostr[orank - 2], a.ocol = ostr[orank - 1];
   a.scale = n.attr_float("scale", float(1.0 / std::sqrt(double(std::max<int64_t>(a.d, 1)))));
-  const DType t = n.input(0)->type.dtype;
-  a.io = t == DType::BFloat16 ? 1 : t == DType::Float16 ? 2 : 0;
+  a.io = io_of(n.input(0)->type.dtype);
   *nbatch_out = nbatch;
   return a;
 }
@@ -119,10 +123,10 @@ AttentionLaunch attention_launch(const AttnArgs& a) {
 
 PoolArgs pool_args(const Node& n) {
   std::vector<int64_t> xd = static_dims(n.input(0), n), yd = static_dims(n.output(0), n);
-  if (xd.size() != 4 || n.input(0)->type.dtype != DType::Float ||
+  if (xd.size() != 4 || io_of(n.input(0)->type.dtype) < 0 ||
       (n.num_outputs() > 1 && !n.output(1)->absent_output && !n.output(1)->uses().empty()))
-    throw UnsupportedError(
-        fmt::format("{}: the CUDA backend pools 2-D float maps (no indices output)", n.describe()));
+    throw UnsupportedError(fmt::format(
+        "{}: the CUDA backend pools 2-D float, bfloat16 or float16 maps (no indices output)", n.describe()));
   if (n.attr_string("auto_pad", "NOTSET") != "NOTSET")
     throw UnsupportedError(fmt::format("{}: auto_pad on the CUDA backend", n.describe()));
   std::vector<int64_t> ks = n.attr_ints("kernel_shape"), pads = n.attr_ints("pads", {0, 0, 0, 0}),
@@ -134,25 +138,27 @@ PoolArgs pool_args(const Node& n) {
   a.kh = int(ks[0]), a.kw = int(ks[1]), a.sh = int(st[0]), a.sw = int(st[1]), a.ph = int(pads[0]),
   a.pw = int(pads[1]), a.dh = int(dil[0]), a.dw = int(dil[1]), a.ph_end = int(pads[2]), a.pw_end = int(pads[3]);
   a.mode = n.op_type == "MaxPool" ? 0 : n.attr_int("count_include_pad", 0) ? 1 : 2;
+  a.io = io_of(n.input(0)->type.dtype);
   return a;
 }
 
 GlobalPoolArgs global_pool_args(const Node& n) {
   std::vector<int64_t> xd = static_dims(n.input(0), n);
-  if (xd.size() < 3 || n.input(0)->type.dtype != DType::Float)
-    throw UnsupportedError(fmt::format("{}: the CUDA backend pools float maps", n.describe()));
+  if (xd.size() < 3 || io_of(n.input(0)->type.dtype) < 0)
+    throw UnsupportedError(fmt::format("{}: the CUDA backend pools float, bfloat16 or float16 maps", n.describe()));
   GlobalPoolArgs a{};
   a.rows = xd[0] * xd[1];
   a.len = numel(xd) / std::max<int64_t>(a.rows, 1);
   a.max = n.op_type == "GlobalMaxPool";
+  a.io = io_of(n.input(0)->type.dtype);
   return a;
 }
 
 GatherArgs gather_args(const Node& n) {
   std::vector<int64_t> dd = static_dims(n.input(0), n), id = static_dims(n.input(1), n);
-  if (n.input(0)->type.dtype != DType::Float || n.input(1)->type.dtype != DType::Int64)
-    throw UnsupportedError(
-        fmt::format("{}: the CUDA backend gathers float data by int64 indices", n.describe()));
+  if (io_of(n.input(0)->type.dtype) < 0 || n.input(1)->type.dtype != DType::Int64)
+    throw UnsupportedError(fmt::format(
+        "{}: the CUDA backend gathers float, bfloat16 or float16 data by int64 indices", n.describe()));
   int64_t axis = n.attr_int("axis", 0);
   if (axis < 0) axis += int64_t(dd.size());
   GAF_CHECK(axis >= 0 && axis < int64_t(dd.size()), "{}: axis out of range", n.describe());
@@ -161,6 +167,7 @@ GatherArgs gather_args(const Node& n) {
   a.rows = dd[size_t(axis)];
   a.len = numel(std::vector<int64_t>(dd.begin() + axis + 1, dd.end()));
   a.nidx = numel(id);
+  a.io = io_of(n.input(0)->type.dtype);
   return a;
 }
 
@@ -490,18 +497,19 @@ extern "C" __global__ void __launch_bounds__(128) gaf_attention_mma(const GafAtt
 
 
 struct GafPoolArgs {
-  const float* x; float* y;
+  const void* x; void* y;
   long long nc, h, w, oh, ow;
   int kh, kw, sh, sw, ph, pw, dh, dw;
   int ph_end, pw_end;  // bottom and right pads
   int mode;  // 0 max, 1 average counting padding, 2 average over the window's in-image elements
+  int io;  // x and y: 0 fp32, 1 bfloat16, 2 float16 (sums in fp32, one rounding)
 };
 
 extern "C" __global__ void __launch_bounds__(256) gaf_pool2d(const GafPoolArgs a) {
   const long long n = a.nc * a.oh * a.ow;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     const long long ox = i % a.ow, oy = (i / a.ow) % a.oh, plane = i / (a.ow * a.oh);
-    const float* xp = a.x + plane * a.h * a.w;
+    const long long xp = plane * a.h * a.w;
     float acc = a.mode == 0 ? -GAFL_INF : 0.0f;
     int count = 0, padded = 0;  // window elements inside the image, inside the padded image
     bool nan = false;
@@ -513,30 +521,33 @@ extern "C" __global__ void __launch_bounds__(256) gaf_pool2d(const GafPoolArgs a
         // A ceil_mode window's last positions can lie past the padding too: those count for no average.
         padded += row_padded && ix < a.w + a.pw_end;
         if (iy < 0 || iy >= a.h || ix < 0 || ix >= a.w) continue;
-        const float v = xp[iy * a.w + ix];
+        const float v = gafl_ld(a.io, a.x, xp + iy * a.w + ix);
         if (a.mode == 0) { nan |= v != v; acc = v > acc ? v : acc; }
         else acc += v;
         ++count;
       }
     }
-    if (a.mode == 0) a.y[i] = nan ? __int_as_float(0x7fffffff) : acc;
-    else if (a.mode == 1) a.y[i] = padded ? acc / float(padded) : 0.0f;
-    else a.y[i] = count ? acc / float(count) : 0.0f;
+    const float r = a.mode == 0 ? (nan ? __int_as_float(0x7fffffff) : acc)
+                    : a.mode == 1 ? (padded ? acc / float(padded) : 0.0f)
+                                  : (count ? acc / float(count) : 0.0f);
+    gafl_st(a.io, a.y, i, r);
   }
 }
 
-struct GafGlobalPoolArgs { const float* x; float* y; long long rows, len; int max; };
+struct GafGlobalPoolArgs { const void* x; void* y; long long rows, len; int max; int io; };
 
 // One warp per (n, c) plane.
 extern "C" __global__ void __launch_bounds__(256) gaf_global_pool(const GafGlobalPoolArgs a) {
   const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
   const int lane = int(threadIdx.x) & 31;
   for (long long r = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5); r < a.rows; r += warps) {
-    const float* xp = a.x + r * a.len;
     float acc = a.max ? -GAFL_INF : 0.0f;
-    for (long long j = lane; j < a.len; j += 32) acc = a.max ? fmaxf(acc, xp[j]) : acc + xp[j];
+    for (long long j = lane; j < a.len; j += 32) {
+      const float v = gafl_ld(a.io, a.x, r * a.len + j);
+      acc = a.max ? fmaxf(acc, v) : acc + v;
+    }
     acc = a.max ? gafl_warp_max(acc) : gafl_warp_sum(acc);
-    if (lane == 0) a.y[r] = a.max ? acc : acc / float(a.len);
+    if (lane == 0) gafl_st(a.io, a.y, r, a.max ? acc : acc / float(a.len));
   }
 }
 
@@ -561,7 +572,9 @@ extern "C" __global__ void __launch_bounds__(256) gaf_conv_epilogue16(const GafC
   }
 }
 
-struct GafGatherArgs { const float* data; const long long* idx; float* y; long long nidx, rows, outer, len; };
+struct GafGatherArgs {
+  const void* data; const long long* idx; void* y; long long nidx, rows, outer, len; int io;
+};
 
 // Gather along axis `a` of data viewed as [outer, rows, len]: y[o, i, :] = data[o, idx[i], :] (negative indices
 // count from the end; out-of-range ones give 0 rather than reading outside the tensor).
@@ -571,7 +584,7 @@ extern "C" __global__ void __launch_bounds__(256) gaf_gather(const GafGatherArgs
     const long long j = i % a.len, k = (i / a.len) % a.nidx, o = i / (a.len * a.nidx);
     long long r = a.idx[k];
     r = r < 0 ? r + a.rows : r;
-    a.y[i] = r >= 0 && r < a.rows ? a.data[(o * a.rows + r) * a.len + j] : 0.0f;
+    gafl_st(a.io, a.y, i, r >= 0 && r < a.rows ? gafl_ld(a.io, a.data, (o * a.rows + r) * a.len + j) : 0.0f);
   }
 }
 )CUDA";

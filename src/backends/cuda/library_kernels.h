@@ -34,20 +34,23 @@ struct AttnArgs {
   int io;
 };
 
+// The pools and gather read and write fp32, bfloat16 or float16 (`io` as AttnArgs'); pools sum in fp32.
 struct PoolArgs {
-  const float* x;
-  float* y;
+  const void* x;
+  void* y;
   long long nc, h, w, oh, ow;
   int kh, kw, sh, sw, ph, pw, dh, dw;
   int ph_end, pw_end;
   int mode;
+  int io;
 };
 
 struct GlobalPoolArgs {
-  const float* x;
-  float* y;
+  const void* x;
+  void* y;
   long long rows, len;
   int max;
+  int io;
 };
 
 // y = [relu](y + bias[c] + z) in place over a 16-bit NCHW convolution output of n elements (bias per channel,
@@ -61,10 +64,11 @@ struct ConvEpilogueArgs {
 };
 
 struct GatherArgs {
-  const float* data;
+  const void* data;
   const long long* idx;
-  float* y;
+  void* y;
   long long nidx, rows, outer, len;
+  int io;
 };
 
 // The arguments of each library kernel for node `n` (static shapes), its data pointers left null for the

@@ -785,8 +785,8 @@ struct Session::Impl {
     Ref rx = in(n.input(0), n), ry = out(n.output(0), n);
     launch_library(n, "gaf_pool2d", fmt::format("pool kernel {}x{}", a.kh, a.kw),
                    (a.nc * a.oh * a.ow + kBlock - 1) / kBlock, a, [=, this](PoolArgs& args) {
-                     args.x = reinterpret_cast<const float*>(addr(rx));
-                     args.y = reinterpret_cast<float*>(addr(ry));
+                     args.x = addr(rx);
+                     args.y = addr(ry);
                    });
   }
 
@@ -795,8 +795,8 @@ struct Session::Impl {
     Ref rx = in(n.input(0), n), ry = out(n.output(0), n);
     launch_library(n, "gaf_global_pool", "global pool kernel", (a.rows + 7) / 8, a,
                    [=, this](GlobalPoolArgs& args) {
-                     args.x = reinterpret_cast<const float*>(addr(rx));
-                     args.y = reinterpret_cast<float*>(addr(ry));
+                     args.x = addr(rx);
+                     args.y = addr(ry);
                    });
   }
 
@@ -805,9 +805,9 @@ struct Session::Impl {
     Ref rd = in(n.input(0), n), ri = in(n.input(1), n), ry = out(n.output(0), n);
     launch_library(n, "gaf_gather", "gather kernel", (a.outer * a.nidx * a.len + kBlock - 1) / kBlock, a,
                    [=, this](GatherArgs& args) {
-                     args.data = reinterpret_cast<const float*>(addr(rd));
+                     args.data = addr(rd);
                      args.idx = reinterpret_cast<const long long*>(addr(ri));
-                     args.y = reinterpret_cast<float*>(addr(ry));
+                     args.y = addr(ry);
                    });
   }
 

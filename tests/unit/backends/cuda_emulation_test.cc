@@ -622,6 +622,75 @@ TEST(CudaEmulation, PoolingAndGatherMatchTheCpu) {
 // With ceil_mode = 1 the last window runs past the padded input: an average counting padding divides by the
 // window's elements inside the padded input (6 here), as the CPU runtime and ONNX Runtime do, not by kh * kw
 // (9).
+// `t` (bfloat16 or float16) as float, exactly.
+Tensor widened(const Tensor& t) {
+  Tensor r(DType::Float, t.dims());
+  const auto* bits = static_cast<const uint16_t*>(t.raw());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    r.data<float>()[i] = t.dtype() == DType::BFloat16 ? bf16_to_float(bits[i]) : half_to_float(bits[i]);
+  return r;
+}
+
+// The pools and gather on 16-bit data (what bf16_mixed / fp16_mixed plans run): the CPU's fp32 result on the
+// same values (the input rounded to the type first), maxima and gathered values exactly, averages within the
+// type's one rounding (the kernels sum in fp32).
+TEST(CudaEmulation, SixteenBitPoolsAndGatherMatchTheCpu) {
+  CudaEmulator& emu = library_emulator();
+  uint64_t seed = 300;
+  for (DType io : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(io));
+    const int code = io == DType::BFloat16 ? 1 : 2;
+    const double tol = io == DType::BFloat16 ? 8e-3 : 1e-3;
+    const char* pools[] = {
+        R"(g (float[2,3,9,11] x) => (float[2,3,5,6] y) {
+             y = MaxPool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]> (x) })",
+        R"(g (float[2,3,9,11] x) => (float[2,3,5,6] y) {
+             y = AveragePool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1], count_include_pad = 0> (x) })",
+    };
+    for (const char* text : pools) {
+      Model m = parse17(text);
+      const Node& n = only_node(m);
+      const Tensor x = narrowed(random_tensor({2, 3, 9, 11}, seed++), io);
+      const std::vector<Tensor> want = cpu_outputs(m, {widened(x)});
+      cuda::PoolArgs a = cuda::pool_args(n);
+      a.io = code;
+      Guarded y(io, want[0].dims());
+      a.x = x.raw(), a.y = y.data();
+      emu.launch("gaf_pool2d", &a, sizeof a, EmuDim{clamp_grid((a.nc * a.oh * a.ow + kBlock - 1) / kBlock), 1},
+                 kBlock, 0);
+      const double t = a.mode == 0 ? 0 : tol;
+      expect_close(widened(y.take()), want[0], t, t, n.op_type);
+    }
+    for (const char* text : {R"(g (float[3,5,7,9] x) => (float[3,5,1,1] y) { y = GlobalAveragePool (x) })",
+                             R"(g (float[3,5,7,9] x) => (float[3,5,1,1] y) { y = GlobalMaxPool (x) })"}) {
+      Model m = parse17(text);
+      const Node& n = only_node(m);
+      const Tensor x = narrowed(random_tensor({3, 5, 7, 9}, seed++), io);
+      const std::vector<Tensor> want = cpu_outputs(m, {widened(x)});
+      cuda::GlobalPoolArgs a = cuda::global_pool_args(n);
+      a.io = code;
+      Guarded y(io, want[0].dims());
+      a.x = x.raw(), a.y = y.data();
+      emu.launch("gaf_global_pool", &a, sizeof a, EmuDim{clamp_grid((a.rows + 7) / 8), 1}, kBlock, 0);
+      const double t = a.max ? 0 : tol;
+      expect_close(widened(y.take()), want[0], t, t, n.op_type);
+    }
+    Model m = parse17(R"(g (float[5,4,6] d, int64[2,3] i) => (float[2,3,4,6] y) { y = Gather <axis = 0> (d, i) })");
+    const Node& n = only_node(m);
+    const std::vector<int64_t> ids = {0, -1, 4, 2, -5, 1};
+    const Tensor idx = Tensor::from<int64_t>({2, 3}, std::span<const int64_t>(ids));
+    const Tensor d = narrowed(random_tensor({5, 4, 6}, seed++), io);
+    const std::vector<Tensor> want = cpu_outputs(m, {widened(d), idx});
+    cuda::GatherArgs a = cuda::gather_args(n);
+    a.io = code;
+    Guarded y(io, want[0].dims());
+    a.data = d.raw(), a.idx = reinterpret_cast<const long long*>(idx.data<int64_t>()), a.y = y.data();
+    emu.launch("gaf_gather", &a, sizeof a, EmuDim{clamp_grid((a.outer * a.nidx * a.len + kBlock - 1) / kBlock), 1},
+               kBlock, 0);
+    expect_close(widened(y.take()), want[0], 0, 0, "Gather");
+  }
+}
+
 TEST(CudaEmulation, AveragePoolCeilModeCountingPaddingMatchesTheCpu) {
   check_pool(library_emulator(), R"(g (float[1,2,9,10] x) => (float[1,2,5,6] y) {
       y = AveragePool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1], count_include_pad = 1,

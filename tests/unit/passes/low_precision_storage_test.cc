@@ -153,6 +153,40 @@ TEST(LowPrecisionStorage, ComputedFloatsStayFp32AndLibraryDataJoinsBf16) {
   EXPECT_LT(worst_relative_error(r.before, r.after), 2e-2);
 }
 
+// The CUDA backend's own policy: its pools and gather follow their input's storage. A pool between
+// convolutions and the global pool before the classifier run on bf16 (no casts around them; the kernels sum in
+// fp32); a pool of the model's input stays fp32, and its result is data that joins a bf16 operand in bf16.
+TEST(LowPrecisionStorage, CudaPoolsFollowTheirInputsStorage) {
+  Model m;
+  GraphBuilder b(m, 17);
+  Value* x = b.input("x", DType::Float, {1, 8, 16, 16});
+  Value* c1 = b.op("Relu", {b.op("Conv", {x, b.random_constant("w1", {8, 8, 3, 3}, 0.2f, 3)},
+                                   {{"pads", std::vector<int64_t>{1, 1, 1, 1}}})});
+  Value* p1 = b.op("MaxPool", {c1}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                     {"strides", std::vector<int64_t>{2, 2}}});
+  Value* px = b.op("AveragePool", {x}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                        {"strides", std::vector<int64_t>{2, 2}}});
+  Value* c2 = b.op("Conv", {b.op("Add", {p1, px}), b.random_constant("w2", {8, 8, 1, 1}, 0.3f, 4)});
+  Value* g = b.op("Flatten", {b.op("GlobalAveragePool", {c2})});
+  named_output(b, b.op("Gemm", {g, b.random_constant("fc", {4, 8}, 0.3f, 5)}, {{"transB", int64_t(1)}}), "y");
+  b.finish();
+  auto r = testing::rewrite(m, codegen::cuda_kernel_backend().precision_passes(PrecisionMode::Bf16Mixed));
+  const Graph& after = *r.after.graph;
+  int casts = 0;
+  for (const Node* n : after.nodes()) {
+    if (n->op_type == "MaxPool" || n->op_type == "GlobalAveragePool") {
+      EXPECT_EQ(n->output(0)->type.dtype, DType::BFloat16) << n->describe() << r.dump();
+    }
+    if (n->op_type == "AveragePool") {
+      EXPECT_EQ(n->output(0)->type.dtype, DType::Float) << r.dump();
+    }
+    casts += n->op_type == "Cast";
+  }
+  // x to bf16 for the first convolution, the input pool's result to bf16 for the Add, y back to float.
+  EXPECT_EQ(casts, 3) << r.dump();
+  EXPECT_LT(worst_relative_error(r.before, r.after), 2e-2);
+}
+
 // An op the backend runs on narrow operands with fp32 math inside (the CUDA flash attention): its Q, K, V in
 // bf16 though it is precision-sensitive, the mask fp32, its result bf16; the CPU runtime widens them the same way.
 TEST(LowPrecisionStorage, AttentionReadsNarrowOperandsAndKeepsItsMaskFp32) {

@@ -222,6 +222,14 @@ typedef double vd __attribute__((vector_size(sizeof(vf))));
 typedef uint64_t vu64 __attribute__((vector_size(sizeof(vf))));
 typedef float vf_half __attribute__((vector_size(sizeof(vf) / 2)));
 inline vd splat_wide(double v) { return vd{} + v; }
+// a b + c in one rounding (kernels build with -ffp-contract=off: a * b + c on vd would round twice).
+inline vd fma_wide(vd a, vd b, vd c) {
+#if defined(__AVX512F__)
+  return (vd)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
+#else
+  return (vd)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
+#endif
+}
 // Integers below 2^51 in magnitude as the low bits of kRound + v (and back): no int64 <-> double conversion,
 // which AVX2 does not have.
 inline constexpr double kRoundWide = 6755399441055744.0;  // 1.5 2^52: adding it rounds to an integer
@@ -235,19 +243,24 @@ inline vd pow_log_wide(vd a) {  // a > 0, finite, normal in double
   const vd z = s * s;
   // 2 atanh(s) = 2s + s z P(z), P to z^5 (truncation below 1e-12 relative), by Estrin's scheme (a short chain).
   const vd z2 = z * z;
-  const vd p01 = z * (2.0 / 5) + 2.0 / 3, p23 = z * (2.0 / 9) + 2.0 / 7, p45 = z * (2.0 / 13) + 2.0 / 11;
-  const vd p = (p45 * z2 + p23) * z2 + p01;
-  return e * 0.69314718055994530942 + (s * z * p + 2.0 * s);
+  const vd p01 = fma_wide(z, splat_wide(2.0 / 5), splat_wide(2.0 / 3));
+  const vd p23 = fma_wide(z, splat_wide(2.0 / 9), splat_wide(2.0 / 7));
+  const vd p45 = fma_wide(z, splat_wide(2.0 / 13), splat_wide(2.0 / 11));
+  const vd p = fma_wide(fma_wide(p45, z2, p23), z2, p01);
+  return fma_wide(e, splat_wide(0.69314718055994530942), fma_wide(s * z, p, s + s));
 }
 inline vd pow_exp_wide(vd y) {  // y in [-120, 100]
-  const vd t = y * 1.4426950408889634074 + kRoundWide;
+  const vd t = fma_wide(y, splat_wide(1.4426950408889634074), splat_wide(kRoundWide));
   const vd n = t - kRoundWide;
-  const vd r = (y - n * 0.693145751953125) - n * 1.42860682030941723212e-6;  // ln2 in two parts
+  const vd r = fma_wide(n, splat_wide(-1.42860682030941723212e-6),
+                        fma_wide(n, splat_wide(-0.693145751953125), y));  // ln2 in two parts
   // e^r by Taylor to r^9 (below 3e-12 relative for |r| <= ln2/2), by Estrin's scheme.
   const vd r2 = r * r, r4 = r2 * r2;
-  const vd q01 = r + 1.0, q23 = r * (1.0 / 6) + 0.5, q45 = r * (1.0 / 120) + 1.0 / 24,
-           q67 = r * (1.0 / 5040) + 1.0 / 720, q89 = r * (1.0 / 362880) + 1.0 / 40320;
-  const vd p = (q23 * r2 + q01) + ((q89 * r4 + (q67 * r2 + q45)) * r4);
+  const vd q01 = r + 1.0, q23 = fma_wide(r, splat_wide(1.0 / 6), splat_wide(0.5));
+  const vd q45 = fma_wide(r, splat_wide(1.0 / 120), splat_wide(1.0 / 24));
+  const vd q67 = fma_wide(r, splat_wide(1.0 / 5040), splat_wide(1.0 / 720));
+  const vd q89 = fma_wide(r, splat_wide(1.0 / 362880), splat_wide(1.0 / 40320));
+  const vd p = fma_wide(fma_wide(q89, r4, fma_wide(q67, r2, q45)), r4, fma_wide(q23, r2, q01));
   return p * (vd)(((vu64)t - (vu64)splat_wide(kRoundWide) + 1023u) << 52);  // 2^n
 }
 // b log a clamped to [-120, 100] (beyond both, fp32 gives 0 or inf), then e^ that, in double.

@@ -52,8 +52,8 @@ template <>
 struct VectorForm<ops::unary::LogOp> : VectorFormIs<simd::logv> {};
 
 // The ops' own formulas, pos_part(x) + alpha expm1(neg_part(x) [/ alpha]) (gamma times that for Selu), with
-// expm1 by simd::expm1v (fastmath::expm1's value). pos_part / neg_part keep NaN and -0 as the scalar forms do:
-// max / min return their second operand on NaN, and x < 0 / x > 0 select 0 exactly where the scalar selects.
+// expm1 by simd::expm1v (fastmath::expm1's value). pos_part / neg_part select on x < 0 / x > 0 as the scalar
+// forms do, so NaN and -0 pass through both.
 inline simd::vf pos_part(simd::vf x) { return simd::select(simd::lt(x, simd::zero()), simd::zero(), x); }
 inline simd::vf neg_part(simd::vf x) { return simd::select(simd::gt(x, simd::zero()), simd::zero(), x); }
 template <>

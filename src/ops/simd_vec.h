@@ -64,7 +64,6 @@ inline lanes_t gt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
 inline lanes_t lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 inline lanes_t nle(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_NLE_UQ); }
 inline lanes_t eq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
-inline lanes_t lor(lanes_t a, lanes_t b) { return lanes_t(a | b); }
 inline lanes_t land(lanes_t a, lanes_t b) { return lanes_t(a & b); }
 inline lanes_t lnot(lanes_t a) { return lanes_t(~a); }
 // Lane i of the result is bit i.
@@ -126,7 +125,6 @@ inline lanes_t gt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
 inline lanes_t lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
 inline lanes_t nle(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_NLE_UQ); }
 inline lanes_t eq(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
-inline lanes_t lor(lanes_t a, lanes_t b) { return _mm256_or_ps(a, b); }
 inline lanes_t land(lanes_t a, lanes_t b) { return _mm256_and_ps(a, b); }
 inline lanes_t lnot(lanes_t a) { return _mm256_xor_ps(a, all_lanes()); }
 inline unsigned bits(lanes_t k) { return unsigned(_mm256_movemask_ps(k)); }

@@ -17,12 +17,12 @@
 // round once, and its gather) runs on T where that input is T, as the T-propagating ops do.
 //
 // What stays float, as autocast does it: ops marked precision-sensitive (exp, log, softmax, normalisations,
-// reductions: kPrecisionSensitive), ops the backend runs in fp32 only (`float_only`), and
-// every value derived from a float value that is computed (positions, masks, a sensitive op's result). Model inputs,
-// what an fp32-only op returns, and data moved or combined with constants (gathered embeddings) are data, cast to T
-// where they meet a T operand (a residual stream that begins at the embeddings). Only the storage changes: generated kernels load T into fp32,
-// compute in fp32 and round once on the way out, and the libraries accumulate products in fp32. A Cast the pass
-// inserts sits beside the kernel it feeds or leaves and fuses into it.
+// reductions: kPrecisionSensitive), ops the backend runs in fp32 only (`float_only`), and every value derived
+// from a float value that is computed (positions, masks, a sensitive op's result). Model inputs, what an fp32-only
+// op returns, and data moved or combined with constants (gathered embeddings) are data, cast to T where they meet
+// a T operand (a residual stream that begins at the embeddings). Only the storage changes: generated kernels load
+// T into fp32, compute in fp32 and round once on the way out, and the libraries accumulate products in fp32. A
+// Cast the pass inserts sits beside the kernel it feeds or leaves and fuses into it.
 //
 // Does not fire: precision fp32 (the pass is not added), a graph without float products. Runs once, after the
 // rewrite pipeline (KernelBackend::precision_passes): the recognisers before it see the model's float types.
